@@ -1,0 +1,23 @@
+"""pydeno: run untrusted JavaScript in supervised Deno workers.
+
+>>> import pydeno
+>>> with pydeno.Runtime() as rt:
+...     rt.eval("1 + 1")
+2
+"""
+
+from ._errors import JavaScriptError, PydenoError, RuntimeTimeout, WorkerCrashed
+from ._function import JsFunction
+from ._runtime import Runtime
+from ._values import Undefined, undefined
+
+__all__ = [
+    "JavaScriptError",
+    "JsFunction",
+    "PydenoError",
+    "Runtime",
+    "RuntimeTimeout",
+    "Undefined",
+    "WorkerCrashed",
+    "undefined",
+]

@@ -1,0 +1,237 @@
+"""``Runtime``: the synchronous driver.
+
+It writes frames and waits on the worker's pipes with ``poll()`` in the calling thread:
+no event loop and no thread hop on the warm path. All rules live in
+:mod:`pydeno.host._core` and :mod:`pydeno.host._wire`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import select
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ._function import JsFunction
+from .host._core import TICK, Core, RuntimeOptions
+from .host._wire import HostCall, ProtocolError
+
+__all__ = ["Runtime"]
+
+_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+# After sending, poll the pipe without sleeping for this long before blocking in poll():
+# a blocked reader costs a cross-CPU wake-up (~50 us on a VM), about the whole budget of a
+# warm eval. Bounded, so a long command costs at most this much host CPU.
+SPIN_NS = 200_000
+_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+
+def _await_sync(awaitable: Awaitable[Any]) -> Any:
+    """Run an async host function to completion from synchronous code."""
+
+    async def main() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from inside a running loop's thread: that loop cannot be re-entered.
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, asyncio.run(main())))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name="pydeno-host-call")
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+class Runtime:
+    """A JavaScript runtime in its own deno worker process.
+
+    ``Runtime(timeout=30.0, max_memory=512 MiB, jitless=True, ...)``; see docs/limits.md
+    for every option. Not safe to share between threads without your own locking: calls
+    from several threads are serialised by an internal lock.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float | None = 30.0,
+        max_memory: int = 512 * 2**20,
+        max_message_bytes: int = 64 * 2**20,
+        jitless: bool = True,
+        startup_timeout: float = 10.0,
+        on_console: Callable[[str, str], Any] | None = None,
+        expose_host_errors: bool = False,
+    ) -> None:
+        options = RuntimeOptions(
+            timeout=timeout,
+            max_memory=max_memory,
+            max_message_bytes=max_message_bytes,
+            jitless=jitless,
+            startup_timeout=startup_timeout,
+            on_console=on_console,
+            expose_host_errors=expose_host_errors,
+        )
+        self._core = Core(options, self)
+        self._lock = threading.RLock()
+        self._poll = select.poll()
+        self._spin_until = 0
+        process = self._core.spawn()
+        try:
+            self._poll.register(process.stdout_fd, _IN)
+            self._poll.register(process.stderr_fd, _IN)
+            deadline = self._core.startup_deadline()
+            while self._core.connection.hello is None:
+                self._step(deadline, None)
+        except BaseException:
+            self._core.close()
+            raise
+
+    # -- public API -------------------------------------------------------------------
+    def eval(self, code: str, *, timeout: float | None = None) -> Any:
+        """Evaluate code and return its value (a returned promise is awaited)."""
+        code = self._core.check_code(code)
+        with self._lock:
+            self._core.check_open()
+            rid, data = self._core.connection.eval(code)
+            return self._roundtrip(rid, data, timeout)
+
+    def bind_function(self, name: str, fn: Callable[..., Any]) -> None:
+        """Expose fn to the guest as the global async function ``name``."""
+        name = self._core.bind_check(name, fn)
+        with self._lock:
+            self._core.check_open()
+            self._core.functions[name] = fn
+            rid, data = self._core.connection.bind(name)
+            self._roundtrip(rid, data, None)
+
+    def close(self) -> None:
+        """Kill the worker and release everything. Idempotent."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is not None and not core.closed:
+            core.close()
+
+    # -- the driver ---------------------------------------------------------------------
+    def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
+        with self._lock:
+            self._core.check_function(fn)
+            self._core.check_open()
+            rid, data = self._core.connection.call(fn._id, args)
+            return self._roundtrip(rid, data, timeout)
+
+    def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
+        core = self._core
+        deadline, limit = core.deadline(timeout)
+        try:
+            self._send(data, deadline, limit)
+            outcomes = core.connection.outcomes
+            while rid not in outcomes:
+                self._step(deadline, limit)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) or isinstance(exc, (KeyboardInterrupt,)):
+                core.interrupted()
+            raise
+        return core.connection.take(rid)
+
+    def _step(self, deadline: float, limit: float | None) -> None:
+        """Handle one buffered event, or wait for more bytes."""
+        core = self._core
+        try:
+            event = core.connection.next_event()
+        except ProtocolError as err:
+            raise core.protocol_failure(err) from None
+        if event is None:
+            self._receive(deadline, limit)
+            return
+        call = core.handle(event)
+        if call is not None:
+            self._run_host_call(call, deadline, limit)
+
+    def _receive(self, deadline: float, limit: float | None) -> None:
+        core = self._core
+        process = core.check_open()
+        data = process.read()
+        if data:
+            core.connection.feed(data)
+            return
+        if data is None:
+            raise core.died()
+        if time.perf_counter_ns() < self._spin_until:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise core.timed_out(limit)
+        wait = min(remaining, TICK)
+        for fd, _ in self._poll.poll(max(0, math.ceil(wait * 1000))):
+            if fd == process.stderr_fd:
+                process.drain_stderr()
+
+    def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
+        core = self._core
+        process = core.check_open()
+        view = memoryview(data)
+        while view:
+            n = process.write(view)
+            if n < 0:
+                raise core.died()
+            view = view[n:]
+            if not view:
+                self._spin_until = time.perf_counter_ns() + SPIN_NS
+                return
+            # The pipe is full: keep reading while we wait, or a worker that is itself
+            # blocked writing to us would never drain its stdin.
+            incoming = process.read()
+            if incoming:
+                core.connection.feed(incoming)
+                continue
+            if incoming is None:
+                raise core.died()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise core.timed_out(limit)
+            self._poll.register(process.stdin_fd, _OUT)
+            try:
+                self._poll.poll(max(0, math.ceil(min(remaining, TICK) * 1000)))
+            finally:
+                self._poll.unregister(process.stdin_fd)
+            process.drain_stderr()
+
+    def _run_host_call(self, call: HostCall, deadline: float, limit: float | None) -> None:
+        core = self._core
+        fn = core.functions[call.name]
+        try:
+            result = fn(*call.args)
+            if inspect.isawaitable(result):
+                result = _await_sync(result)
+        except Exception as exc:  # noqa: BLE001 - reported to the guest as an Error
+            reply = core.host_error_reply(call, exc)
+        else:
+            reply = core.connection.reply(call.call_id, result)
+        self._send(reply, deadline, limit)

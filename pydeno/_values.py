@@ -1,0 +1,278 @@
+"""Python <-> JavaScript value conversion, the host's half of the codec.
+
+The mapping (docs/values.md has the full table):
+
+============================  ===============================  ==========================
+JavaScript                    Python                           back to JavaScript
+============================  ===============================  ==========================
+null / undefined              None / ``pydeno.undefined``      null / undefined
+boolean, string               bool, str                        same
+number (integral, safe)       int                              number
+number (other, NaN, -0, ±inf) float                            number
+BigInt                        int                              number if safe, else BigInt
+Uint8Array, ArrayBuffer       bytes                            Uint8Array
+other typed arrays            list of numbers                  Array
+Array                         list (tuples go as arrays too)   Array
+plain object                  dict with str keys               object
+Map                           dict                             object if all keys are str, else Map
+Set                           set                              Set (also from frozenset)
+Date                          aware datetime (UTC)             Date
+function                      ``JsFunction`` handle            the same function
+============================  ===============================  ==========================
+
+Lone UTF-16 surrogates become U+FFFD in both directions. Cycles, symbols, over-deep values
+and values larger than ``max_message_bytes`` are refused with an error naming the problem.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import msgpack
+
+if TYPE_CHECKING:
+    from ._function import JsFunction
+
+__all__ = ["MAX_DEPTH", "Undefined", "undefined"]
+
+MAX_DEPTH: Final = 128
+EXT_UNDEFINED: Final = 0
+EXT_BIGINT: Final = 1
+EXT_DATE: Final = 2
+EXT_FUNCTION: Final = 3
+EXT_SET: Final = 4
+EXT_JSON: Final = 5
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_F64 = struct.Struct(">d")
+_U32 = struct.Struct(">I")
+
+
+class Undefined:
+    """The type of :data:`pydeno.undefined`, JavaScript's ``undefined``; falsy, a singleton."""
+
+    _instance: Undefined | None = None
+
+    def __new__(cls) -> Undefined:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "pydeno.undefined"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "undefined"
+
+
+undefined: Final = Undefined()
+
+
+class ValueRefused(ValueError):
+    """A value cannot cross the wire; the message names what and where."""
+
+
+def _path(path: str) -> str:
+    return "the value" if not path else f"value{path}"
+
+
+def _scrub_surrogates(value: Any) -> Any:
+    """A copy of value with lone surrogates in every str replaced by U+FFFD (slow path)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+    if isinstance(value, dict):
+        return {_scrub_surrogates(k): _scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub_surrogates(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {_scrub_surrogates(v) for v in value}
+    return value
+
+
+def _has_surrogate(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_shape(value: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse cycles and nesting deeper than max_depth, naming where."""
+    if isinstance(value, _CONTAINERS):
+        _check(value, max_depth, 0, [], "")
+
+
+_CONTAINERS: Final = (list, tuple, dict, set, frozenset)
+
+
+def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], path: str) -> None:
+    if depth >= max_depth:
+        raise ValueRefused(f"{_path(path)} is nested deeper than {max_depth} levels")
+    if id(value) in ancestors:
+        raise ValueRefused(f"{_path(path)} is a cycle (it contains itself)")
+    ancestors.append(id(value))
+    # Only containers recurse; scalars, the bulk of any value, cost one type check.
+    if type(value) is dict:
+        for k, v in value.items():
+            if isinstance(v, _CONTAINERS):
+                _check(v, max_depth, depth + 1, ancestors, f"{path}[{k!r}]")
+    else:
+        for i, v in enumerate(value):
+            if isinstance(v, _CONTAINERS):
+                _check(v, max_depth, depth + 1, ancestors, f"{path}[{i}]")
+    ancestors.pop()
+
+
+def max_depth_of(value: Any, limit: int) -> bool:
+    """True if value (from msgpack: only lists and dicts) nests no deeper than limit.
+
+    The fast check for decoded frames: no paths, no cycle tracking (msgpack cannot encode
+    a cycle), and a whole level of containers at a time.
+    """
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) is list or type(child) is dict
+        ]
+    return True
+
+
+class Codec:
+    """Packs and unpacks values for one runtime (function handles belong to it)."""
+
+    def __init__(
+        self,
+        make_function: Callable[[int], JsFunction],
+        function_id: Callable[[JsFunction], int],
+        max_message_bytes: int,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
+        self._make_function = make_function
+        self._function_id = function_id
+        self.max_message_bytes = max_message_bytes
+        self.max_depth = max_depth
+        self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
+        self._limits = {
+            "max_str_len": max_message_bytes,
+            "max_bin_len": max_message_bytes,
+            "max_array_len": max_message_bytes,
+            "max_map_len": max_message_bytes // 2,
+            "max_ext_len": max_message_bytes,
+        }
+
+    # -- Python -> JavaScript ------------------------------------------------------------
+    def pack(self, value: Any) -> bytes:
+        """Encode value; raises ValueRefused/TypeError naming what cannot be converted."""
+        try:
+            return self._packer.pack(value)
+        except UnicodeEncodeError:
+            return self.pack(_scrub_surrogates(value))
+        except ValueError as exc:
+            if "recursion limit" not in str(exc):
+                raise
+            self._packer.reset()
+            check_shape(value, self.max_depth)
+            raise  # pragma: no cover - check_shape always finds the cause msgpack hit
+        except BaseException:
+            self._packer.reset()
+            raise
+
+    def _default(self, obj: Any) -> Any:
+        from ._function import JsFunction
+
+        if obj is undefined:
+            return msgpack.ExtType(EXT_UNDEFINED, b"\x00")
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            sign = b"\x01" if obj < 0 else b"\x00"
+            return msgpack.ExtType(EXT_BIGINT, sign + format(abs(obj), "x").encode("ascii"))
+        if isinstance(obj, _dt.datetime):
+            if obj.tzinfo is None or obj.utcoffset() is None:
+                raise ValueRefused(
+                    "cannot convert a naive datetime to a JavaScript Date: attach a timezone, "
+                    "for example dt.replace(tzinfo=datetime.timezone.utc)"
+                )
+            ms = (obj - _EPOCH) / _dt.timedelta(milliseconds=1)
+            return msgpack.ExtType(EXT_DATE, _F64.pack(ms))
+        if isinstance(obj, JsFunction):
+            return msgpack.ExtType(EXT_FUNCTION, _U32.pack(self._function_id(obj)))
+        if isinstance(obj, (set, frozenset)):
+            inner = msgpack.packb(list(obj), default=self._default, use_bin_type=True)
+            return msgpack.ExtType(EXT_SET, inner)
+        if isinstance(obj, (bytearray, memoryview)):
+            return bytes(obj)
+        raise TypeError(
+            f"cannot convert {type(obj).__module__}.{type(obj).__qualname__} to a JavaScript "
+            "value: pass None, bool, int, float, str, bytes, list, tuple, dict, set, an aware "
+            "datetime, pydeno.undefined or a JsFunction"
+        )
+
+    # -- JavaScript -> Python ------------------------------------------------------------
+    def unpack(self, data: memoryview | bytes) -> Any:
+        """Decode one value from the worker. Raises ValueError for anything malformed."""
+        value = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            ext_hook=self._ext_hook,
+            timestamp=1,
+            **self._limits,
+        )
+        # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
+        if len(data) > self.max_depth and type(value) in (list, dict):
+            if not max_depth_of(value, self.max_depth + 1):
+                raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
+        return value
+
+    def _ext_hook(self, code: int, data: bytes) -> Any:
+        if code == EXT_UNDEFINED:
+            return undefined
+        if code == EXT_BIGINT:
+            digits = data[1:]
+            if data[:1] not in (b"\x00", b"\x01") or not digits or not digits.isalnum():
+                raise ValueError("malformed BigInt")
+            n = int(digits, 16)
+            return -n if data[:1] == b"\x01" else n
+        if code == EXT_DATE:
+            if len(data) != 8:
+                raise ValueError("malformed Date")
+            (ms,) = _F64.unpack(data)
+            if not math.isfinite(ms):
+                raise ValueError("malformed Date")
+            try:
+                return _EPOCH + _dt.timedelta(milliseconds=ms)
+            except OverflowError:
+                raise ValueError("Date outside the range of datetime") from None
+        if code == EXT_FUNCTION:
+            if len(data) != 4:
+                raise ValueError("malformed function handle")
+            return self._make_function(_U32.unpack(data)[0])
+        if code == EXT_SET:
+            items = msgpack.unpackb(
+                data, raw=False, strict_map_key=False, ext_hook=self._ext_hook, timestamp=1, **self._limits
+            )
+            if not isinstance(items, list):
+                raise ValueError("malformed Set")
+            return set(items)
+        if code == EXT_JSON:
+            # The worker's fast lane for plain JSON-shaped data; any JSON is a valid value.
+            try:
+                return json.loads(data)
+            except RecursionError:
+                raise ValueError("JSON payload nested too deeply") from None
+        raise ValueError(f"unknown extension type {code}")

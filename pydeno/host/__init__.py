@@ -1,0 +1,1 @@
+"""The supervisor side of the wire: spawning workers, framing, limits (all private)."""

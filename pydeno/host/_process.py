@@ -1,0 +1,233 @@
+"""Starting, talking to and killing one deno worker process.
+
+Platform details live here: locating the deno binary, the worker's command line and
+environment, non-blocking pipe I/O, the bounded stderr ring, and a kill that always reaps.
+Both runtimes use this class as it is; only how they *wait* on its descriptors differs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from .._errors import WorkerCrashed
+
+__all__ = ["WorkerConfig", "WorkerProcess", "find_deno", "worker_entry"]
+
+STDERR_RING_BYTES: Final = 8192
+_READ_CHUNK: Final = 1 << 18
+MiB: Final = 1 << 20
+
+
+def find_deno() -> str:
+    """The deno binary: ``$PYDENO_DENO`` if set, else the one the ``deno`` wheel installed."""
+    override = os.environ.get("PYDENO_DENO")
+    if override:
+        return override
+    try:
+        import deno
+    except ImportError as exc:  # pragma: no cover - deno is a dependency
+        raise FileNotFoundError("the deno package is not installed: pip install deno") from exc
+    return deno.find_deno_bin()
+
+
+def worker_entry() -> Path:
+    """The worker's main.ts: inside the wheel (pydeno/_worker) or the source tree (worker/)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_worker" / "main.ts", here.parent / "worker" / "main.ts"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"pydeno's worker program is missing (looked in {here / '_worker'})")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    max_memory: int
+    max_message_bytes: int
+    jitless: bool
+    max_depth: int
+    max_console_chars: int = 16 * 1024
+
+    def v8_flags(self) -> str:
+        # V8 sizes its heap from the whole machine unless told; keep the old generation
+        # under max_memory so a heap overrun ends in V8's OOM rather than a host kill.
+        old_space = max(16, (self.max_memory * 3 // 4) // MiB)
+        flags = [f"--max-old-space-size={old_space}"]
+        if self.jitless:
+            flags.append("--jitless")
+        return ",".join(flags)
+
+    def argv(self, deno: str, entry: Path) -> list[str]:
+        import json
+
+        settings = json.dumps(
+            {
+                "max_message_bytes": self.max_message_bytes,
+                "max_depth": self.max_depth,
+                "max_console_chars": self.max_console_chars,
+            }
+        )
+        return [
+            deno,
+            "run",
+            "--quiet",
+            "--no-prompt",
+            "--no-config",
+            "--no-lock",
+            "--no-remote",
+            "--no-npm",
+            # Only the inspector, for REPL-mode evaluation; the worker revokes it before
+            # it reads the first command.
+            "--allow-sys=inspector",
+            f"--v8-flags={self.v8_flags()}",
+            str(entry),
+            settings,
+        ]
+
+
+def _last_line(data: bytes) -> str:
+    text = data.decode("utf-8", "replace").strip()
+    # ANSI colour sequences from deno's own error output are noise after the host prefix.
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    from ._wire import clean_text
+
+    return clean_text(lines[-1])[:500] if lines else ""
+
+
+class WorkerProcess:
+    """One deno worker: pipes set non-blocking, stderr kept as a bounded ring."""
+
+    def __init__(self, config: WorkerConfig, *, argv: list[str] | None = None) -> None:
+        self.config = config
+        try:
+            deno = find_deno()
+            command = argv if argv is not None else config.argv(deno, worker_entry())
+            self.popen = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={},
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+                bufsize=0,
+            )
+        except OSError as exc:
+            raise WorkerCrashed(f"worker failed to start: {_os_error_text(exc)}") from exc
+        assert self.popen.stdin and self.popen.stdout and self.popen.stderr
+        self.pid = self.popen.pid
+        self.stdin_fd = self.popen.stdin.fileno()
+        self.stdout_fd = self.popen.stdout.fileno()
+        self.stderr_fd = self.popen.stderr.fileno()
+        for fd in (self.stdin_fd, self.stdout_fd, self.stderr_fd):
+            os.set_blocking(fd, False)
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self.stdout_eof = False
+        self.closed = False
+
+    # -- I/O -------------------------------------------------------------------------
+    def read(self) -> bytes | None:
+        """Whatever stdout has now: bytes, b"" if nothing yet, None at end of file."""
+        try:
+            data = os.read(self.stdout_fd, _READ_CHUNK)
+        except BlockingIOError:
+            return b""
+        except OSError:
+            data = b""
+        if not data:
+            self.stdout_eof = True
+            return None
+        return data
+
+    def write(self, data: bytes | memoryview) -> int:
+        """Write what the pipe takes now; -1 if the worker closed it."""
+        try:
+            return os.write(self.stdin_fd, data)
+        except BlockingIOError:
+            return 0
+        except (BrokenPipeError, OSError):
+            return -1
+
+    def drain_stderr(self) -> None:
+        while True:
+            try:
+                data = os.read(self.stderr_fd, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            self._stderr.append(data)
+            self._stderr_size += len(data)
+            while self._stderr_size > STDERR_RING_BYTES and len(self._stderr) > 1:
+                self._stderr_size -= len(self._stderr.popleft())
+
+    def stderr_tail(self) -> bytes:
+        self.drain_stderr()
+        return b"".join(self._stderr)[-STDERR_RING_BYTES:]
+
+    # -- lifetime --------------------------------------------------------------------
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group and reap it. Idempotent, never raises."""
+        if self.popen.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.popen.kill()
+            except OSError:
+                pass
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+                pass
+
+    def close(self) -> None:
+        """Kill, reap and close every descriptor."""
+        if self.closed:
+            return
+        self.closed = True
+        self.kill()
+        self.drain_stderr()
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def death_message(self, prefix: str) -> str:
+        """``prefix (how it ended): last stderr line``; the worker's text only ever follows."""
+        code = self.popen.poll()
+        if code is None:
+            how = "still running"
+        elif code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        tail = _last_line(self.stderr_tail())
+        return f"{prefix} ({how})" + (f": {tail}" if tail else "")
+
+
+def _os_error_text(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    what = exc.strerror or type(exc).__name__
+    target = f" ({exc.filename})" if exc.filename else ""
+    return f"{what}{target}" + (f" [{name}]" if name else "")

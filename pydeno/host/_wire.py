@@ -1,0 +1,262 @@
+"""The wire between host and worker, sans I/O: framing, frame shapes and bookkeeping.
+
+A frame is a 4-byte big-endian length and one msgpack array whose first item is the frame
+kind. This module turns bytes from the worker into validated events and builds the bytes
+the host sends; it never reads, writes or waits (the h11 pattern), so the sync and async
+runtimes share every rule here and only move bytes.
+
+Everything the worker sends is untrusted: a frame that is too long, not msgpack, not one of
+the shapes below, or that names a request, call or function the host never issued raises
+:class:`ProtocolError`, after which the driver kills the worker.
+
+Worker -> host::
+
+    [0, protocol, deno_version, v8_version]     HELLO, once, first
+    [1, request_id, value]                      RESULT of an eval/call/bind
+    [2, request_id, name, message, stack]       ERROR of an eval/call/bind
+    [3, call_id, function_name, args]           HOSTCALL to a bound Python function
+    [4, level, text]                            CONSOLE output of the guest
+
+Host -> worker::
+
+    [1, request_id, code]                       EVAL
+    [2, request_id, function_id, args]          CALL a JsFunction
+    [3, [function_id, ...]]                     RELEASE JsFunction handles
+    [4, call_id, ok, value | [name, message]]   REPLY to a HOSTCALL
+    [5, request_id, name]                       BIND a host function as a guest global
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from .._errors import JavaScriptError
+from .._values import Codec, ValueRefused
+
+PROTOCOL_VERSION: Final = 1
+
+W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE = 0, 1, 2, 3, 4
+H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND = 1, 2, 3, 4, 5
+
+CONSOLE_LEVELS: Final = frozenset({"log", "info", "debug", "warn", "error"})
+
+_HEADER = struct.Struct(">I")
+# Control characters other than tab and newline are stripped from guest text, so console
+# output and error messages cannot move a terminal's cursor or forge log lines' structure.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_PACK_SMALL = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+class ProtocolError(Exception):
+    """The worker sent something the host refuses; ``malformed`` says which message fits.
+
+    Internal: drivers turn it into :class:`pydeno.WorkerCrashed` after killing the worker.
+    """
+
+    def __init__(self, detail: str, *, malformed: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.malformed = malformed
+
+    def crash_message(self) -> str:
+        if self.malformed:
+            return f"worker sent a malformed frame ({self.detail})"
+        return f"worker broke protocol: {self.detail}"
+
+
+def clean_text(text: str) -> str:
+    """Guest-controlled text with control characters removed."""
+    return _CONTROL.sub("", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    protocol: int
+    deno_version: str
+    v8_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """A request finished; its outcome is in :attr:`Connection.outcomes`."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    call_id: int
+    name: str
+    args: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Console:
+    level: str
+    text: str
+
+
+Event = Hello | Completed | HostCall | Console
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The result of a request: a value, or the exception to raise."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def frame(payload: bytes) -> bytes:
+    return _HEADER.pack(len(payload)) + payload
+
+
+class Connection:
+    """Protocol state for one worker: a byte buffer in, validated events out."""
+
+    def __init__(self, codec: Codec, max_message_bytes: int) -> None:
+        self.codec = codec
+        self.max_message_bytes = max_message_bytes
+        self._buf = bytearray()
+        self._pos = 0
+        self._next_request = 1
+        self._next_release: list[int] = []
+        self.hello: Hello | None = None
+        self.pending: set[int] = set()
+        self.outcomes: dict[int, Outcome] = {}
+        self.host_calls: set[int] = set()
+        self.bound: set[str] = set()
+        self.live_functions: set[int] = set()
+
+    # -- outgoing --------------------------------------------------------------------
+    def _request(self, kind: int, *items: Any) -> tuple[int, bytes]:
+        rid = self._next_request
+        self._next_request += 1
+        body = self.codec.pack([kind, rid, *items])
+        self.pending.add(rid)
+        return rid, self._with_releases(frame(body))
+
+    def _with_releases(self, data: bytes) -> bytes:
+        # Releases of JsFunction handles closed since the last send travel with the next
+        # frame, so closing a handle (also from __del__) never does I/O itself.
+        if self._next_release:
+            ids, self._next_release = self._next_release, []
+            return frame(_PACK_SMALL([H_RELEASE, ids])) + data
+        return data
+
+    def eval(self, code: str) -> tuple[int, bytes]:
+        return self._request(H_EVAL, code)
+
+    def call(self, function_id: int, args: list[Any]) -> tuple[int, bytes]:
+        return self._request(H_CALL, function_id, args)
+
+    def bind(self, name: str) -> tuple[int, bytes]:
+        rid, data = self._request(H_BIND, name)
+        self.bound.add(name)
+        return rid, data
+
+    def release(self, function_id: int) -> None:
+        if function_id in self.live_functions:
+            self.live_functions.discard(function_id)
+            self._next_release.append(function_id)
+
+    def reply(self, call_id: int, value: Any) -> bytes:
+        self.host_calls.discard(call_id)
+        try:
+            body = self.codec.pack([H_REPLY, call_id, True, value])
+        except (ValueError, TypeError, OverflowError) as exc:
+            return self.reply_error(call_id, "TypeError", f"the host function's result could not be converted: {exc}")
+        return self._with_releases(frame(body))
+
+    def reply_error(self, call_id: int, name: str, message: str) -> bytes:
+        self.host_calls.discard(call_id)
+        return self._with_releases(frame(self.codec.pack([H_REPLY, call_id, False, [name, message]])))
+
+    # -- incoming --------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    def next_event(self) -> Event | None:
+        """The next complete event, or None when more bytes are needed."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return None
+        (length,) = _HEADER.unpack_from(buf, pos)
+        if length > self.max_message_bytes:
+            raise ProtocolError(
+                f"length {length} exceeds max_message_bytes={self.max_message_bytes}", malformed=True
+            )
+        end = pos + 4 + length
+        if len(buf) < end:
+            return None
+        with memoryview(buf) as view:
+            payload = view[pos + 4 : end]
+            try:
+                try:
+                    item = self.codec.unpack(payload)
+                except ValueRefused as exc:
+                    raise ProtocolError(str(exc), malformed=True) from None
+                except (ValueError, TypeError, OverflowError, msgpack.ExtraData, msgpack.StackError) as exc:
+                    raise ProtocolError(f"{type(exc).__name__}: {exc}", malformed=True) from None
+            finally:
+                payload.release()
+        self._pos = end
+        if end > 65536 and end * 2 > len(buf):
+            del buf[:end]
+            self._pos = 0
+        return self._event(item)
+
+    def _event(self, item: Any) -> Event:
+        if not isinstance(item, list) or not item or type(item[0]) is not int:
+            raise ProtocolError("a frame is not an array starting with a kind", malformed=False)
+        kind, n = item[0], len(item)
+        if self.hello is None and kind != W_HELLO:
+            raise ProtocolError("the first frame was not a handshake", malformed=False)
+        if kind == W_RESULT and n == 3 and type(item[1]) is int:
+            self._complete(item[1], Outcome(value=item[2]))
+            return Completed(item[1])
+        if kind == W_ERROR and n == 5 and type(item[1]) is int and all(type(x) is str for x in item[2:]):
+            name, message, stack = (clean_text(x) for x in item[2:])
+            self._complete(item[1], Outcome(error=JavaScriptError(name, message, stack)))
+            return Completed(item[1])
+        if kind == W_HOSTCALL and n == 4 and type(item[1]) is int and type(item[2]) is str and type(item[3]) is list:
+            call_id, name = item[1], item[2]
+            if name not in self.bound:
+                raise ProtocolError(f"host call to {name!r}, which was never bound", malformed=False)
+            if call_id in self.host_calls:
+                raise ProtocolError(f"host call id {call_id} reused while in flight", malformed=False)
+            self.host_calls.add(call_id)
+            return HostCall(call_id, name, item[3])
+        if kind == W_CONSOLE and n == 3 and item[1] in CONSOLE_LEVELS and type(item[2]) is str:
+            return Console(item[1], clean_text(item[2]))
+        if kind == W_HELLO and n == 4 and self.hello is None and type(item[1]) is int:
+            if item[1] != PROTOCOL_VERSION:
+                raise ProtocolError(
+                    f"protocol version {item[1]!r}, expected {PROTOCOL_VERSION}", malformed=False
+                )
+            if type(item[2]) is not str or type(item[3]) is not str:
+                raise ProtocolError("a malformed handshake", malformed=False)
+            self.hello = Hello(item[1], clean_text(item[2])[:64], clean_text(item[3])[:64])
+            return self.hello
+        raise ProtocolError(f"unexpected frame of kind {kind!r} with {n} items", malformed=False)
+
+    def _complete(self, rid: int, outcome: Outcome) -> None:
+        if rid not in self.pending:
+            raise ProtocolError(f"an answer to request {rid}, which is not pending", malformed=False)
+        self.pending.discard(rid)
+        self.outcomes[rid] = outcome
+
+    def take(self, rid: int) -> Any:
+        """The value of a completed request, or raise its error."""
+        outcome = self.outcomes.pop(rid)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.value

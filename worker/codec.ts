@@ -1,0 +1,620 @@
+// The worker's half of the value codec: msgpack with pydeno's extension types.
+//
+// Guest code runs in this same isolate and may poison any prototype after we start, so
+// every intrinsic the codec touches is captured here, at module evaluation, before the
+// first guest command. Methods are "uncurried" (bound to Function.prototype.call) so a
+// later change to, say, Uint8Array.prototype.subarray cannot change how we encode.
+
+// deno-lint-ignore-file no-explicit-any
+
+const FunctionCall = Function.prototype.call;
+const uncurry = <T extends (...a: any[]) => any>(fn: T) =>
+  FunctionCall.bind(fn) as unknown as (self: any, ...args: Parameters<T>) => ReturnType<T>;
+
+const ObjectKeys = Object.keys;
+const ObjectIs = Object.is;
+const ObjectGetPrototypeOf = Object.getPrototypeOf;
+const ObjectDefineProperty = Object.defineProperty;
+const ArrayIsArray = Array.isArray;
+const NumberIsInteger = Number.isInteger;
+const NumberIsSafeInteger = Number.isSafeInteger;
+const StringFn = String;
+const BigIntFn = BigInt;
+const MathFloor = Math.floor;
+const DateGetTime = uncurry(Date.prototype.getTime);
+const BigIntToString = uncurry(BigInt.prototype.toString);
+const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
+const U8Subarray = uncurry(Uint8Array.prototype.subarray);
+const U8Set = uncurry(Uint8Array.prototype.set);
+const U8Slice = uncurry(Uint8Array.prototype.slice);
+const TypedArrayProto = ObjectGetPrototypeOf(Uint8Array.prototype);
+const TypedArrayLength = uncurry(
+  Object.getOwnPropertyDescriptor(TypedArrayProto, "length")!.get as () => number,
+);
+const TypedArrayTag = uncurry(
+  Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag)!.get as () => string | undefined,
+);
+const ArrayBufferIsView = ArrayBuffer.isView;
+const MapForEach = uncurry(Map.prototype.forEach);
+const MapSize = uncurry(Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get as () => number);
+const MapSet = uncurry(Map.prototype.set);
+const SetForEach = uncurry(Set.prototype.forEach);
+const SetSize = uncurry(Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get as () => number);
+const SetAdd = uncurry(Set.prototype.add);
+const MapCtor = Map;
+const SetCtor = Set;
+const DateCtor = Date;
+const Uint8ArrayCtor = Uint8Array;
+const DataViewCtor = DataView;
+const DVSetFloat64 = uncurry(DataView.prototype.setFloat64);
+const DVGetFloat64 = uncurry(DataView.prototype.getFloat64);
+const DVGetFloat32 = uncurry(DataView.prototype.getFloat32);
+const DVGetBigInt64 = uncurry(DataView.prototype.getBigInt64);
+const DVGetBigUint64 = uncurry(DataView.prototype.getBigUint64);
+const DVSetUint32 = uncurry(DataView.prototype.setUint32);
+const DVSetInt32 = uncurry(DataView.prototype.setInt32);
+const DVGetUint16 = uncurry(DataView.prototype.getUint16);
+const DVGetUint32 = uncurry(DataView.prototype.getUint32);
+const DVGetInt8 = uncurry(DataView.prototype.getInt8);
+const DVGetInt16 = uncurry(DataView.prototype.getInt16);
+const DVGetInt32 = uncurry(DataView.prototype.getInt32);
+const ObjectCreate = Object.create;
+const StringFromCharCode = String.fromCharCode;
+const ArrayLength = (a: any[]): number => a.length;
+const ArrayBufferOf = uncurry(
+  Object.getOwnPropertyDescriptor(TypedArrayProto, "buffer")!.get as () => ArrayBuffer,
+);
+const NumberFn = Number;
+// V8's own brand checks, through Deno's core: exact, and no exception per plain object
+// (a try/catch brand check costs microseconds each in jitless mode).
+const denoCore = (globalThis as any).Deno[(globalThis as any).Deno.internal].core;
+const IsMap: (v: any) => boolean = denoCore.isMap;
+const IsSet: (v: any) => boolean = denoCore.isSet;
+const IsDate: (v: any) => boolean = denoCore.isDate;
+const IsAnyArrayBuffer: (v: any) => boolean = denoCore.isAnyArrayBuffer;
+const IsPromise: (v: any) => boolean = denoCore.isPromise;
+const ObjectPrototype = Object.prototype;
+const ArrayPrototype = Array.prototype;
+const JSONStringify = JSON.stringify;
+const StringIsWellFormed = uncurry((String.prototype as any).isWellFormed);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+const encodeInto = uncurry(TextEncoder.prototype.encodeInto);
+const decodeUtf8 = uncurry(TextDecoder.prototype.decode);
+const ErrorCtor = Error;
+const TypeErrorCtor = TypeError;
+const RangeErrorCtor = RangeError;
+
+// Extension type codes; pydeno/_values.py holds the same table.
+export const EXT_UNDEFINED = 0;
+export const EXT_BIGINT = 1;
+export const EXT_DATE = 2;
+export const EXT_FUNCTION = 3;
+export const EXT_SET = 4;
+export const EXT_JSON = 5;
+
+// The range of Python's datetime (years 1 to 9999), in ms since the epoch.
+const MIN_DATE_MS = -62135596800000;
+const MAX_DATE_MS = 253402300799999;
+const SAFE_BIGINT_MAX = BigIntFn(Number.MAX_SAFE_INTEGER);
+const SAFE_BIGINT_MIN = -SAFE_BIGINT_MAX;
+
+/** Raised for a value the codec refuses; the message names what and where. */
+export class CodecError extends TypeErrorCtor {}
+ObjectDefineProperty(CodecError.prototype, "name", { value: "TypeError" });
+
+export interface EncodeHooks {
+  /** Registers a guest function and returns its handle id. */
+  registerFunction(fn: (...args: any[]) => any): number;
+}
+
+// Where in a value an error happened, rendered from the writer's key stack only on error.
+function renderPath(keys: any, depth: number): string {
+  let out = "";
+  for (let i = 0; i < depth; i++) {
+    const k = keys[i];
+    out += typeof k === "number" ? `[${k}]` : typeof k === "string" ? `.${k}` : "<item>";
+  }
+  return out === "" ? "the value" : `value${out}`;
+}
+
+/** A growable msgpack writer; one instance is reused for every outgoing frame. */
+export class Writer {
+  buf: Uint8Array;
+  view: DataView;
+  // Tracked here rather than read from buf.length: that getter lives on a prototype.
+  cap: number;
+  pos = 0;
+  maxBytes: number;
+  maxDepth: number;
+  hooks: EncodeHooks;
+  // Null-prototype so a setter the guest puts on Array.prototype cannot intercept them.
+  private stack: any = ObjectCreate(null);
+  private keys: any = ObjectCreate(null);
+
+  constructor(maxBytes: number, maxDepth: number, hooks: EncodeHooks) {
+    this.cap = 1 << 16;
+    this.buf = new Uint8ArrayCtor(this.cap);
+    this.view = new DataViewCtor(ArrayBufferOf(this.buf));
+    this.maxBytes = maxBytes;
+    this.maxDepth = maxDepth;
+    this.hooks = hooks;
+  }
+
+  reset(): void {
+    this.pos = 0;
+  }
+
+  /** The bytes written since reset(), as a view (valid until the next write). */
+  bytes(): Uint8Array {
+    return U8Subarray(this.buf, 0, this.pos);
+  }
+
+  ensure(n: number): void {
+    const need = this.pos + n;
+    if (need <= this.cap) return;
+    if (need > this.maxBytes + 64) {
+      throw new RangeErrorCtor(
+        `value is larger than max_message_bytes=${this.maxBytes} when encoded`,
+      );
+    }
+    let size = this.cap * 2;
+    while (size < need) size *= 2;
+    const next = new Uint8ArrayCtor(size);
+    U8Set(next, U8Subarray(this.buf, 0, this.pos));
+    this.buf = next;
+    this.cap = size;
+    this.view = new DataViewCtor(ArrayBufferOf(next));
+  }
+
+  u8(b: number): void {
+    this.ensure(1);
+    this.buf[this.pos++] = b;
+  }
+
+  header(small: number, b8: number, b16: number, b32: number, n: number, fixMax: number): void {
+    this.ensure(5);
+    const buf = this.buf;
+    let p = this.pos;
+    if (n <= fixMax && small >= 0) buf[p++] = small | n;
+    else if (n < 0x100 && b8 >= 0) { buf[p++] = b8; buf[p++] = n; }
+    else if (n < 0x10000) { buf[p++] = b16; buf[p++] = n >>> 8; buf[p++] = n & 0xff; }
+    else {
+      buf[p++] = b32;
+      buf[p++] = n >>> 24; buf[p++] = (n >>> 16) & 0xff; buf[p++] = (n >>> 8) & 0xff; buf[p++] = n & 0xff;
+    }
+    this.pos = p;
+  }
+
+  int(n: number): void {
+    this.ensure(9);
+    const buf = this.buf;
+    if (n >= 0) {
+      if (n < 0x80) { buf[this.pos++] = n; return; }
+      if (n < 0x100) { buf[this.pos++] = 0xcc; buf[this.pos++] = n; return; }
+      if (n < 0x10000) { this.header(-1, -1, 0xcd, 0xce, n, 0); return; }
+      if (n < 0x100000000) { this.header(-1, -1, -1, 0xce, n, 0); return; }
+      buf[this.pos++] = 0xcf;
+      const hi = MathFloor(n / 0x100000000), lo = n >>> 0;
+      DVSetUint32(this.view, this.pos, hi); DVSetUint32(this.view, this.pos + 4, lo);
+      this.pos += 8;
+      return;
+    }
+    if (n >= -32) { buf[this.pos++] = n & 0xff; return; }
+    // Negative integers beyond fixint: int64 is simplest and always correct.
+    buf[this.pos++] = 0xd3;
+    const hi = MathFloor(n / 0x100000000), lo = (n - hi * 0x100000000) >>> 0;
+    DVSetInt32(this.view, this.pos, hi); DVSetUint32(this.view, this.pos + 4, lo);
+    this.pos += 8;
+  }
+
+  float(n: number): void {
+    this.ensure(9);
+    this.buf[this.pos++] = 0xcb;
+    DVSetFloat64(this.view, this.pos, n);
+    this.pos += 8;
+  }
+
+  str(s: string): void {
+    const len = s.length;
+    // The header is chosen from the worst case (3 bytes per UTF-16 unit) so the bytes can
+    // be written in place; msgpack allows a wider header than the minimum.
+    const worst = len * 3;
+    const hdr = worst < 32 ? 1 : worst < 0x100 ? 2 : worst < 0x10000 ? 3 : 5;
+    this.ensure(hdr + worst);
+    const start = this.pos + hdr;
+    let n: number;
+    if (len < 16) {
+      // Short strings: a plain loop beats the native call's fixed cost when ASCII.
+      const buf = this.buf;
+      let p = start, i = 0;
+      for (; i < len; i++) {
+        const c = StringCharCodeAt(s, i);
+        if (c >= 0x80) break;
+        buf[p++] = c;
+      }
+      if (i === len) n = p - start;
+      else n = encodeInto(encoder, s, U8Subarray(this.buf, start)).written!;
+    } else {
+      n = encodeInto(encoder, s, U8Subarray(this.buf, start)).written!;
+    }
+    const buf = this.buf;
+    let p = this.pos;
+    if (hdr === 1) buf[p] = 0xa0 | n;
+    else if (hdr === 2) { buf[p] = 0xd9; buf[p + 1] = n; }
+    else if (hdr === 3) { buf[p] = 0xda; buf[p + 1] = n >>> 8; buf[p + 2] = n & 0xff; }
+    else { buf[p] = 0xdb; DVSetUint32(this.view, p + 1, n); }
+    this.pos = start + n;
+  }
+
+  bin(b: Uint8Array): void {
+    const n = TypedArrayLength(b);
+    this.header(-1, 0xc4, 0xc5, 0xc6, n, 0);
+    this.ensure(n);
+    U8Set(this.buf, b, this.pos);
+    this.pos += n;
+  }
+
+  ext(type: number, payload: Uint8Array | null, len: number): void {
+    // fixext for 1/2/4/8/16, else ext8/16/32.
+    this.ensure(6 + len);
+    const buf = this.buf;
+    if (len === 1) buf[this.pos++] = 0xd4;
+    else if (len === 2) buf[this.pos++] = 0xd5;
+    else if (len === 4) buf[this.pos++] = 0xd6;
+    else if (len === 8) buf[this.pos++] = 0xd7;
+    else if (len === 16) buf[this.pos++] = 0xd8;
+    else this.header(-1, 0xc7, 0xc8, 0xc9, len, 0);
+    buf[this.pos++] = type;
+    if (payload !== null) { U8Set(buf, payload, this.pos); this.pos += len; }
+  }
+
+  where(depth: number): string {
+    return renderPath(this.keys, depth);
+  }
+
+  /** Encodes a whole value: plain JSON-shaped data goes through V8's native JSON.stringify
+   * (several times faster than encoding in JavaScript when V8 runs jitless), as an
+   * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
+  top(v: any): void {
+    if (typeof v === "object" && v !== null && jsonExact(v, 0, this.maxDepth)) {
+      const text = JSONStringify(v);
+      const worst = text.length * 3;
+      this.ensure(6 + worst);
+      const start = this.pos + 6;
+      const n = encodeInto(encoder, text, U8Subarray(this.buf, start, start + worst)).written!;
+      this.buf[this.pos] = 0xc9;
+      DVSetUint32(this.view, this.pos + 1, n);
+      this.buf[this.pos + 5] = EXT_JSON;
+      this.pos = start + n;
+      return;
+    }
+    this.value(v, 0);
+  }
+
+  /** Encodes one guest value at the given nesting depth. */
+  value(v: any, depth: number): void {
+    switch (typeof v) {
+      case "string": this.str(v); return;
+      case "number":
+        if (NumberIsInteger(v) && NumberIsSafeInteger(v) && !ObjectIs(v, -0)) this.int(v);
+        else this.float(v);
+        return;
+      case "boolean": this.u8(v ? 0xc3 : 0xc2); return;
+      case "undefined": this.ext(EXT_UNDEFINED, null, 1); this.buf[this.pos++] = 0; return;
+      case "bigint": {
+        const neg = v < 0n;
+        const hex = BigIntToString(neg ? -v : v, 16);
+        const n = hex.length + 1;
+        this.ext(EXT_BIGINT, null, n);
+        this.buf[this.pos++] = neg ? 1 : 0;
+        for (let i = 0; i < hex.length; i++) this.buf[this.pos++] = StringCharCodeAt(hex, i);
+        return;
+      }
+      case "symbol":
+        throw new CodecError(`cannot convert a Symbol (${this.where(depth)})`);
+      case "function": {
+        const id = this.hooks.registerFunction(v);
+        this.ext(EXT_FUNCTION, null, 4);
+        DVSetUint32(this.view, this.pos, id);
+        this.pos += 4;
+        return;
+      }
+    }
+    if (v === null) { this.u8(0xc0); return; }
+    if (depth >= this.maxDepth) {
+      throw new CodecError(`${this.where(depth)} is nested deeper than ${this.maxDepth} levels`);
+    }
+    const stack = this.stack;
+    for (let i = 0; i < depth; i++) {
+      if (stack[i] === v) throw new CodecError(`${this.where(depth)} is a cycle (it contains itself)`);
+    }
+    stack[depth] = v;
+    const proto = ObjectGetPrototypeOf(v);
+    if (proto === ObjectPrototype || proto === null) { this.object(v, depth); return; }
+    if (ArrayIsArray(v)) {
+      const n = v.length;
+      this.header(0x90, -1, 0xdc, 0xdd, n, 15);
+      const keys = this.keys;
+      for (let i = 0; i < n; i++) { keys[depth] = i; this.value(v[i], depth + 1); }
+      return;
+    }
+    if (ArrayBufferIsView(v)) {
+      const tag = TypedArrayTag(v);
+      if (tag === "Uint8Array" || tag === "Uint8ClampedArray") { this.bin(v as Uint8Array); return; }
+      if (tag === undefined) {
+        throw new CodecError(`cannot convert a DataView (${this.where(depth)}); pass a Uint8Array`);
+      }
+      const n = TypedArrayLength(v);
+      this.header(0x90, -1, 0xdc, 0xdd, n, 15);
+      for (let i = 0; i < n; i++) { this.keys[depth] = i; this.value((v as any)[i], depth + 1); }
+      return;
+    }
+    if (IsAnyArrayBuffer(v)) { this.bin(new Uint8ArrayCtor(v)); return; }
+    if (IsDate(v)) {
+      const t = DateGetTime(v);
+      if (t !== t) throw new CodecError(`cannot convert an Invalid Date (${this.where(depth)})`);
+      if (t < MIN_DATE_MS || t > MAX_DATE_MS) {
+        throw new CodecError(`${this.where(depth)} is a Date outside the years 1-9999 that Python can hold`);
+      }
+      this.ext(EXT_DATE, null, 8);
+      DVSetFloat64(this.view, this.pos, t);
+      this.pos += 8;
+      return;
+    }
+    if (IsMap(v)) {
+      this.header(0x80, -1, 0xde, 0xdf, MapSize(v), 15);
+      MapForEach(v, (val: any, key: any) => {
+        if ((typeof key === "object" && key !== null && !IsDate(key)) || typeof key === "function") {
+          throw new CodecError(`${this.where(depth)} is a Map with an object key; Python dict keys must be primitives`);
+        }
+        this.keys[depth] = null;
+        this.value(key, depth + 1);
+        this.keys[depth] = typeof key === "string" || typeof key === "number" ? key : null;
+        this.value(val, depth + 1);
+      });
+      return;
+    }
+    if (IsSet(v)) {
+      // A Set is an ext whose payload is an encoded array, so it nests with the same rules.
+      const outer = this.pos;
+      this.ensure(6);
+      this.pos += 6; // ext32 header: 0xc9, u32 length, type
+      this.header(0x90, -1, 0xdc, 0xdd, SetSize(v), 15);
+      SetForEach(v, (item: any) => {
+        if ((typeof item === "object" && item !== null && !IsDate(item)) || typeof item === "function") {
+          throw new CodecError(`${this.where(depth)} is a Set holding an object; Python set items must be primitives`);
+        }
+        this.keys[depth] = null;
+        this.value(item, depth + 1);
+      });
+      const len = this.pos - outer - 6;
+      this.buf[outer] = 0xc9;
+      DVSetUint32(this.view, outer + 1, len);
+      this.buf[outer + 5] = EXT_SET;
+      return;
+    }
+    if (IsPromise(v)) {
+      throw new CodecError(`cannot convert a Promise nested inside ${this.where(depth)}; await it first`);
+    }
+    this.object(v, depth);
+  }
+
+  /** Any other object: its own enumerable string-keyed properties, like JSON. */
+  object(v: any, depth: number): void {
+    const keys = ObjectKeys(v);
+    const n = keys.length;
+    this.header(0x80, -1, 0xde, 0xdf, n, 15);
+    const path = this.keys;
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      this.str(k);
+      path[depth] = k;
+      this.value(v[k], depth + 1);
+    }
+  }
+}
+
+/** True when JSON.stringify(v) carries v exactly as value() would: only plain objects and
+ * arrays (no toJSON), well-formed strings, booleans, null, and numbers that are not -0,
+ * NaN, infinite or integral beyond 2**53; within the depth limit (which also rules out
+ * cycles). */
+function jsonExact(v: any, depth: number, maxDepth: number): boolean {
+  switch (typeof v) {
+    case "string": return StringIsWellFormed(v);
+    case "number":
+      return v === v && v !== Infinity && v !== -Infinity && (v !== 0 || 1 / v > 0) &&
+        (v % 1 !== 0 || NumberIsSafeInteger(v));
+    case "boolean": return true;
+    case "object": {
+      if (v === null) return true;
+      if (depth >= maxDepth) return false;
+      const proto = ObjectGetPrototypeOf(v);
+      if (proto === ArrayPrototype) {
+        if (!ArrayIsArray(v) || v.toJSON !== undefined) return false;
+        const n = v.length;
+        for (let i = 0; i < n; i++) if (!jsonExact(v[i], depth + 1, maxDepth)) return false;
+        return true;
+      }
+      if ((proto !== ObjectPrototype && proto !== null) || v.toJSON !== undefined) return false;
+      const keys = ObjectKeys(v);
+      const n = keys.length;
+      for (let i = 0; i < n; i++) if (!jsonExact(v[keys[i]], depth + 1, maxDepth)) return false;
+      return true;
+    }
+  }
+  return false;
+}
+
+export interface DecodeHooks {
+  /** Resolves a function handle the host sends back. */
+  lookupFunction(id: number): any;
+}
+
+/** A msgpack reader over one frame from the host. The host is trusted, but budgets still
+ * apply so that a bug on either side fails with a clear error instead of a stack overflow. */
+export class Reader {
+  buf: Uint8Array;
+  view: DataView;
+  pos: number;
+  end: number;
+  maxDepth: number;
+  hooks: DecodeHooks;
+
+  constructor(buf: Uint8Array, start: number, end: number, maxDepth: number, hooks: DecodeHooks) {
+    this.buf = buf;
+    this.view = new DataViewCtor(ArrayBufferOf(buf));
+    this.pos = start;
+    this.end = end;
+    this.maxDepth = maxDepth;
+    this.hooks = hooks;
+  }
+
+  need(n: number): void {
+    if (this.pos + n > this.end) throw new ErrorCtor("truncated frame from host");
+  }
+
+  u8(): number { this.need(1); return this.buf[this.pos++]; }
+  u16(): number { this.need(2); const v = DVGetUint16(this.view, this.pos); this.pos += 2; return v; }
+  u32(): number { this.need(4); const v = DVGetUint32(this.view, this.pos); this.pos += 4; return v; }
+
+  strOf(n: number): string {
+    this.need(n);
+    const start = this.pos;
+    this.pos += n;
+    if (n < 24) {
+      const buf = this.buf;
+      let s = "";
+      for (let i = start; i < start + n; i++) {
+        const c = buf[i];
+        if (c >= 0x80) return decodeUtf8(decoder, U8Subarray(buf, start, start + n));
+        s += StringFromCharCode(c);
+      }
+      return s;
+    }
+    return decodeUtf8(decoder, U8Subarray(this.buf, start, start + n));
+  }
+
+  binOf(n: number): Uint8Array {
+    this.need(n);
+    const out = U8Slice(this.buf, this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+
+  arrayOf(n: number, depth: number): any[] {
+    if (depth >= this.maxDepth) throw new CodecError(`value is nested deeper than ${this.maxDepth} levels`);
+    const out: any[] = [];
+    for (let i = 0; i < n; i++) {
+      ObjectDefineProperty(out, i, { value: this.value(depth + 1), writable: true, enumerable: true, configurable: true });
+    }
+    return out;
+  }
+
+  mapOf(n: number, depth: number): any {
+    if (depth >= this.maxDepth) throw new CodecError(`value is nested deeper than ${this.maxDepth} levels`);
+    const keys: any = ObjectCreate(null), vals: any = ObjectCreate(null);
+    let allStrings = true;
+    for (let i = 0; i < n; i++) {
+      const k = this.value(depth + 1);
+      if (typeof k !== "string") allStrings = false;
+      keys[i] = k;
+      vals[i] = this.value(depth + 1);
+    }
+    if (allStrings) {
+      const obj: any = {};
+      for (let i = 0; i < n; i++) {
+        // defineProperty, not assignment: a setter the guest put on Object.prototype (or
+        // a "__proto__" key) must not intercept the value.
+        ObjectDefineProperty(obj, keys[i], { value: vals[i], writable: true, enumerable: true, configurable: true });
+      }
+      return obj;
+    }
+    const m = new MapCtor();
+    for (let i = 0; i < n; i++) MapSet(m, keys[i], vals[i]);
+    return m;
+  }
+
+  ext(type: number, n: number, depth: number): any {
+    this.need(n);
+    const start = this.pos;
+    switch (type) {
+      case EXT_UNDEFINED: this.pos += n; return undefined;
+      case EXT_BIGINT: {
+        const neg = this.buf[start] === 1;
+        let hex = "0x";
+        for (let i = start + 1; i < start + n; i++) hex += StringFromCharCode(this.buf[i]);
+        this.pos += n;
+        const b = BigIntFn(hex);
+        return neg ? -b : b;
+      }
+      case EXT_DATE: {
+        const t = DVGetFloat64(this.view, start);
+        this.pos += n;
+        return new DateCtor(t);
+      }
+      case EXT_FUNCTION: {
+        const id = DVGetUint32(this.view, start);
+        this.pos += n;
+        return this.hooks.lookupFunction(id);
+      }
+      case EXT_SET: {
+        const items = this.value(depth);
+        if (this.pos !== start + n || !ArrayIsArray(items)) throw new ErrorCtor("malformed Set from host");
+        const s = new SetCtor();
+        const count = ArrayLength(items);
+        for (let i = 0; i < count; i++) SetAdd(s, items[i]);
+        return s;
+      }
+    }
+    throw new ErrorCtor(`unknown extension type ${type} from host`);
+  }
+
+  value(depth: number): any {
+    const b = this.u8();
+    if (b < 0x80) return b;
+    if (b >= 0xe0) return b - 0x100;
+    if (b >= 0xa0 && b <= 0xbf) return this.strOf(b & 0x1f);
+    if (b >= 0x90 && b <= 0x9f) return this.arrayOf(b & 0x0f, depth);
+    if (b >= 0x80 && b <= 0x8f) return this.mapOf(b & 0x0f, depth);
+    switch (b) {
+      case 0xc0: return null;
+      case 0xc2: return false;
+      case 0xc3: return true;
+      case 0xc4: return this.binOf(this.u8());
+      case 0xc5: return this.binOf(this.u16());
+      case 0xc6: return this.binOf(this.u32());
+      case 0xc7: { const n = this.u8(); return this.ext(this.u8(), n, depth); }
+      case 0xc8: { const n = this.u16(); return this.ext(this.u8(), n, depth); }
+      case 0xc9: { const n = this.u32(); return this.ext(this.u8(), n, depth); }
+      case 0xca: { this.need(4); const v = DVGetFloat32(this.view, this.pos); this.pos += 4; return v; }
+      case 0xcb: { this.need(8); const v = DVGetFloat64(this.view, this.pos); this.pos += 8; return v; }
+      case 0xcc: return this.u8();
+      case 0xcd: return this.u16();
+      case 0xce: return this.u32();
+      case 0xcf: { this.need(8); const v = DVGetBigUint64(this.view, this.pos); this.pos += 8; return v <= SAFE_BIGINT_MAX ? NumberFn(v) : v; }
+      case 0xd0: { this.need(1); const v = DVGetInt8(this.view, this.pos); this.pos += 1; return v; }
+      case 0xd1: { this.need(2); const v = DVGetInt16(this.view, this.pos); this.pos += 2; return v; }
+      case 0xd2: { this.need(4); const v = DVGetInt32(this.view, this.pos); this.pos += 4; return v; }
+      case 0xd3: {
+        this.need(8);
+        const v = DVGetBigInt64(this.view, this.pos);
+        this.pos += 8;
+        return v >= SAFE_BIGINT_MIN && v <= SAFE_BIGINT_MAX ? NumberFn(v) : v;
+      }
+      case 0xd4: return this.ext(this.u8(), 1, depth);
+      case 0xd5: return this.ext(this.u8(), 2, depth);
+      case 0xd6: return this.ext(this.u8(), 4, depth);
+      case 0xd7: return this.ext(this.u8(), 8, depth);
+      case 0xd8: return this.ext(this.u8(), 16, depth);
+      case 0xd9: return this.strOf(this.u8());
+      case 0xda: return this.strOf(this.u16());
+      case 0xdb: return this.strOf(this.u32());
+      case 0xdc: return this.arrayOf(this.u16(), depth);
+      case 0xdd: return this.arrayOf(this.u32(), depth);
+      case 0xde: return this.mapOf(this.u16(), depth);
+      case 0xdf: return this.mapOf(this.u32(), depth);
+    }
+    throw new ErrorCtor(`unknown msgpack byte 0x${b.toString(16)} from host`);
+  }
+}
