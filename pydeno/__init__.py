@@ -6,12 +6,14 @@
 2
 """
 
+from ._async_runtime import AsyncRuntime
 from ._errors import JavaScriptError, PydenoError, RuntimeTimeout, WorkerCrashed
 from ._function import JsFunction
 from ._runtime import Runtime
 from ._values import Undefined, undefined
 
 __all__ = [
+    "AsyncRuntime",
     "JavaScriptError",
     "JsFunction",
     "PydenoError",

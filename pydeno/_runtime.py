@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._function import JsFunction
-from .host._core import TICK, Core, RuntimeOptions
-from .host._wire import HostCall, ProtocolError
+from .host._core import NEED_DATA, Core, RuntimeOptions
+from .host._wire import HostCall
 
 __all__ = ["Runtime"]
 
@@ -155,41 +155,26 @@ class Runtime:
             while rid not in outcomes:
                 self._step(deadline, limit)
         except BaseException as exc:
-            if not isinstance(exc, Exception) or isinstance(exc, (KeyboardInterrupt,)):
+            # Interrupted mid-command (KeyboardInterrupt, ...): the worker's state is unknown.
+            if not isinstance(exc, Exception):
                 core.interrupted()
             raise
         return core.connection.take(rid)
 
     def _step(self, deadline: float, limit: float | None) -> None:
-        """Handle one buffered event, or wait for more bytes."""
-        core = self._core
-        try:
-            event = core.connection.next_event()
-        except ProtocolError as err:
-            raise core.protocol_failure(err) from None
-        if event is None:
+        item = self._core.pump()
+        if item is NEED_DATA:
             self._receive(deadline, limit)
-            return
-        call = core.handle(event)
-        if call is not None:
-            self._run_host_call(call, deadline, limit)
+        elif isinstance(item, HostCall):
+            self._run_host_call(item, deadline, limit)
 
     def _receive(self, deadline: float, limit: float | None) -> None:
         core = self._core
         process = core.check_open()
-        data = process.read()
-        if data:
-            core.connection.feed(data)
+        if core.ingest(process.read()) or time.perf_counter_ns() < self._spin_until:
             return
-        if data is None:
-            raise core.died()
-        if time.perf_counter_ns() < self._spin_until:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise core.timed_out(limit)
-        wait = min(remaining, TICK)
-        for fd, _ in self._poll.poll(max(0, math.ceil(wait * 1000))):
+        wait = core.remaining(deadline, limit)
+        for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
             if fd == process.stderr_fd:
                 process.drain_stderr()
 
@@ -197,7 +182,7 @@ class Runtime:
         core = self._core
         process = core.check_open()
         view = memoryview(data)
-        while view:
+        while True:
             n = process.write(view)
             if n < 0:
                 raise core.died()
@@ -207,18 +192,12 @@ class Runtime:
                 return
             # The pipe is full: keep reading while we wait, or a worker that is itself
             # blocked writing to us would never drain its stdin.
-            incoming = process.read()
-            if incoming:
-                core.connection.feed(incoming)
+            if core.ingest(process.read()):
                 continue
-            if incoming is None:
-                raise core.died()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise core.timed_out(limit)
+            wait = core.remaining(deadline, limit)
             self._poll.register(process.stdin_fd, _OUT)
             try:
-                self._poll.poll(max(0, math.ceil(min(remaining, TICK) * 1000)))
+                self._poll.poll(math.ceil(wait * 1000))
             finally:
                 self._poll.unregister(process.stdin_fd)
             process.drain_stderr()

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from .._errors import RuntimeTimeout, WorkerCrashed
 from .._function import JsFunction
@@ -21,7 +21,7 @@ from .._values import MAX_DEPTH, Codec
 from ._process import WorkerConfig, WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError
 
-__all__ = ["Core", "RuntimeOptions"]
+__all__ = ["NEED_DATA", "Core", "RuntimeOptions"]
 
 log = logging.getLogger("pydeno.console")
 
@@ -43,6 +43,15 @@ _LEVELS: Final = {"log": logging.INFO, "info": logging.INFO, "debug": logging.DE
                   "warn": logging.WARNING, "error": logging.ERROR}
 
 ConsoleHandler = Callable[[str, str], Any]
+
+
+class _NeedData:
+    """The sentinel :meth:`Core.pump` returns when it needs more bytes from the worker."""
+
+    __slots__ = ()
+
+
+NEED_DATA: Final = _NeedData()
 
 
 def _seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
@@ -169,6 +178,36 @@ class Core:
         return name
 
     # -- events ----------------------------------------------------------------------
+    def pump(self) -> HostCall | None | _NeedData:
+        """Apply buffered events until one needs the driver: a host call to run, None when
+        a request completed (the driver checks whether it was its own), or NEED_DATA."""
+        while True:
+            try:
+                event = self.connection.next_event()
+            except ProtocolError as err:
+                raise self.protocol_failure(err) from None
+            if event is None:
+                return NEED_DATA
+            call = self.handle(event)
+            if call is not None or isinstance(event, (Completed, Hello)):
+                return call
+
+    def ingest(self, data: bytes | None) -> bool:
+        """Feed what a read returned; True if there was data, raise if the worker is gone."""
+        if data is None:
+            raise self.died()
+        if data:
+            self.connection.feed(data)
+            return True
+        return False
+
+    def remaining(self, deadline: float, limit: float | None) -> float:
+        """Seconds until the deadline, at most TICK; raise the timeout if it has passed."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self.timed_out(limit)
+        return min(left, TICK)
+
     def handle(self, event: Event) -> HostCall | None:
         """Apply an event; return a host call for the driver to run, else None."""
         if isinstance(event, HostCall):
@@ -224,6 +263,3 @@ class Core:
     def startup_deadline(self) -> float:
         return time.monotonic() + self.options.startup_timeout
 
-
-def unreachable(message: str) -> NoReturn:  # pragma: no cover
-    raise AssertionError(message)

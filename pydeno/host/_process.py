@@ -103,14 +103,19 @@ def _last_line(data: bytes) -> str:
     return clean_text(lines[-1])[:500] if lines else ""
 
 
+def worker_command(config: WorkerConfig) -> list[str]:
+    """The command line that starts a worker. Tests replace this function to start hostile
+    fake workers instead; the public API has no such switch."""
+    return config.argv(find_deno(), worker_entry())
+
+
 class WorkerProcess:
     """One deno worker: pipes set non-blocking, stderr kept as a bounded ring."""
 
-    def __init__(self, config: WorkerConfig, *, argv: list[str] | None = None) -> None:
+    def __init__(self, config: WorkerConfig) -> None:
         self.config = config
         try:
-            deno = find_deno()
-            command = argv if argv is not None else config.argv(deno, worker_entry())
+            command = worker_command(config)
             self.popen = subprocess.Popen(
                 command,
                 stdin=subprocess.PIPE,

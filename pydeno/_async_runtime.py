@@ -1,0 +1,199 @@
+"""``AsyncRuntime``: the anyio driver (asyncio and trio).
+
+Same core as :class:`pydeno.Runtime`; this module only waits on the worker's pipes with
+``anyio.wait_readable`` and awaits async host functions. The worker is spawned in the
+constructor and its handshake is awaited before the first command, so both
+``AsyncRuntime()`` and ``async with AsyncRuntime() as rt`` work.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from ._function import JsFunction
+from .host._core import NEED_DATA, Core, RuntimeOptions
+from .host._wire import HostCall
+
+__all__ = ["AsyncRuntime"]
+
+
+class _TaskLock:
+    """A lock the owning task may re-enter: a host function that evaluates on the same
+    runtime (through a JsFunction, say) runs inside the command that called it."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    async def __aenter__(self) -> None:
+        me = id(anyio.get_current_task())
+        if self._owner == me:
+            self._depth += 1
+            return
+        await self._lock.acquire()
+        self._owner, self._depth = me, 1
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
+
+
+class AsyncRuntime:
+    """The async twin of :class:`pydeno.Runtime`: ``await rt.eval(code)``."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float | None = 30.0,
+        max_memory: int = 512 * 2**20,
+        max_message_bytes: int = 64 * 2**20,
+        jitless: bool = True,
+        startup_timeout: float = 10.0,
+        on_console: Callable[[str, str], Any] | None = None,
+        expose_host_errors: bool = False,
+    ) -> None:
+        options = RuntimeOptions(
+            timeout=timeout,
+            max_memory=max_memory,
+            max_message_bytes=max_message_bytes,
+            jitless=jitless,
+            startup_timeout=startup_timeout,
+            on_console=on_console,
+            expose_host_errors=expose_host_errors,
+        )
+        self._core = Core(options, self)
+        self._lock = _TaskLock()
+        self._core.spawn()
+        self._startup_deadline = self._core.startup_deadline()
+
+    # -- public API -------------------------------------------------------------------
+    async def eval(self, code: str, *, timeout: float | None = None) -> Any:
+        """Evaluate code and return its value (a returned promise is awaited)."""
+        code = self._core.check_code(code)
+        async with self._lock:
+            await self._ready()
+            rid, data = self._core.connection.eval(code)
+            return await self._roundtrip(rid, data, timeout)
+
+    async def bind_function(self, name: str, fn: Callable[..., Any]) -> None:
+        """Expose fn (sync or async) to the guest as the global async function ``name``."""
+        name = self._core.bind_check(name, fn)
+        async with self._lock:
+            await self._ready()
+            self._core.functions[name] = fn
+            rid, data = self._core.connection.bind(name)
+            await self._roundtrip(rid, data, None)
+
+    async def close(self) -> None:
+        """Kill the worker and release everything. Idempotent."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    async def __aenter__(self) -> AsyncRuntime:
+        async with self._lock:
+            await self._ready()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._core.close()
+
+    def __del__(self) -> None:
+        core = getattr(self, "_core", None)
+        if core is not None and not core.closed:
+            core.close()
+
+    # -- the driver ---------------------------------------------------------------------
+    async def _ready(self) -> None:
+        core = self._core
+        core.check_open()
+        if core.connection.hello is not None:
+            return
+        try:
+            while core.connection.hello is None:
+                await self._step(self._startup_deadline, None)
+        except BaseException:
+            core.close()
+            raise
+
+    async def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
+        async with self._lock:
+            self._core.check_function(fn)
+            await self._ready()
+            rid, data = self._core.connection.call(fn._id, args)
+            return await self._roundtrip(rid, data, timeout)
+
+    async def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
+        core = self._core
+        deadline, limit = core.deadline(timeout)
+        try:
+            await self._send(data, deadline, limit)
+            outcomes = core.connection.outcomes
+            while rid not in outcomes:
+                await self._step(deadline, limit)
+        except BaseException as exc:
+            # Cancelled or interrupted mid-command: the worker's state is unknown.
+            if not isinstance(exc, Exception):
+                core.interrupted()
+            raise
+        return core.connection.take(rid)
+
+    async def _step(self, deadline: float, limit: float | None) -> None:
+        item = self._core.pump()
+        if item is NEED_DATA:
+            await self._receive(deadline, limit)
+        elif isinstance(item, HostCall):
+            await self._run_host_call(item, deadline, limit)
+
+    async def _receive(self, deadline: float, limit: float | None) -> None:
+        core = self._core
+        process = core.check_open()
+        if core.ingest(process.read()):
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            return
+        with anyio.move_on_after(core.remaining(deadline, limit)):
+            await anyio.wait_readable(process.stdout_fd)
+        process.drain_stderr()
+
+    async def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
+        core = self._core
+        process = core.check_open()
+        view = memoryview(data)
+        while True:
+            n = process.write(view)
+            if n < 0:
+                raise core.died()
+            view = view[n:]
+            if not view:
+                return
+            # The pipe is full: keep draining the worker's output while we wait, or a
+            # worker blocked writing to us would never read its stdin.
+            if core.ingest(process.read()):
+                continue
+            with anyio.move_on_after(min(core.remaining(deadline, limit), 0.005)):
+                await anyio.wait_writable(process.stdin_fd)
+            process.drain_stderr()
+
+    async def _run_host_call(self, call: HostCall, deadline: float, limit: float | None) -> None:
+        core = self._core
+        fn = core.functions[call.name]
+        try:
+            result = fn(*call.args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # noqa: BLE001 - reported to the guest as an Error
+            reply = core.host_error_reply(call, exc)
+        else:
+            reply = core.connection.reply(call.call_id, result)
+        await self._send(reply, deadline, limit)
+

@@ -1,0 +1,87 @@
+"""Shared fixtures. The autouse leak guard fails any test that leaves a worker process,
+a thread or a file descriptor behind."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pydeno.host import _process
+
+FAKE_WORKERS = Path(__file__).parent / "fake_workers"
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def _threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Every process, thread and descriptor a test creates must be gone when it ends."""
+    children, fds, threads = _children(), _fds(), _threads()
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        gc.collect()
+        left_children = _children() - children
+        # A descriptor number reused for something long-lived is still a leak; listdir's
+        # own descriptor is closed by the time the set is built.
+        left_fds = _fds() - fds
+        left_threads = _threads() - threads
+        if not (left_children or left_fds or left_threads) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    problems = []
+    if left_children:
+        problems.append(f"processes {sorted(left_children)}")
+    if left_fds:
+        targets = []
+        for fd in sorted(left_fds):
+            try:
+                targets.append(f"{fd}->{os.readlink(f'/proc/self/fd/{fd}')}")
+            except OSError:
+                targets.append(str(fd))
+        problems.append(f"descriptors {targets}")
+    if left_threads:
+        problems.append(f"threads {sorted(left_threads)}")
+    if problems:
+        for pid in left_children:
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                pass
+        pytest.fail("test leaked " + ", ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def fake_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Make the next runtimes start ``tests/fake_workers/<name>.py`` instead of deno.
+
+    Hostile fake workers speak the wire badly on purpose; they are the only stand-ins for
+    a worker that the tests use, and only to test the host's defences.
+    """
+
+    def use(name: str, *args: str) -> None:
+        script = FAKE_WORKERS / f"{name}.py"
+        assert script.is_file(), script
+        monkeypatch.setattr(
+            _process, "worker_command", lambda config: [sys.executable, str(script), *args]
+        )
+
+    return use
