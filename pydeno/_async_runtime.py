@@ -32,7 +32,7 @@ class _TaskLock:
         self._depth = 0
 
     async def __aenter__(self) -> None:
-        me = id(anyio.get_current_task())
+        me = anyio.get_current_task().id
         if self._owner == me:
             self._depth += 1
             return

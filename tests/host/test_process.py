@@ -1,0 +1,103 @@
+"""host/_process: locating deno, the worker's command line and environment, start failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import pydeno
+from pydeno.host import _process
+from pydeno.host._process import WorkerConfig, find_deno
+
+MiB = 2**20
+
+
+def _config(**overrides: object) -> WorkerConfig:
+    values: dict[str, object] = {"max_memory": 512 * MiB, "max_message_bytes": MiB, "jitless": True, "max_depth": 128}
+    values.update(overrides)
+    return WorkerConfig(**values)  # type: ignore[arg-type]
+
+
+def test_find_deno_uses_the_binary_the_deno_wheel_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYDENO_DENO", raising=False)
+    path = Path(find_deno())
+    assert path.name == "deno" and os.access(path, os.X_OK)
+
+
+def test_pydeno_deno_overrides_the_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYDENO_DENO", "/opt/elsewhere/deno")
+    assert find_deno() == "/opt/elsewhere/deno"
+
+
+def test_a_missing_deno_binary_is_a_clear_start_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYDENO_DENO", str(tmp_path / "no-such-deno"))
+    with pytest.raises(pydeno.WorkerCrashed, match=r"^worker failed to start: No such file or directory") as info:
+        pydeno.Runtime()
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+
+
+def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "deno"
+    fake.write_text("not a program")
+    fake.chmod(0o644)
+    monkeypatch.setenv("PYDENO_DENO", str(fake))
+    with pytest.raises(pydeno.WorkerCrashed, match=r"^worker failed to start: Permission denied") as info:
+        pydeno.Runtime()
+    assert isinstance(info.value.__cause__, PermissionError)
+
+
+def test_the_worker_gets_no_permission_but_the_inspector_it_revokes() -> None:
+    argv = _config().argv("deno", Path("/w/main.ts"))
+    grants = [a for a in argv if a.startswith("--allow")]
+    assert grants == ["--allow-sys=inspector"]
+    for flag in ("--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm"):
+        assert flag in argv
+
+
+@pytest.mark.parametrize(
+    ("max_memory", "jitless", "expected"),
+    [
+        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless"),
+        (64 * MiB, False, "--v8-flags=--max-old-space-size=48"),
+        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless"),
+    ],
+)
+def test_the_v8_heap_is_sized_from_max_memory(max_memory: int, jitless: bool, expected: str) -> None:
+    assert expected in _config(max_memory=max_memory, jitless=jitless).argv("deno", Path("/w/main.ts"))
+
+
+def test_the_worker_runs_with_an_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYDENO_TEST_SECRET", "hunter2")
+    with pydeno.Runtime() as rt:
+        process = rt._core.process
+        assert process is not None
+        assert Path(f"/proc/{process.pid}/environ").read_bytes() == b""
+
+
+def test_the_worker_runs_in_its_own_session() -> None:
+    with pydeno.Runtime() as rt:
+        process = rt._core.process
+        assert process is not None
+        assert os.getsid(process.pid) == process.pid != os.getsid(0)
+
+
+def test_the_stderr_ring_keeps_only_the_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pydeno.Runtime() as rt:
+        rt.eval("1")
+        process = rt._core.process
+        assert process is not None
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        monkeypatch.setattr(process, "stderr_fd", r)
+        try:
+            for i in range(100):
+                os.write(w, f"line {i}\n".encode() * 100)
+                process.drain_stderr()
+            tail = process.stderr_tail()
+        finally:
+            os.close(r)
+            os.close(w)
+        assert len(tail) <= _process.STDERR_RING_BYTES
+        assert tail.endswith(b"line 99\n")
