@@ -15,11 +15,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from ._errors import PydenoError
 from ._function import JsFunction
 from .host._core import NEED_DATA, Core, RuntimeOptions
 from .host._wire import HostCall
 
 __all__ = ["AsyncRuntime"]
+
+_STDERR_BUSY_WAIT = 0.005
 
 
 class _TaskLock:
@@ -71,6 +74,7 @@ class AsyncRuntime:
         )
         self._core = Core(options, self)
         self._lock = _TaskLock()
+        self._stderr_busy = False
         self._core.spawn()
         self._startup_deadline = self._core.startup_deadline()
 
@@ -159,11 +163,18 @@ class AsyncRuntime:
         core = self._core
         process = core.check_open()
         if core.ingest(process.read()):
+            # A worker that never stops sending (console output, say) still has a deadline.
+            core.remaining(deadline, limit)
             await anyio.lowlevel.checkpoint_if_cancelled()
             return
-        with anyio.move_on_after(core.remaining(deadline, limit)):
+        wait = core.remaining(deadline, limit)
+        if self._stderr_busy:
+            # Only stdout is awaited: a worker blocked writing a full stderr pipe is drained
+            # every few milliseconds rather than once a tick.
+            wait = min(wait, _STDERR_BUSY_WAIT)
+        with anyio.move_on_after(wait):
             await anyio.wait_readable(process.stdout_fd)
-        process.drain_stderr()
+        self._stderr_busy = process.drain_stderr() > 0
 
     async def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
         core = self._core
@@ -191,7 +202,11 @@ class AsyncRuntime:
             result = fn(*call.args)
             if inspect.isawaitable(result):
                 result = await result
-        except Exception as exc:  # noqa: BLE001 - reported to the guest as an Error
+        except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
+            if core.closed and isinstance(exc, PydenoError):
+                # A command fn made on this runtime failed and closed it (the worker broke
+                # protocol, died, timed out): that is this command's outcome too.
+                raise
             reply = core.host_error_reply(call, exc)
         else:
             reply = core.connection.reply(call.call_id, result)

@@ -16,8 +16,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ._errors import PydenoError
 from ._function import JsFunction
 from .host._core import NEED_DATA, Core, RuntimeOptions
+from .host._process import WorkerProcess
 from .host._wire import HostCall
 
 __all__ = ["Runtime"]
@@ -89,11 +91,13 @@ class Runtime:
         self._core = Core(options, self)
         self._lock = threading.RLock()
         self._poll = select.poll()
+        self._stderr_polled = False
         self._spin_until = 0
         process = self._core.spawn()
         try:
             self._poll.register(process.stdout_fd, _IN)
             self._poll.register(process.stderr_fd, _IN)
+            self._stderr_polled = True
             deadline = self._core.startup_deadline()
             while self._core.connection.hello is None:
                 self._step(deadline, None)
@@ -172,11 +176,20 @@ class Runtime:
         core = self._core
         process = core.check_open()
         if core.ingest(process.read()) or time.perf_counter_ns() < self._spin_until:
+            # A worker that never stops sending (console output, say) still has a deadline.
+            core.remaining(deadline, limit)
             return
         wait = core.remaining(deadline, limit)
         for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
             if fd == process.stderr_fd:
-                process.drain_stderr()
+                self._drain_stderr(process)
+
+    def _drain_stderr(self, process: WorkerProcess) -> None:
+        process.drain_stderr()
+        # A closed stderr polls readable forever: stop polling it, or every wait would spin.
+        if process.stderr_eof and self._stderr_polled:
+            self._stderr_polled = False
+            self._poll.unregister(process.stderr_fd)
 
     def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
         core = self._core
@@ -200,7 +213,7 @@ class Runtime:
                 self._poll.poll(math.ceil(wait * 1000))
             finally:
                 self._poll.unregister(process.stdin_fd)
-            process.drain_stderr()
+            self._drain_stderr(process)
 
     def _run_host_call(self, call: HostCall, deadline: float, limit: float | None) -> None:
         core = self._core
@@ -209,7 +222,11 @@ class Runtime:
             result = fn(*call.args)
             if inspect.isawaitable(result):
                 result = _await_sync(result)
-        except Exception as exc:  # noqa: BLE001 - reported to the guest as an Error
+        except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
+            if core.closed and isinstance(exc, PydenoError):
+                # A command fn made on this runtime failed and closed it (the worker broke
+                # protocol, died, timed out): that is this command's outcome too.
+                raise
             reply = core.host_error_reply(call, exc)
         else:
             reply = core.connection.reply(call.call_id, result)

@@ -139,6 +139,7 @@ class WorkerProcess:
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self.stdout_eof = False
+        self.stderr_eof = False
         self.closed = False
 
     # -- I/O -------------------------------------------------------------------------
@@ -164,14 +165,19 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             return -1
 
-    def drain_stderr(self) -> None:
+    def drain_stderr(self) -> int:
+        """Read what stderr has now into the ring; return how many bytes that was."""
+        total = 0
         while True:
             try:
                 data = os.read(self.stderr_fd, 65536)
             except (BlockingIOError, OSError):
-                return
+                return total
             if not data:
-                return
+                # The worker closed its stderr: the descriptor now polls readable forever.
+                self.stderr_eof = True
+                return total
+            total += len(data)
             self._stderr.append(data)
             self._stderr_size += len(data)
             while self._stderr_size > STDERR_RING_BYTES and len(self._stderr) > 1:

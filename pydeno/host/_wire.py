@@ -204,7 +204,9 @@ class Connection:
                     item = self.codec.unpack(payload)
                 except ValueRefused as exc:
                     raise ProtocolError(str(exc), malformed=True) from None
-                except (ValueError, TypeError, OverflowError, msgpack.ExtraData, msgpack.StackError) as exc:
+                except (
+                    ValueError, TypeError, OverflowError, RecursionError, msgpack.ExtraData, msgpack.StackError
+                ) as exc:
                     raise ProtocolError(f"{type(exc).__name__}: {exc}", malformed=True) from None
             finally:
                 payload.release()
@@ -235,7 +237,9 @@ class Connection:
                 raise ProtocolError(f"host call id {call_id} reused while in flight", malformed=False)
             self.host_calls.add(call_id)
             return HostCall(call_id, name, item[3])
-        if kind == W_CONSOLE and n == 3 and item[1] in CONSOLE_LEVELS and type(item[2]) is str:
+        # type() first: `in` on a frozenset hashes item[1], and a list or dict from the worker
+        # would raise TypeError instead of ProtocolError.
+        if kind == W_CONSOLE and n == 3 and type(item[1]) is str and item[1] in CONSOLE_LEVELS and type(item[2]) is str:
             return Console(item[1], clean_text(item[2]))
         if kind == W_HELLO and n == 4 and self.hello is None and type(item[1]) is int:
             if item[1] != PROTOCOL_VERSION:

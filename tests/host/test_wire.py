@@ -1,0 +1,366 @@
+"""host/_wire: the sans-I/O protocol state, fed bytes directly (no process)."""
+
+from __future__ import annotations
+
+import inspect
+import struct
+import sys
+from typing import Any
+
+import msgpack
+import pytest
+
+from pydeno import JavaScriptError, undefined
+from pydeno._values import Codec
+from pydeno.host._wire import (
+    Completed,
+    Connection,
+    Console,
+    Event,
+    Hello,
+    HostCall,
+    ProtocolError,
+    clean_text,
+    frame,
+)
+
+MiB = 2**20
+HELLO = [0, 1, "2.0.0", "13.0"]
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def wire(value: Any) -> bytes:
+    return frame(pack(value))
+
+
+def connection(max_message_bytes: int = MiB) -> Connection:
+    codec = Codec(lambda function_id: ("function", function_id), lambda fn: 0, max_message_bytes)
+    return Connection(codec, max_message_bytes)  # type: ignore[arg-type]
+
+
+def shaken(max_message_bytes: int = MiB) -> Connection:
+    """A connection that has seen a good handshake."""
+    conn = connection(max_message_bytes)
+    conn.feed(wire(HELLO))
+    assert isinstance(conn.next_event(), Hello)
+    return conn
+
+
+def events(conn: Connection) -> list[Event]:
+    found = []
+    while (event := conn.next_event()) is not None:
+        found.append(event)
+    return found
+
+
+# -- framing: any split of the byte stream gives the same events --------------------------------
+def _conversation() -> tuple[Connection, bytes]:
+    """A connection with three requests in flight and the worker's bytes answering them."""
+    conn = connection()
+    conn.eval("1")
+    conn.eval("2")
+    conn.bind("f")
+    stream = b"".join(
+        [
+            wire(HELLO),
+            wire([4, "log", "hi\x1b[0m"]),
+            wire([1, 1, {"a": [1, 2.5, "x"], "b": msgpack.ExtType(0, b"\x00"), "c": b"\x00\xff"}]),
+            wire([2, 2, "RangeError", "too far", "at <eval>:1"]),
+            wire([1, 3, None]),
+            wire([3, 1, "f", [1, "two"]]),
+            wire([4, "warn", "é€😀"]),
+        ]
+    )
+    return conn, stream
+
+
+EXPECTED_EVENTS = [
+    Hello(1, "2.0.0", "13.0"),
+    Console("log", "hi[0m"),
+    Completed(1),
+    Completed(2),
+    Completed(3),
+    HostCall(1, "f", [1, "two"]),
+    Console("warn", "é€😀"),
+]
+
+
+def _replay(chunks: list[bytes]) -> tuple[list[Event], Any, tuple[str, str, str], Any]:
+    conn, _ = _conversation()
+    seen: list[Event] = []
+    for chunk in chunks:
+        conn.feed(chunk)
+        seen.extend(events(conn))
+    with pytest.raises(JavaScriptError) as info:
+        conn.take(2)
+    return seen, conn.take(1), (info.value.name, info.value.message, info.value.stack), conn.take(3)
+
+
+def test_a_whole_stream_gives_each_event_in_order() -> None:
+    _, stream = _conversation()
+    seen, value, error, bound = _replay([stream])
+    assert seen == EXPECTED_EVENTS
+    assert value == {"a": [1, 2.5, "x"], "b": undefined, "c": b"\x00\xff"}
+    assert error == ("RangeError", "too far", "at <eval>:1")
+    assert bound is None
+
+
+def test_splitting_the_stream_at_any_byte_gives_the_same_events() -> None:
+    _, stream = _conversation()
+    whole = _replay([stream])
+    for cut in range(len(stream) + 1):
+        assert _replay([stream[:cut], stream[cut:]]) == whole, cut
+
+
+def test_splitting_the_stream_in_three_pieces_gives_the_same_events() -> None:
+    _, stream = _conversation()
+    whole = _replay([stream])
+    for first in range(0, len(stream) + 1, 3):
+        for second in range(first, len(stream) + 1):
+            assert _replay([stream[:first], stream[first:second], stream[second:]]) == whole, (first, second)
+
+
+def test_feeding_one_byte_at_a_time_gives_the_same_events() -> None:
+    _, stream = _conversation()
+    assert _replay([stream[i : i + 1] for i in range(len(stream))]) == _replay([stream])
+
+
+def test_a_long_stream_of_large_frames_parses_in_any_chunking() -> None:
+    # Frames over 64 KiB make the connection compact its buffer while parsing.
+    texts = [chr(ord("a") + i) * (100_000 + i) for i in range(6)]
+    stream = wire(HELLO) + b"".join(wire([4, "log", text]) for text in texts)
+    for size in (1, 4093, 65536, 300_000, len(stream)):
+        conn = connection()
+        seen: list[Event] = []
+        for start in range(0, len(stream), size):
+            conn.feed(stream[start : start + size])
+            seen.extend(events(conn))
+        assert seen == [Hello(1, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
+
+
+def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
+    data = wire(HELLO)
+    for end in range(len(data)):
+        conn = connection()
+        conn.feed(data[:end])
+        assert conn.next_event() is None
+        conn.feed(data[end:])
+        assert conn.next_event() == Hello(1, "2.0.0", "13.0")
+
+
+# -- refused shapes ----------------------------------------------------------------------------
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _result_raw(raw_value: bytes) -> bytes:
+    return frame(b"\x93\x01\x01" + raw_value)
+
+
+REFUSED_AFTER_HANDSHAKE = [
+    # (bytes, malformed, detail)
+    pytest.param(frame(b"\xc1"), True, "FormatError: ", id="not-msgpack"),
+    pytest.param(frame(b""), True, "ValueError: Unpack failed: incomplete input", id="empty"),
+    pytest.param(frame(pack([1, 1, 1]) + b"\x00"), True, "ExtraData", id="trailing-bytes"),
+    pytest.param(_result_raw(b"\xdd\x7f\xff\xff\xff"), True, f"exceeds max_array_len({MiB})", id="array-length-lie"),
+    pytest.param(wire([1, 1, _nested(129)]), True, "a value is nested deeper than 128 levels", id="deep-129"),
+    pytest.param(wire([1, 1, _nested(1000)]), True, "a value is nested deeper than 128 levels", id="deep-1000"),
+    pytest.param(_result_raw(b"\x91" * 100_000 + b"\x90"), True, "StackError", id="deep-100000"),
+    pytest.param(wire([1, 1, msgpack.ExtType(42, b"")]), True, "unknown extension type 42", id="unknown-ext"),
+    pytest.param(wire([1, 1, msgpack.ExtType(1, b"\x05ff")]), True, "malformed BigInt", id="bigint-sign"),
+    pytest.param(wire([1, 1, msgpack.ExtType(1, b"\x00")]), True, "malformed BigInt", id="bigint-empty"),
+    pytest.param(wire([1, 1, msgpack.ExtType(2, b"\x00" * 9)]), True, "malformed Date", id="date-long"),
+    pytest.param(
+        wire([1, 1, msgpack.ExtType(2, struct.pack(">d", -8.64e20))]),
+        True,
+        "Date outside the range of datetime",
+        id="date-far-past",
+    ),
+    pytest.param(wire([1, 1, msgpack.ExtType(2, struct.pack(">d", float("inf")))]), True, "malformed Date", id="inf"),
+    pytest.param(_result_raw(b"\xa3a\xffb"), True, "UnicodeDecodeError", id="invalid-utf8"),
+    pytest.param(wire({"kind": 1}), False, "a frame is not an array starting with a kind", id="map"),
+    pytest.param(wire(1), False, "a frame is not an array starting with a kind", id="scalar"),
+    pytest.param(wire([]), False, "a frame is not an array starting with a kind", id="empty-array"),
+    pytest.param(wire([True, 1, 1]), False, "a frame is not an array starting with a kind", id="bool-kind"),
+    pytest.param(wire([1.0, 1, 1]), False, "a frame is not an array starting with a kind", id="float-kind"),
+    pytest.param(wire([7, 1, 1]), False, "unexpected frame of kind 7 with 3 items", id="unknown-kind"),
+    pytest.param(wire([-1]), False, "unexpected frame of kind -1 with 1 items", id="negative-kind"),
+    pytest.param(wire([1, 1, 1, 1]), False, "unexpected frame of kind 1 with 4 items", id="result-arity"),
+    pytest.param(wire([1, True, 1]), False, "unexpected frame of kind 1 with 3 items", id="result-bool-id"),
+    pytest.param(wire([2, 1, "E", "m", None]), False, "unexpected frame of kind 2 with 5 items", id="error-stack"),
+    pytest.param(wire([3, 1, 5, []]), False, "unexpected frame of kind 3 with 4 items", id="hostcall-name"),
+    pytest.param(wire([4, "trace", "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-level"),
+    pytest.param(wire([4, ["log"], "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-list-level"),
+    pytest.param(wire([4, {"a": 1}, "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-map-level"),
+    pytest.param(wire(HELLO), False, "unexpected frame of kind 0 with 4 items", id="second-hello"),
+    pytest.param(wire([1, 99, None]), False, "an answer to request 99, which is not pending", id="unknown-result"),
+    pytest.param(wire([2, 99, "E", "m", ""]), False, "an answer to request 99, which is not pending", id="unknown-err"),
+    pytest.param(wire([3, 1, "g", []]), False, "host call to 'g', which was never bound", id="unbound-call"),
+]
+
+
+@pytest.mark.parametrize(("data", "malformed", "detail"), REFUSED_AFTER_HANDSHAKE)
+def test_a_refused_frame_after_the_handshake_raises_protocol_error(data: bytes, malformed: bool, detail: str) -> None:
+    conn = shaken()
+    conn.eval("1")
+    conn.feed(data)
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    assert info.value.malformed is malformed
+    assert detail in info.value.detail
+    prefix = "worker sent a malformed frame (" if malformed else "worker broke protocol: "
+    assert info.value.crash_message().startswith(prefix)
+
+
+REFUSED_HANDSHAKES = [
+    pytest.param([0, 2, "2.0.0", "13.0"], "protocol version 2, expected 1", id="protocol-2"),
+    pytest.param([0, 0, "2.0.0", "13.0"], "protocol version 0, expected 1", id="protocol-0"),
+    pytest.param([0, 1, "2.0.0", None], "a malformed handshake", id="v8-none"),
+    pytest.param([0, 1, b"2.0.0", "13.0"], "a malformed handshake", id="deno-bytes"),
+    pytest.param([0, "1", "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="protocol-str"),
+    pytest.param([0, 1, "2.0.0"], "unexpected frame of kind 0 with 3 items", id="short"),
+    pytest.param([1, 1, None], "the first frame was not a handshake", id="result-first"),
+    pytest.param([4, "log", "hello"], "the first frame was not a handshake", id="console-first"),
+    pytest.param([3, 1, "f", []], "the first frame was not a handshake", id="hostcall-first"),
+    pytest.param("hello", "a frame is not an array starting with a kind", id="str"),
+]
+
+
+@pytest.mark.parametrize(("item", "detail"), REFUSED_HANDSHAKES)
+def test_a_refused_handshake_is_a_protocol_error(item: Any, detail: str) -> None:
+    conn = connection()
+    conn.feed(wire(item))
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    assert info.value.malformed is False
+    assert info.value.detail == detail
+    assert conn.hello is None
+
+
+@pytest.mark.parametrize("header", [b"\xff\xff\xff\xff", struct.pack(">I", 1025), b"GET "])
+def test_a_length_over_max_message_bytes_is_refused_from_the_header_alone(header: bytes) -> None:
+    conn = connection(max_message_bytes=1024)
+    conn.feed(header[:3])
+    assert conn.next_event() is None
+    conn.feed(header[3:])
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    (length,) = struct.unpack(">I", header)
+    assert info.value.malformed is True
+    assert info.value.crash_message() == (
+        f"worker sent a malformed frame (length {length} exceeds max_message_bytes=1024)"
+    )
+
+
+def test_a_frame_of_exactly_max_message_bytes_is_accepted() -> None:
+    conn = shaken(max_message_bytes=1024)
+    base = len(pack([4, "log", ""]))
+    text = "x" * (1024 - base - 2)  # a str8 header is two bytes
+    data = wire([4, "log", text])
+    assert len(data) == 4 + 1024
+    conn.feed(data)
+    assert conn.next_event() == Console("log", text)
+    conn.feed(wire([4, "log", text + "x"]))
+    with pytest.raises(ProtocolError, match="length 1025 exceeds max_message_bytes=1024"):
+        conn.next_event()
+
+
+def test_a_host_call_id_is_refused_while_in_flight_and_free_again_after_the_reply() -> None:
+    conn = shaken()
+    conn.bind("f")
+    conn.feed(wire([3, 7, "f", []]))
+    assert conn.next_event() == HostCall(7, "f", [])
+    conn.feed(wire([3, 7, "f", [1]]))
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    assert (info.value.malformed, info.value.detail) == (False, "host call id 7 reused while in flight")
+
+    conn = shaken()
+    conn.bind("f")
+    conn.feed(wire([3, 7, "f", []]))
+    assert conn.next_event() == HostCall(7, "f", [])
+    conn.reply(7, None)
+    conn.feed(wire([3, 7, "f", []]))
+    assert conn.next_event() == HostCall(7, "f", [])
+
+
+def test_a_request_cannot_be_answered_twice() -> None:
+    conn = shaken()
+    rid, _ = conn.eval("1")
+    conn.feed(wire([1, rid, "first"]) + wire([1, rid, "second"]))
+    assert conn.next_event() == Completed(rid)
+    with pytest.raises(ProtocolError, match=f"an answer to request {rid}, which is not pending"):
+        conn.next_event()
+    assert conn.take(rid) == "first"
+
+
+def test_a_value_that_exhausts_the_recursion_limit_is_a_protocol_error_not_recursion_error() -> None:
+    # Sets are decoded by a nested unpack per level; with little stack left, Python's recursion
+    # limit is reached inside the decoder.
+    inner = pack([])
+    for _ in range(60):
+        inner = pack([msgpack.ExtType(4, inner)])
+    conn = shaken()
+    conn.eval("1")
+    conn.feed(_result_raw(inner))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 30)
+    try:
+        with pytest.raises(ProtocolError) as info:
+            conn.next_event()
+    finally:
+        sys.setrecursionlimit(limit)
+    assert info.value.malformed is True
+    assert info.value.detail.startswith("RecursionError: ")
+
+
+# -- text from the worker -------------------------------------------------------------------------
+def test_clean_text_strips_control_characters_but_keeps_newline_and_tab() -> None:
+    every = "".join(map(chr, range(0xA0)))
+    assert clean_text(every) == "\t\n" + "".join(map(chr, range(0x20, 0x7F)))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\x1b[31mred\x1b[0m", "[31mred[0m"),
+        ("line\rover", "lineover"),
+        ("a\x00b\x07c\x08d", "abcd"),
+        ("\x9b2J\x85", "2J"),
+        ("keep\ttabs\nand newlines", "keep\ttabs\nand newlines"),
+        ("é € 😀 中文 \u00a0", "é € 😀 中文 \u00a0"),
+        ("", ""),
+    ],
+)
+def test_clean_text_examples(text: str, expected: str) -> None:
+    assert clean_text(text) == expected
+
+
+def test_console_text_and_guest_errors_arrive_cleaned() -> None:
+    conn = shaken()
+    rid, _ = conn.eval("1")
+    conn.feed(wire([4, "error", "\x1b]0;title\x07ok\n"]) + wire([2, rid, "Type\x1bError", "m\rn", "s\x00t\n"]))
+    assert conn.next_event() == Console("error", "]0;titleok\n")
+    assert conn.next_event() == Completed(rid)
+    with pytest.raises(JavaScriptError) as info:
+        conn.take(rid)
+    assert (info.value.name, info.value.message, info.value.stack) == ("TypeError", "mn", "st\n")
+
+
+def test_the_handshake_versions_are_cleaned_and_capped() -> None:
+    conn = connection()
+    conn.feed(wire([0, 1, "\x1b[1m" + "9" * 100, "13.0\r\n"]))
+    hello = conn.next_event()
+    assert hello == Hello(1, "[1m" + "9" * 61, "13.0\n")
+    assert conn.hello == hello
+
+
+def test_crash_messages_start_with_the_hosts_own_prefix() -> None:
+    assert ProtocolError("x", malformed=True).crash_message() == "worker sent a malformed frame (x)"
+    assert ProtocolError("x", malformed=False).crash_message() == "worker broke protocol: x"
