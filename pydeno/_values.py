@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import re
 import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -49,6 +50,7 @@ EXT_SET: Final = 4
 EXT_JSON: Final = 5
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MS = _dt.timedelta(milliseconds=1)
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
 
@@ -80,14 +82,19 @@ class ValueRefused(ValueError):
     """A value cannot cross the wire; the message names what and where."""
 
 
-def _path(path: str) -> str:
-    return "the value" if not path else f"value{path}"
+def _path(root: str, path: str) -> str:
+    return f"{root}{path}" if path else root
+
+
+# A Python str cannot hold a surrogate pair, so every surrogate code point in one is lone.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _scrub_surrogates(value: Any) -> Any:
     """A copy of value with lone surrogates in every str replaced by U+FFFD (slow path)."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+        # Not str.encode(..., "replace"): its replacement character on encoding is "?".
+        return _SURROGATE.sub("\ufffd", value) if _has_surrogate(value) else value
     if isinstance(value, dict):
         return {_scrub_surrogates(k): _scrub_surrogates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -105,38 +112,39 @@ def _has_surrogate(s: str) -> bool:
     return False
 
 
-def check_shape(value: Any, max_depth: int = MAX_DEPTH) -> None:
-    """Refuse cycles and nesting deeper than max_depth, naming where."""
+def check_shape(value: Any, max_depth: int = MAX_DEPTH, root: str = "the value") -> None:
+    """Refuse cycles and nesting deeper than max_depth, naming where (``root[0]['k']...``)."""
     if isinstance(value, _CONTAINERS):
-        _check(value, max_depth, 0, [], "")
+        _check(value, max_depth, 0, [], root, "")
 
 
 _CONTAINERS: Final = (list, tuple, dict, set, frozenset)
 
 
-def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], path: str) -> None:
+def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], root: str, path: str) -> None:
     if depth >= max_depth:
-        raise ValueRefused(f"{_path(path)} is nested deeper than {max_depth} levels")
+        raise ValueRefused(f"{_path(root, path)} is nested deeper than {max_depth} levels")
     if id(value) in ancestors:
-        raise ValueRefused(f"{_path(path)} is a cycle (it contains itself)")
+        raise ValueRefused(f"{_path(root, path)} is a cycle (it contains itself)")
     ancestors.append(id(value))
     # Only containers recurse; scalars, the bulk of any value, cost one type check.
     if type(value) is dict:
         for k, v in value.items():
             if isinstance(v, _CONTAINERS):
-                _check(v, max_depth, depth + 1, ancestors, f"{path}[{k!r}]")
+                _check(v, max_depth, depth + 1, ancestors, root, f"{path}[{k!r}]")
     else:
         for i, v in enumerate(value):
             if isinstance(v, _CONTAINERS):
-                _check(v, max_depth, depth + 1, ancestors, f"{path}[{i}]")
+                _check(v, max_depth, depth + 1, ancestors, root, f"{path}[{i}]")
     ancestors.pop()
 
 
 def max_depth_of(value: Any, limit: int) -> bool:
-    """True if value (from msgpack: only lists and dicts) nests no deeper than limit.
+    """True if value nests no deeper than limit levels of containers.
 
-    The fast check for decoded frames: no paths, no cycle tracking (msgpack cannot encode
-    a cycle), and a whole level of containers at a time.
+    The fast check, a whole level at a time with no paths and no cycle tracking: callers
+    only use it on values that are known to be acyclic (decoded from msgpack, or already
+    packed by msgpack, which refuses cycles).
     """
     level = [value]
     depth = 0
@@ -148,7 +156,7 @@ def max_depth_of(value: Any, limit: int) -> bool:
             child
             for item in level
             for child in (item.values() if type(item) is dict else item)
-            if type(child) is list or type(child) is dict
+            if isinstance(child, _CONTAINERS)
         ]
     return True
 
@@ -177,21 +185,32 @@ class Codec:
         }
 
     # -- Python -> JavaScript ------------------------------------------------------------
-    def pack(self, value: Any) -> bytes:
-        """Encode value; raises ValueRefused/TypeError naming what cannot be converted."""
+    def pack_frame(self, head: list[Any], value: Any, *, items: bool = False) -> bytes:
+        """Pack ``[*head, value]``. value (with items=True: each item of the list value, as
+        for an argument list) may nest max_depth levels; deeper values and cycles are refused
+        with ValueRefused naming where, anything unconvertible with TypeError."""
         try:
-            return self._packer.pack(value)
-        except UnicodeEncodeError:
-            return self.pack(_scrub_surrogates(value))
+            data = self._pack([*head, value])
         except ValueError as exc:
             if "recursion limit" not in str(exc):
                 raise
-            self._packer.reset()
-            check_shape(value, self.max_depth)
-            raise  # pragma: no cover - check_shape always finds the cause msgpack hit
-        except BaseException:
-            self._packer.reset()
-            raise
+            data = b""
+        # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
+        limit = self.max_depth + (1 if items else 0)
+        if not data or (len(data) > limit and not max_depth_of(value, limit)):
+            if items:
+                for i, item in enumerate(value):
+                    check_shape(item, self.max_depth, f"argument {i + 1}")
+            else:
+                check_shape(value, self.max_depth)
+        assert data, "check_shape finds what made msgpack give up"
+        return data
+
+    def _pack(self, value: Any) -> bytes:
+        try:
+            return self._packer.pack(value)
+        except UnicodeEncodeError:
+            return self._packer.pack(_scrub_surrogates(value))
 
     def _default(self, obj: Any) -> Any:
         from ._function import JsFunction
@@ -207,7 +226,10 @@ class Codec:
                     "cannot convert a naive datetime to a JavaScript Date: attach a timezone, "
                     "for example dt.replace(tzinfo=datetime.timezone.utc)"
                 )
-            ms = (obj - _EPOCH) / _dt.timedelta(milliseconds=1)
+            # Whole milliseconds, rounded down like dropping the microseconds: a float
+            # quotient would round datetime.max up into year 10000, and JavaScript's Date
+            # truncates toward zero, moving a time before 1970 forward.
+            ms = (obj - _EPOCH) // _MS
             return msgpack.ExtType(EXT_DATE, _F64.pack(ms))
         if isinstance(obj, JsFunction):
             return msgpack.ExtType(EXT_FUNCTION, _U32.pack(self._function_id(obj)))
@@ -235,9 +257,15 @@ class Codec:
         )
         # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
         if len(data) > self.max_depth and type(value) in (list, dict):
-            if not max_depth_of(value, self.max_depth + 1):
+            # + 2: the frame's own array, and the argument list of a host call.
+            if not max_depth_of(value, self.max_depth + 2):
                 raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
         return value
+
+    def _item_ext_hook(self, code: int, data: bytes) -> Any:
+        if code == EXT_SET:
+            raise ValueError("a Set nested inside a Set")
+        return self._ext_hook(code, data)
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == EXT_UNDEFINED:
@@ -263,8 +291,11 @@ class Codec:
                 raise ValueError("malformed function handle")
             return self._make_function(_U32.unpack(data)[0])
         if code == EXT_SET:
+            # Decoded by a nested unpackb, which costs C stack per level: a Set inside a Set is
+            # refused before it is decoded (a Python set cannot hold one anyway), so a forged
+            # frame cannot nest them until the host's stack overflows.
             items = msgpack.unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=self._ext_hook, timestamp=1, **self._limits
+                data, raw=False, strict_map_key=False, ext_hook=self._item_ext_hook, timestamp=1, **self._limits
             )
             if not isinstance(items, list):
                 raise ValueError("malformed Set")
@@ -272,7 +303,12 @@ class Codec:
         if code == EXT_JSON:
             # The worker's fast lane for plain JSON-shaped data; any JSON is a valid value.
             try:
-                return json.loads(data)
+                value = json.loads(data)
             except RecursionError:
                 raise ValueError("JSON payload nested too deeply") from None
+            # JSON.stringify escapes a lone surrogate as \udXXX and json.loads turns that
+            # back into one. The worker only takes this lane for well-formed strings, but a
+            # getter can change a value between its check and JSON.stringify: the slow walk
+            # runs only when such an escape may be present.
+            return _scrub_surrogates(value) if b"\\ud" in data or b"\\uD" in data else value
         raise ValueError(f"unknown extension type {code}")

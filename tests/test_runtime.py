@@ -340,3 +340,12 @@ def test_the_guest_cannot_reach_the_host_through_a_forged_stash_call(rt: pydeno.
     assert len(names) == 1
     rt.eval(f"globalThis[{names[0]!r}]('forged', 'guess')")
     assert rt.eval("const v = await Promise.resolve({ok: true}); v") == {"ok": True}
+
+
+def test_an_error_with_a_huge_message_is_reported_cut_short_and_the_worker_lives_on() -> None:
+    with pydeno.Runtime(max_message_bytes=1_000_000) as runtime:
+        with pytest.raises(pydeno.JavaScriptError) as info:
+            runtime.eval("throw new Error('x'.repeat(2e6))")
+        assert info.value.message.startswith("xxxx") and info.value.message.endswith("more characters]")
+        assert len(str(info.value)) < 1_000_000
+        assert runtime.eval("1") == 1

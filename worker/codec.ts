@@ -18,7 +18,6 @@ const ObjectDefineProperty = Object.defineProperty;
 const ArrayIsArray = Array.isArray;
 const NumberIsInteger = Number.isInteger;
 const NumberIsSafeInteger = Number.isSafeInteger;
-const StringFn = String;
 const BigIntFn = BigInt;
 const MathFloor = Math.floor;
 const DateGetTime = uncurry(Date.prototype.getTime);
@@ -93,6 +92,9 @@ export const EXT_FUNCTION = 3;
 export const EXT_SET = 4;
 export const EXT_JSON = 5;
 
+// Writer.buf starts with the frame's 4-byte length prefix, which max_message_bytes excludes.
+const FRAME_PREFIX = 4;
+
 // The range of Python's datetime (years 1 to 9999), in ms since the epoch.
 const MIN_DATE_MS = -62135596800000;
 const MAX_DATE_MS = 253402300799999;
@@ -126,6 +128,8 @@ export class Writer {
   cap: number;
   pos = 0;
   maxBytes: number;
+  // The position in buf that the frame may not extend past: maxBytes after the prefix.
+  limit: number;
   maxDepth: number;
   hooks: EncodeHooks;
   // Null-prototype so a setter the guest puts on Array.prototype cannot intercept them.
@@ -137,6 +141,7 @@ export class Writer {
     this.buf = new Uint8ArrayCtor(this.cap);
     this.view = new DataViewCtor(ArrayBufferOf(this.buf));
     this.maxBytes = maxBytes;
+    this.limit = maxBytes + FRAME_PREFIX;
     this.maxDepth = maxDepth;
     this.hooks = hooks;
   }
@@ -150,14 +155,24 @@ export class Writer {
     return U8Subarray(this.buf, 0, this.pos);
   }
 
+  /** Refuses a frame whose payload (everything after the 4-byte length prefix the caller
+   * reserves at the start of buf) would exceed maxBytes: the host kills a worker that sends
+   * one, so the limit is enforced here, on bytes actually written (see room() and top()). */
+  tooLarge(): Error {
+    return new RangeErrorCtor(`value is larger than max_message_bytes=${this.maxBytes} when encoded`);
+  }
+
+  /** How many more payload bytes fit under maxBytes. */
+  room(): number {
+    return this.limit - this.pos;
+  }
+
   ensure(n: number): void {
     const need = this.pos + n;
     if (need <= this.cap) return;
-    if (need > this.maxBytes + 64) {
-      throw new RangeErrorCtor(
-        `value is larger than max_message_bytes=${this.maxBytes} when encoded`,
-      );
-    }
+    // Fixed-size reservations may overshoot what is written by a few bytes; the exact check
+    // is on what was written. Only refuse here what cannot fit whatever is written.
+    if (need > this.limit + 64) throw this.tooLarge();
     let size = this.cap * 2;
     while (size < need) size *= 2;
     const next = new Uint8ArrayCtor(size);
@@ -217,13 +232,20 @@ export class Writer {
 
   str(s: string): void {
     const len = s.length;
-    // The header is chosen from the worst case (3 bytes per UTF-16 unit) so the bytes can
-    // be written in place; msgpack allows a wider header than the minimum.
-    const worst = len * 3;
-    const hdr = worst < 32 ? 1 : worst < 0x100 ? 2 : worst < 0x10000 ? 3 : 5;
-    this.ensure(hdr + worst);
+    // The header is chosen from the space reserved, the worst case (3 bytes per UTF-16 unit)
+    // so the bytes can be written in place; msgpack allows a wider header than the minimum.
+    // The reservation is capped at the room left under max_message_bytes, so a string that
+    // fits is never refused for its worst case; one that does not fit is not fully read.
+    let space = len * 3;
+    const room = this.limit - 5 - this.pos; // room() less the widest header
+    if (space > room) {
+      if (len > room) throw this.tooLarge(); // every UTF-16 unit takes at least one byte
+      space = room;
+    }
+    const hdr = space < 32 ? 1 : space < 0x100 ? 2 : space < 0x10000 ? 3 : 5;
+    this.ensure(hdr + space);
     const start = this.pos + hdr;
-    let n: number;
+    let n = -1;
     if (len < 16) {
       // Short strings: a plain loop beats the native call's fixed cost when ASCII.
       const buf = this.buf;
@@ -234,17 +256,26 @@ export class Writer {
         buf[p++] = c;
       }
       if (i === len) n = p - start;
-      else n = encodeInto(encoder, s, U8Subarray(this.buf, start)).written!;
-    } else {
-      n = encodeInto(encoder, s, U8Subarray(this.buf, start)).written!;
+    }
+    if (n < 0) {
+      const r = encodeInto(encoder, s, U8Subarray(this.buf, start, start + space));
+      if (r.read !== len) throw this.tooLarge();
+      n = r.written!;
     }
     const buf = this.buf;
-    let p = this.pos;
+    const p = this.pos;
     if (hdr === 1) buf[p] = 0xa0 | n;
     else if (hdr === 2) { buf[p] = 0xd9; buf[p + 1] = n; }
     else if (hdr === 3) { buf[p] = 0xda; buf[p + 1] = n >>> 8; buf[p + 2] = n & 0xff; }
     else { buf[p] = 0xdb; DVSetUint32(this.view, p + 1, n); }
     this.pos = start + n;
+  }
+
+  /** UTF-8 of s into buf[start, end); the byte count, or tooLarge() if it does not fit. */
+  encodeAll(s: string, start: number, end: number): number {
+    const r = encodeInto(encoder, s, U8Subarray(this.buf, start, end));
+    if (r.read !== s.length) throw this.tooLarge();
+    return r.written!;
   }
 
   bin(b: Uint8Array): void {
@@ -276,20 +307,27 @@ export class Writer {
   /** Encodes a whole value: plain JSON-shaped data goes through V8's native JSON.stringify
    * (several times faster than encoding in JavaScript when V8 runs jitless), as an
    * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
-  top(v: any): void {
-    if (typeof v === "object" && v !== null && jsonExact(v, 0, this.maxDepth)) {
+  top(v: any, depth = 0): void {
+    if (typeof v === "object" && v !== null && jsonExact(v, depth, this.maxDepth)) {
       const text = JSONStringify(v);
-      const worst = text.length * 3;
-      this.ensure(6 + worst);
+      const len = text.length;
+      let space = len * 3;
+      const room = this.room() - 6;
+      if (space > room) {
+        if (len > room) throw this.tooLarge();
+        space = room;
+      }
+      this.ensure(6 + space);
       const start = this.pos + 6;
-      const n = encodeInto(encoder, text, U8Subarray(this.buf, start, start + worst)).written!;
+      const n = this.encodeAll(text, start, start + space);
       this.buf[this.pos] = 0xc9;
       DVSetUint32(this.view, this.pos + 1, n);
       this.buf[this.pos + 5] = EXT_JSON;
       this.pos = start + n;
       return;
     }
-    this.value(v, 0);
+    this.value(v, depth);
+    if (this.room() < 0) throw this.tooLarge();
   }
 
   /** Encodes one guest value at the given nesting depth. */
@@ -431,7 +469,7 @@ function jsonExact(v: any, depth: number, maxDepth: number): boolean {
       if (depth >= maxDepth) return false;
       const proto = ObjectGetPrototypeOf(v);
       if (proto === ArrayPrototype) {
-        if (!ArrayIsArray(v) || v.toJSON !== undefined) return false;
+        if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
         const n = v.length;
         for (let i = 0; i < n; i++) if (!jsonExact(v[i], depth + 1, maxDepth)) return false;
         return true;
@@ -468,6 +506,16 @@ export class Reader {
     this.end = end;
     this.maxDepth = maxDepth;
     this.hooks = hooks;
+  }
+
+  /** Point the reader at a new frame; the DataView is rebuilt only for a new buffer. */
+  reset(buf: Uint8Array, start: number, end: number): void {
+    if (buf !== this.buf) {
+      this.buf = buf;
+      this.view = new DataViewCtor(ArrayBufferOf(buf));
+    }
+    this.pos = start;
+    this.end = end;
   }
 
   need(n: number): void {

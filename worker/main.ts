@@ -30,10 +30,15 @@ const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
 // --- Facilities captured before any guest code -----------------------------------------
 const core = D[D.internal].core;
 const evalContext: (code: string, specifier: string) => [any, any] = core.evalContext;
-const stdin = D.stdin, stdout = D.stdout;
-const readSync: (b: Uint8Array) => number | null = stdin.readSync.bind(stdin);
-const readAsync: (b: Uint8Array) => Promise<number | null> = stdin.read.bind(stdin);
-const writeSync: (b: Uint8Array) => number = stdout.writeSync.bind(stdout);
+// Deno's core ops on the standard descriptors, not Deno.stdin/stdout: their wrappers read
+// buffer.length through a prototype the guest can poison. 0 bytes read means end of file.
+const STDIN_RID = 0, STDOUT_RID = 1;
+const coreReadSync: (rid: number, b: Uint8Array) => number = core.readSync;
+const coreRead: (rid: number, b: Uint8Array) => Promise<number> = core.read;
+const coreWriteSync: (rid: number, b: Uint8Array) => number = core.writeSync;
+const readSync = (b: Uint8Array): number => coreReadSync(STDIN_RID, b);
+const readAsync = (b: Uint8Array): Promise<number> => coreRead(STDIN_RID, b);
+const writeSync = (b: Uint8Array): number => coreWriteSync(STDOUT_RID, b);
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
@@ -61,6 +66,7 @@ const ArrayPush = uncurry(Array.prototype.push);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const MathRandom = Math.random;
+const Uint8ArrayCtor = Uint8Array;
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
 const realSetInterval = globalThis.setInterval;
@@ -68,6 +74,25 @@ const realClearInterval = globalThis.clearInterval;
 const queueMicrotaskReal = globalThis.queueMicrotask;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ArrayPrototype: any = Array.prototype;
+const ObjectPrototype = Object.prototype;
+const ArrayIteratorPrototype: any = ObjectGetPrototypeOf([][Symbol.iterator]());
+const originalArrayIterator = Array.prototype[Symbol.iterator];
+const originalArrayIteratorNext = ArrayIteratorPrototype.next;
+const SymbolIterator = Symbol.iterator;
+
+/** Whether Deno's evalContext wrapper can still be trusted to hand back what it got. */
+function classicScriptSafe(): boolean {
+  if (ArrayPrototype[SymbolIterator] !== originalArrayIterator) return false;
+  if (ArrayIteratorPrototype.next !== originalArrayIteratorNext) return false;
+  // Indices 0 and 1 carry the result and the error; nothing else of that array is used.
+  for (let i = 0; i < 2; i++) {
+    if (ObjectGetOwnPropertyDescriptor(ArrayPrototype, i) !== undefined) return false;
+    if (ObjectGetOwnPropertyDescriptor(ObjectPrototype, i) !== undefined) return false;
+  }
+  return true;
+}
 const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("/") + 1);
 
 // --- The inspector session: REPL-mode evaluation for top-level await --------------------
@@ -176,13 +201,23 @@ function beginFrame(kind: number, n: number): void {
   writer.int(kind);
 }
 
+// Bounds on the parts of an error report, so that it always fits in a frame: a guest can
+// throw an Error whose message is megabytes long.
+const ERROR_PART_CHARS = Math.max(64, Math.min(64 * 1024, (MAX_MESSAGE_BYTES >> 3) - 64));
+
+function clip(text: string): string {
+  return text.length > ERROR_PART_CHARS
+    ? StringSlice(text, 0, ERROR_PART_CHARS) + ` …[${text.length - ERROR_PART_CHARS} more characters]`
+    : text;
+}
+
 function sendError(id: number, e: any): void {
-  const [name, message, stack] = describe(e);
+  const d = describe(e);
   beginFrame(W_ERROR, 5);
   writer.int(id);
-  writer.str(name);
-  writer.str(message);
-  writer.str(stack);
+  writer.str(clip(d[0]));
+  writer.str(clip(d[1]));
+  writer.str(clip(d[2]));
   flushWriter();
 }
 
@@ -195,8 +230,8 @@ function sendResult(id: number, value: any): void {
   } catch (e) {
     // Handles registered while encoding a value that then failed would never be released.
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
-    const [name, message] = describe(e);
-    sendError(id, { name, message: `result could not be converted: ${message}`, stack: "" });
+    const d = describe(e);
+    sendError(id, { name: d[0], message: `result could not be converted: ${d[1]}`, stack: "" });
     return;
   }
   flushWriter();
@@ -292,13 +327,13 @@ const guestClearInterval = function (id?: any) { untrack(id); realClearInterval(
 // are reported on the console channel and the worker carries on.
 addEventListener("error", (ev: any) => {
   ev.preventDefault();
-  const [name, message] = describe(ev.error);
-  sendConsole("error", `Uncaught ${name ? name + ": " : ""}${message}`);
+  const d = describe(ev.error);
+  sendConsole("error", `Uncaught ${d[0] ? d[0] + ": " : ""}${d[1]}`);
 });
 addEventListener("unhandledrejection", (ev: any) => {
   ev.preventDefault();
-  const [name, message] = describe(ev.reason);
-  sendConsole("error", `Uncaught (in promise) ${name ? name + ": " : ""}${message}`);
+  const d = describe(ev.reason);
+  sendConsole("error", `Uncaught (in promise) ${d[0] ? d[0] + ": " : ""}${d[1]}`);
 });
 
 // --- Host calls (bound functions) ----------------------------------------------------------
@@ -312,11 +347,10 @@ function hostCall(name: string, args: any[]): Promise<any> {
     beginFrame(W_HOSTCALL, 4);
     writer.int(id);
     writer.str(name);
-    writer.top(args);
+    writer.top(args, -1);
   } catch (e) {
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
-    const [, message] = describe(e);
-    return PromiseReject(new TypeErrorCtor(`arguments to ${name}() could not be converted: ${message}`));
+    return PromiseReject(new TypeErrorCtor(`arguments to ${name}() could not be converted: ${describe(e)[1]}`));
   }
   const p = new PromiseCtor((resolve, reject) => { pendingCalls[id] = [resolve, reject]; });
   flushWriter();
@@ -332,7 +366,6 @@ function bind(name: string): void {
 
 // --- Commands ------------------------------------------------------------------------------
 let inflight = 0;
-let evalCount = 0;
 
 async function runEval(id: number, code: string): Promise<void> {
   inflight++;
@@ -341,9 +374,18 @@ async function runEval(id: number, code: string): Promise<void> {
     if (RegExpExec(AWAIT_RE, code) !== null) {
       value = await replEval(code);
     } else {
-      const [result, error] = evalContext(code, `guest:eval-${++evalCount}`);
-      if (error !== null) throw error.thrown;
-      value = result;
+      // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
+      // poisoned array iteration or put accessors on indices of Object/Array.prototype would
+      // garble its answer, so such a guest takes the REPL route, which does not use it.
+      if (!classicScriptSafe()) {
+        value = await replEval(code);
+      } else {
+        // One specifier for every eval: V8 caches the compilation of repeated source
+        // instead of keeping a new script per eval alive until the next full GC.
+        const outcome = evalContext(code, "guest:eval");
+        if (outcome[1] !== null) throw outcome[1].thrown;
+        value = outcome[0];
+      }
     }
     if (value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto) {
       value = await value;
@@ -373,7 +415,7 @@ async function runCall(id: number, fnId: number, args: any[]): Promise<void> {
   }
 }
 
-const reader = new Reader(new Uint8Array(0), 0, 0, MAX_DEPTH, {
+const reader = new Reader(new Uint8ArrayCtor(0), 0, 0, MAX_DEPTH, {
   lookupFunction(id: number) {
     const fn = functions[id];
     if (fn === undefined) throw new CodecError("a function handle refers to a function that was closed");
@@ -382,10 +424,7 @@ const reader = new Reader(new Uint8Array(0), 0, 0, MAX_DEPTH, {
 });
 
 function dispatch(buf: Uint8Array, start: number, end: number): void {
-  reader.buf = buf;
-  reader.view = new DataView(buf.buffer);
-  reader.pos = start;
-  reader.end = end;
+  reader.reset(buf, start, end);
   const head = reader.u8();
   if (head < 0x90 || head > 0x9f) throw new ErrorCtor("host frame is not a short array");
   const kind = reader.value(0);
@@ -398,7 +437,8 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_CALL: {
       const id = reader.value(0), fnId = reader.value(0);
       let args: any;
-      try { args = reader.value(0); } catch (e) { sendError(id, e); return; }
+      // The argument list is a wrapper: each argument may nest as deep as a result.
+      try { args = reader.value(-1); } catch (e) { sendError(id, e); return; }
       runCall(id, fnId, args);
       return;
     }
@@ -449,10 +489,10 @@ writer.str(denoVersion);
 writer.str(v8Version);
 flushWriter();
 
-let rbuf = new Uint8Array(1 << 16);
+let rbuf = new Uint8ArrayCtor(1 << 16);
 let rcap = 1 << 16;
 let rstart = 0, rend = 0;
-let pendingRead: Promise<number | null> | null = null;
+let pendingRead: Promise<number> | null = null;
 
 async function serve(): Promise<void> {
   for (;;) {
@@ -463,7 +503,7 @@ async function serve(): Promise<void> {
         if (len + 4 > rcap) {
           let size = rcap * 2;
           while (size < len + 4) size *= 2;
-          const next = new Uint8Array(size);
+          const next = new Uint8ArrayCtor(size);
           U8Set(next, U8Subarray(rbuf, rstart, rend));
           rbuf = next; rcap = size; rend -= rstart; rstart = 0;
         }
@@ -478,7 +518,7 @@ async function serve(): Promise<void> {
       U8Set(rbuf, U8Subarray(rbuf, rstart, rend));
       rend -= rstart; rstart = 0;
     }
-    let n: number | null;
+    let n: number;
     if (pendingRead === null && inflight === 0 && liveTimerCount === 0) {
       // Nothing can make progress without input: block in the fast synchronous read, after
       // one microtask checkpoint so that anything just resolved has run.
@@ -495,15 +535,15 @@ async function serve(): Promise<void> {
       n = await pendingRead;
       pendingRead = null;
     }
-    if (n === null) exit(0);
-    rend += n!;
+    if (n === 0) exit(0);
+    rend += n;
   }
 }
 
 void JSONParse; void StringReplace; void queueMicrotaskReal; void PromiseThen; void replUsed;
 serve().catch((e) => {
   // A frame the worker cannot parse means the two ends disagree; the host will see the exit.
-  const [name, message] = describe(e);
-  try { sendConsole("error", `worker loop failed: ${name}: ${message}`); } catch { /* ignore */ }
+  const d = describe(e);
+  try { sendConsole("error", `worker loop failed: ${d[0]}: ${d[1]}`); } catch { /* ignore */ }
   exit(70);
 });

@@ -134,10 +134,10 @@ class Connection:
         self.live_functions: set[int] = set()
 
     # -- outgoing --------------------------------------------------------------------
-    def _request(self, kind: int, *items: Any) -> tuple[int, bytes]:
+    def _request(self, head: list[Any], value: Any, *, items: bool = False) -> tuple[int, bytes]:
         rid = self._next_request
+        body = self.codec.pack_frame([head[0], rid, *head[1:]], value, items=items)
         self._next_request += 1
-        body = self.codec.pack([kind, rid, *items])
         self.pending.add(rid)
         return rid, self._with_releases(frame(body))
 
@@ -150,13 +150,13 @@ class Connection:
         return data
 
     def eval(self, code: str) -> tuple[int, bytes]:
-        return self._request(H_EVAL, code)
+        return self._request([H_EVAL], code)
 
     def call(self, function_id: int, args: list[Any]) -> tuple[int, bytes]:
-        return self._request(H_CALL, function_id, args)
+        return self._request([H_CALL, function_id], args, items=True)
 
     def bind(self, name: str) -> tuple[int, bytes]:
-        rid, data = self._request(H_BIND, name)
+        rid, data = self._request([H_BIND], name)
         self.bound.add(name)
         return rid, data
 
@@ -168,14 +168,14 @@ class Connection:
     def reply(self, call_id: int, value: Any) -> bytes:
         self.host_calls.discard(call_id)
         try:
-            body = self.codec.pack([H_REPLY, call_id, True, value])
+            body = self.codec.pack_frame([H_REPLY, call_id, True], value)
         except (ValueError, TypeError, OverflowError) as exc:
             return self.reply_error(call_id, "TypeError", f"the host function's result could not be converted: {exc}")
         return self._with_releases(frame(body))
 
     def reply_error(self, call_id: int, name: str, message: str) -> bytes:
         self.host_calls.discard(call_id)
-        return self._with_releases(frame(self.codec.pack([H_REPLY, call_id, False, [name, message]])))
+        return self._with_releases(frame(self.codec.pack_frame([H_REPLY, call_id, False], [name, message])))
 
     # -- incoming --------------------------------------------------------------------
     def feed(self, data: bytes) -> None:

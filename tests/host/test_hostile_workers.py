@@ -196,13 +196,6 @@ def test_a_truncated_frame_then_silence_ends_in_the_eval_timeout(fake_worker: Fa
     assert str(error) == "command exceeded timeout=1.0s; worker killed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="host bug in pydeno/_values.py (not ours to edit): Codec._ext_hook decodes a Set by "
-    "calling msgpack.unpackb recursively, and each level holds a ~32 KiB msgpack unpack context on "
-    "the C stack, so ~200 nested Set extensions (a few KiB of frame) overflow the C stack and the "
-    "host process dies with SIGSEGV before any Python recursion limit applies",
-)
 def test_sets_nested_thousands_deep_are_refused_without_crashing_the_host() -> None:
     # In a child interpreter: if the host segfaults, only the child dies.
     script = f"""

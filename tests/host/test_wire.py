@@ -169,7 +169,8 @@ REFUSED_AFTER_HANDSHAKE = [
     pytest.param(frame(b""), True, "ValueError: Unpack failed: incomplete input", id="empty"),
     pytest.param(frame(pack([1, 1, 1]) + b"\x00"), True, "ExtraData", id="trailing-bytes"),
     pytest.param(_result_raw(b"\xdd\x7f\xff\xff\xff"), True, f"exceeds max_array_len({MiB})", id="array-length-lie"),
-    pytest.param(wire([1, 1, _nested(129)]), True, "a value is nested deeper than 128 levels", id="deep-129"),
+    # The host allows two levels beyond 128: the frame's own array and a host call's argument list.
+    pytest.param(wire([1, 1, _nested(130)]), True, "a value is nested deeper than 128 levels", id="deep-130"),
     pytest.param(wire([1, 1, _nested(1000)]), True, "a value is nested deeper than 128 levels", id="deep-1000"),
     pytest.param(_result_raw(b"\x91" * 100_000 + b"\x90"), True, "StackError", id="deep-100000"),
     pytest.param(wire([1, 1, msgpack.ExtType(42, b"")]), True, "unknown extension type 42", id="unknown-ext"),
@@ -301,14 +302,11 @@ def test_a_request_cannot_be_answered_twice() -> None:
 
 
 def test_a_value_that_exhausts_the_recursion_limit_is_a_protocol_error_not_recursion_error() -> None:
-    # Sets are decoded by a nested unpack per level; with little stack left, Python's recursion
-    # limit is reached inside the decoder.
-    inner = pack([])
-    for _ in range(60):
-        inner = pack([msgpack.ExtType(4, inner)])
+    # A JSON-lane payload is decoded by json.loads, which recurses per level; with little
+    # stack left, Python's recursion limit is reached inside the decoder.
     conn = shaken()
     conn.eval("1")
-    conn.feed(_result_raw(inner))
+    conn.feed(wire([1, 1, msgpack.ExtType(5, b"[" * 100 + b"]" * 100)]))
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(len(inspect.stack(0)) + 30)
     try:
@@ -317,7 +315,18 @@ def test_a_value_that_exhausts_the_recursion_limit_is_a_protocol_error_not_recur
     finally:
         sys.setrecursionlimit(limit)
     assert info.value.malformed is True
-    assert info.value.detail.startswith("RecursionError: ")
+    assert info.value.detail in ("ValueError: JSON payload nested too deeply",) or info.value.detail.startswith(
+        "RecursionError: "
+    )
+
+
+def test_a_set_nested_inside_a_set_is_refused_before_it_is_decoded() -> None:
+    conn = shaken()
+    conn.eval("1")
+    conn.feed(wire([1, 1, msgpack.ExtType(4, pack([msgpack.ExtType(4, pack([]))]))]))
+    with pytest.raises(ProtocolError) as info:
+        conn.next_event()
+    assert (info.value.malformed, info.value.detail) == (True, "ValueError: a Set nested inside a Set")
 
 
 # -- text from the worker -------------------------------------------------------------------------
