@@ -211,4 +211,3 @@ class AsyncRuntime:
         else:
             reply = core.connection.reply(call.call_id, result)
         await self._send(reply, deadline, limit)
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,10 +43,8 @@ class JsFunction:
             self._core.connection.release(self._id)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never raise from a finalizer
             self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
-            pass
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

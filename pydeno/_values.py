@@ -49,7 +49,7 @@ EXT_FUNCTION: Final = 3
 EXT_SET: Final = 4
 EXT_JSON: Final = 5
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _MS = _dt.timedelta(milliseconds=1)
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
@@ -208,9 +208,10 @@ class Codec:
 
     def _pack(self, value: Any) -> bytes:
         try:
-            return self._packer.pack(value)
+            data: bytes = self._packer.pack(value)
         except UnicodeEncodeError:
-            return self._packer.pack(_scrub_surrogates(value))
+            data = self._packer.pack(_scrub_surrogates(value))
+        return data
 
     def _default(self, obj: Any) -> Any:
         from ._function import JsFunction
@@ -256,10 +257,9 @@ class Codec:
             **self._limits,
         )
         # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
-        if len(data) > self.max_depth and type(value) in (list, dict):
-            # + 2: the frame's own array, and the argument list of a host call.
-            if not max_depth_of(value, self.max_depth + 2):
-                raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
+        # + 2: the frame's own array, and the argument list of a host call.
+        if len(data) > self.max_depth and type(value) in (list, dict) and not max_depth_of(value, self.max_depth + 2):
+            raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
         return value
 
     def _item_ext_hook(self, code: int, data: bytes) -> Any:

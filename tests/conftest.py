@@ -3,6 +3,7 @@ a thread or a file descriptor behind."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -65,10 +66,8 @@ def no_leaks() -> Iterator[None]:
         problems.append(f"threads {names}")
     if problems:
         for pid in left_children:
-            try:
+            with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
         pytest.fail("test leaked " + ", ".join(problems), pytrace=False)
 
 
@@ -83,8 +82,6 @@ def fake_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     def use(name: str, *args: str) -> None:
         script = FAKE_WORKERS / f"{name}.py"
         assert script.is_file(), script
-        monkeypatch.setattr(
-            _process, "worker_command", lambda config: [sys.executable, str(script), *args]
-        )
+        monkeypatch.setattr(_process, "worker_command", lambda config: [sys.executable, str(script), *args])
 
     return use

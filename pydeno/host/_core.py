@@ -33,14 +33,22 @@ DEFAULT_STARTUP_TIMEOUT: Final = 10.0
 TICK: Final = 0.25
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+# Names a bound function may not take: reserved words, and globals the guest relies on.
 _RESERVED: Final = frozenset(
-    "break case catch class const continue debugger default delete do else enum export extends "
-    "false finally for function if import in instanceof new null return super switch this throw "
-    "true try typeof var void while with yield let static implements interface package private "
-    "protected public await arguments eval undefined NaN Infinity globalThis console".split()
+    (
+        "break case catch class const continue debugger default delete do else enum export extends "
+        "false finally for function if import in instanceof new null return super switch this throw "
+        "true try typeof var void while with yield let static implements interface package private "
+        "protected public await arguments eval undefined NaN Infinity globalThis console"
+    ).split()
 )
-_LEVELS: Final = {"log": logging.INFO, "info": logging.INFO, "debug": logging.DEBUG,
-                  "warn": logging.WARNING, "error": logging.ERROR}
+_LEVELS: Final = {
+    "log": logging.INFO,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 ConsoleHandler = Callable[[str, str], Any]
 
@@ -58,7 +66,8 @@ def _seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds{' or None' if allow_none else ''}, got {type(value).__name__}")
+        alternative = " or None" if allow_none else ""
+        raise TypeError(f"{name} must be a number of seconds{alternative}, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
     return float(value)
@@ -92,7 +101,7 @@ class RuntimeOptions:
         if not isinstance(jitless, bool):
             raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
         self.jitless = jitless
-        self.startup_timeout = _seconds("startup_timeout", startup_timeout, allow_none=False)
+        self.startup_timeout: float = _seconds("startup_timeout", startup_timeout, allow_none=False) or 0.0
         if on_console is not None and not callable(on_console):
             raise TypeError("on_console must be a callable (level, text) or None")
         self.on_console = on_console
@@ -178,7 +187,7 @@ class Core:
         return name
 
     # -- events ----------------------------------------------------------------------
-    def pump(self) -> HostCall | None | _NeedData:
+    def pump(self) -> HostCall | _NeedData | None:
         """Apply buffered events until one needs the driver: a host call to run, None when
         a request completed (the driver checks whether it was its own), or NEED_DATA."""
         while True:
@@ -229,7 +238,9 @@ class Core:
         if self.options.expose_host_errors:
             message = str(exc)
         else:
-            message = f"host function {call.name}() raised {name} (details hidden; pass expose_host_errors=True to show them)"
+            message = (
+                f"host function {call.name}() raised {name} (details hidden; pass expose_host_errors=True to show them)"
+            )
         return self.connection.reply_error(call.call_id, name, message)
 
     # -- failures: each kills the worker, closes the runtime and returns the error -------
@@ -250,7 +261,8 @@ class Core:
         if self.connection.hello is None:
             return self._fail(
                 WorkerCrashed(
-                    f"worker did not complete its handshake within startup_timeout={self.options.startup_timeout}s; killed"
+                    "worker did not complete its handshake within "
+                    f"startup_timeout={self.options.startup_timeout}s; killed"
                 )
             )
         return self._fail(RuntimeTimeout(f"command exceeded timeout={limit}s; worker killed"))
@@ -262,4 +274,3 @@ class Core:
 
     def startup_deadline(self) -> float:
         return time.monotonic() + self.options.startup_timeout
-

@@ -12,6 +12,7 @@ process has no pydeno thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -86,10 +87,8 @@ class Watch:
         with self._lock:
             if self.verdict is None:
                 self.verdict = verdict
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def command_started(self) -> None:
         """Start charging CPU to a command; read now so the baseline is exact."""

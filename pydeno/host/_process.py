@@ -7,6 +7,7 @@ Both runtimes use this class as it is; only how they *wait* on its descriptors d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -34,7 +35,7 @@ def find_deno() -> str:
         import deno
     except ImportError as exc:  # pragma: no cover - deno is a dependency
         raise FileNotFoundError("the deno package is not installed: pip install deno") from exc
-    return deno.find_deno_bin()
+    return str(deno.find_deno_bin())
 
 
 def worker_entry() -> Path:
@@ -194,18 +195,13 @@ class WorkerProcess:
     def kill(self) -> None:
         """SIGKILL the worker's process group and reap it. Idempotent, never raises."""
         if self.popen.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 self.popen.kill()
-            except OSError:
-                pass
-            try:
+            # SIGKILL cannot be ignored; the bound only guards against a kernel that stalls.
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-                pass
 
     def close(self) -> None:
         """Kill, reap and close every descriptor."""
@@ -216,10 +212,8 @@ class WorkerProcess:
         self.drain_stderr()
         for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
 
     def death_message(self, prefix: str) -> str:
         """``prefix (how it ended): last stderr line``; the worker's text only ever follows."""

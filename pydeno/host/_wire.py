@@ -191,9 +191,7 @@ class Connection:
             return None
         (length,) = _HEADER.unpack_from(buf, pos)
         if length > self.max_message_bytes:
-            raise ProtocolError(
-                f"length {length} exceeds max_message_bytes={self.max_message_bytes}", malformed=True
-            )
+            raise ProtocolError(f"length {length} exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
         end = pos + 4 + length
         if len(buf) < end:
             return None
@@ -205,7 +203,12 @@ class Connection:
                 except ValueRefused as exc:
                     raise ProtocolError(str(exc), malformed=True) from None
                 except (
-                    ValueError, TypeError, OverflowError, RecursionError, msgpack.ExtraData, msgpack.StackError
+                    ValueError,
+                    TypeError,
+                    OverflowError,
+                    RecursionError,
+                    msgpack.ExtraData,
+                    msgpack.StackError,
                 ) as exc:
                     raise ProtocolError(f"{type(exc).__name__}: {exc}", malformed=True) from None
             finally:
@@ -243,9 +246,7 @@ class Connection:
             return Console(item[1], clean_text(item[2]))
         if kind == W_HELLO and n == 4 and self.hello is None and type(item[1]) is int:
             if item[1] != PROTOCOL_VERSION:
-                raise ProtocolError(
-                    f"protocol version {item[1]!r}, expected {PROTOCOL_VERSION}", malformed=False
-                )
+                raise ProtocolError(f"protocol version {item[1]!r}, expected {PROTOCOL_VERSION}", malformed=False)
             if type(item[2]) is not str or type(item[3]) is not str:
                 raise ProtocolError("a malformed handshake", malformed=False)
             self.hello = Hello(item[1], clean_text(item[2])[:64], clean_text(item[3])[:64])

@@ -15,7 +15,12 @@ MiB = 2**20
 
 
 def _config(**overrides: object) -> WorkerConfig:
-    values: dict[str, object] = {"max_memory": 512 * MiB, "max_message_bytes": MiB, "jitless": True, "max_depth": 128}
+    values: dict[str, object] = {
+        "max_memory": 512 * MiB,
+        "max_message_bytes": MiB,
+        "jitless": True,
+        "max_depth": 128,
+    }
     values.update(overrides)
     return WorkerConfig(**values)  # type: ignore[arg-type]
 
@@ -38,7 +43,9 @@ def test_a_missing_deno_binary_is_a_clear_start_failure(monkeypatch: pytest.Monk
     assert isinstance(info.value.__cause__, FileNotFoundError)
 
 
-def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     fake = tmp_path / "deno"
     fake.write_text("not a program")
     fake.chmod(0o644)
