@@ -32,6 +32,7 @@ import math
 import re
 import struct
 from collections.abc import Callable
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
@@ -161,6 +162,23 @@ def max_depth_of(value: Any, limit: int) -> bool:
     return True
 
 
+def _decoded_fits(value: Any, limit: int) -> bool:
+    """max_depth_of for decoded values, which hold only lists and dicts as containers: exact
+    type checks and C-level iteration, several times faster on a wide value."""
+    level = [value]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        children = list(chain.from_iterable([x.values() if type(x) is dict else x for x in level]))
+        kinds = set(map(type, children))
+        if list not in kinds and dict not in kinds:
+            return True
+        level = [c for c in children if type(c) is list or type(c) is dict]
+    return True
+
+
 class Codec:
     """Packs and unpacks values for one runtime (function handles belong to it)."""
 
@@ -258,7 +276,7 @@ class Codec:
         )
         # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
         # + 2: the frame's own array, and the argument list of a host call.
-        if len(data) > self.max_depth and type(value) in (list, dict) and not max_depth_of(value, self.max_depth + 2):
+        if len(data) > self.max_depth and type(value) in (list, dict) and not _decoded_fits(value, self.max_depth + 2):
             raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
         return value
 

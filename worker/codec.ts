@@ -75,7 +75,7 @@ const IsPromise: (v: any) => boolean = denoCore.isPromise;
 const ObjectPrototype = Object.prototype;
 const ArrayPrototype = Array.prototype;
 const JSONStringify = JSON.stringify;
-const StringIsWellFormed = uncurry((String.prototype as any).isWellFormed);
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 const encodeInto = uncurry(TextEncoder.prototype.encodeInto);
@@ -453,35 +453,46 @@ export class Writer {
   }
 }
 
-/** True when JSON.stringify(v) carries v exactly as value() would: only plain objects and
- * arrays (no toJSON), well-formed strings, booleans, null, and numbers that are not -0,
- * NaN, infinite or integral beyond 2**53; within the depth limit (which also rules out
- * cycles). */
+/** True when JSON.stringify(v), for an object v, carries v exactly as value() would: only
+ * plain objects and arrays (no toJSON) holding strings, booleans, null and numbers other than
+ * -0, NaN, infinities and integers beyond 2**53, within the depth limit (which also rules out
+ * cycles). Strings are not checked here: JSON.stringify escapes a lone surrogate as \udXXX,
+ * and the host turns those into U+FFFD, as the msgpack lane does.
+ *
+ * Primitives are checked inline, so the walk makes one call per object, not per value: in
+ * jitless V8 a call costs more than the checks. */
 function jsonExact(v: any, depth: number, maxDepth: number): boolean {
-  switch (typeof v) {
-    case "string": return StringIsWellFormed(v);
-    case "number":
-      return v === v && v !== Infinity && v !== -Infinity && (v !== 0 || 1 / v > 0) &&
-        (v % 1 !== 0 || NumberIsSafeInteger(v));
-    case "boolean": return true;
-    case "object": {
-      if (v === null) return true;
-      if (depth >= maxDepth) return false;
-      const proto = ObjectGetPrototypeOf(v);
-      if (proto === ArrayPrototype) {
-        if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
-        const n = v.length;
-        for (let i = 0; i < n; i++) if (!jsonExact(v[i], depth + 1, maxDepth)) return false;
-        return true;
-      }
-      if ((proto !== ObjectPrototype && proto !== null) || v.toJSON !== undefined) return false;
-      const keys = ObjectKeys(v);
-      const n = keys.length;
-      for (let i = 0; i < n; i++) if (!jsonExact(v[keys[i]], depth + 1, maxDepth)) return false;
-      return true;
-    }
+  if (depth >= maxDepth) return false;
+  const proto = ObjectGetPrototypeOf(v);
+  let keys: string[] | null = null;
+  let n: number;
+  if (proto === ArrayPrototype) {
+    if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
+    n = v.length;
+  } else if ((proto === ObjectPrototype || proto === null) && v.toJSON === undefined) {
+    keys = ObjectKeys(v);
+    n = keys.length;
+  } else {
+    return false;
   }
-  return false;
+  for (let i = 0; i < n; i++) {
+    const x = keys === null ? v[i] : v[keys[i]];
+    switch (typeof x) {
+      case "string":
+      case "boolean":
+        continue;
+      case "number":
+        if (x !== x || x === Infinity || x === -Infinity || (x === 0 && 1 / x < 0)) return false;
+        if (x % 1 === 0 && (x > MAX_SAFE || x < -MAX_SAFE)) return false;
+        continue;
+      case "object":
+        if (x === null) continue;
+        if (!jsonExact(x, depth + 1, maxDepth)) return false;
+        continue;
+    }
+    return false;
+  }
+  return true;
 }
 
 export interface DecodeHooks {
