@@ -7,7 +7,14 @@
 """
 
 from ._async_runtime import AsyncRuntime
-from ._errors import JavaScriptError, PydenoError, RuntimeTimeout, WorkerCrashed
+from ._errors import (
+    JavaScriptError,
+    PydenoError,
+    RuntimeForceKilled,
+    RuntimeTerminated,
+    RuntimeTimeout,
+    WorkerCrashed,
+)
 from ._function import JsFunction
 from ._runtime import Runtime
 from ._values import Undefined, undefined
@@ -18,6 +25,8 @@ __all__ = [
     "JsFunction",
     "PydenoError",
     "Runtime",
+    "RuntimeForceKilled",
+    "RuntimeTerminated",
     "RuntimeTimeout",
     "Undefined",
     "WorkerCrashed",

@@ -9,15 +9,16 @@ constructor and its handshake is awaited before the first command, so both
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import anyio.lowlevel
 
 from ._errors import PydenoError
 from ._function import JsFunction
-from .host._core import NEED_DATA, Core, RuntimeOptions
+from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
 from .host._wire import HostCall
 
 __all__ = ["AsyncRuntime"]
@@ -52,27 +53,8 @@ class _TaskLock:
 class AsyncRuntime:
     """The async twin of :class:`pydeno.Runtime`: ``await rt.eval(code)``."""
 
-    def __init__(
-        self,
-        *,
-        timeout: float | None = 30.0,
-        max_memory: int = 512 * 2**20,
-        max_message_bytes: int = 64 * 2**20,
-        jitless: bool = True,
-        startup_timeout: float = 10.0,
-        on_console: Callable[[str, str], Any] | None = None,
-        expose_host_errors: bool = False,
-    ) -> None:
-        options = RuntimeOptions(
-            timeout=timeout,
-            max_memory=max_memory,
-            max_message_bytes=max_message_bytes,
-            jitless=jitless,
-            startup_timeout=startup_timeout,
-            on_console=on_console,
-            expose_host_errors=expose_host_errors,
-        )
-        self._core = Core(options, self)
+    def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
+        self._core = Core(RuntimeOptions(**options), self)
         self._lock = _TaskLock()
         self._stderr_busy = False
         self._core.spawn()
@@ -95,6 +77,12 @@ class AsyncRuntime:
             self._core.functions[name] = fn
             rid, data = self._core.connection.bind(name)
             await self._roundtrip(rid, data, None)
+
+    def terminate(self) -> None:
+        """Stop the running command from any task or thread: it raises RuntimeTerminated,
+        or RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
+        Either way the runtime is closed; with no command running it is simply closed."""
+        self._core.terminate()
 
     async def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
@@ -125,7 +113,7 @@ class AsyncRuntime:
             return
         try:
             while core.connection.hello is None:
-                await self._step(self._startup_deadline, None)
+                await self._step(None, self._startup_deadline)
         except BaseException:
             core.close()
             raise
@@ -139,35 +127,36 @@ class AsyncRuntime:
 
     async def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
         core = self._core
-        deadline, limit = core.deadline(timeout)
+        command = core.begin(rid, timeout)
         try:
-            await self._send(data, deadline, limit)
+            await self._send(data, command)
             outcomes = core.connection.outcomes
             while rid not in outcomes:
-                await self._step(deadline, limit)
+                await self._step(command)
         except BaseException as exc:
+            core.end(command)
             # Cancelled or interrupted mid-command: the worker's state is unknown.
             if not isinstance(exc, Exception):
                 core.interrupted()
             raise
-        return core.connection.take(rid)
+        return core.finish(command)
 
-    async def _step(self, deadline: float, limit: float | None) -> None:
+    async def _step(self, command: Command | None, startup_deadline: float = math.inf) -> None:
         item = self._core.pump()
         if item is NEED_DATA:
-            await self._receive(deadline, limit)
+            await self._receive(command, startup_deadline)
         elif isinstance(item, HostCall):
-            await self._run_host_call(item, deadline, limit)
+            await self._run_host_call(item, command)
 
-    async def _receive(self, deadline: float, limit: float | None) -> None:
+    async def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
         process = core.check_open()
         if core.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
-            core.remaining(deadline, limit)
+            core.remaining(command, startup_deadline)
             await anyio.lowlevel.checkpoint_if_cancelled()
             return
-        wait = core.remaining(deadline, limit)
+        wait = core.remaining(command, startup_deadline)
         if self._stderr_busy:
             # Only stdout is awaited: a worker blocked writing a full stderr pipe is drained
             # every few milliseconds rather than once a tick.
@@ -176,30 +165,40 @@ class AsyncRuntime:
             await anyio.wait_readable(process.stdout_fd)
         self._stderr_busy = process.drain_stderr() > 0
 
-    async def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
+    async def _send(self, data: bytes, command: Command | None) -> None:
         core = self._core
         process = core.check_open()
-        view = memoryview(data)
-        while True:
-            n = process.write(view)
-            if n < 0:
-                raise core.died()
-            view = view[n:]
-            if not view:
-                return
-            # The pipe is full: keep draining the worker's output while we wait, or a
-            # worker blocked writing to us would never read its stdin.
-            if core.ingest(process.read()):
-                continue
-            with anyio.move_on_after(min(core.remaining(deadline, limit), 0.005)):
-                await anyio.wait_writable(process.stdin_fd)
-            process.drain_stderr()
+        # A threading lock held across awaits: only terminate() contends for it, and that
+        # never blocks on it (it queues its frame instead).
+        with core.write_lock:
+            view = memoryview(core.outbox(data))
+            while True:
+                n = process.write(view)
+                if n < 0:
+                    raise core.died()
+                view = view[n:]
+                if not view:
+                    queued = core.outbox()
+                    if not queued:
+                        return
+                    view = memoryview(queued)
+                    continue
+                # The pipe is full: keep draining the worker's output while we wait, or a
+                # worker blocked writing to us would never read its stdin.
+                if core.ingest(process.read()):
+                    continue
+                with anyio.move_on_after(min(core.remaining(command), 0.005)):
+                    await anyio.wait_writable(process.stdin_fd)
+                process.drain_stderr()
 
-    async def _run_host_call(self, call: HostCall, deadline: float, limit: float | None) -> None:
+    async def _run_host_call(self, call: HostCall, command: Command | None) -> None:
         core = self._core
-        fn = core.functions[call.name]
+        target = core.begin_host_call(call)
+        if isinstance(target, bytes):
+            await self._send(target, command)
+            return
         try:
-            result = fn(*call.args)
+            result = target(*call.args)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
@@ -210,4 +209,6 @@ class AsyncRuntime:
             reply = core.host_error_reply(call, exc)
         else:
             reply = core.connection.reply(call.call_id, result)
-        await self._send(reply, deadline, limit)
+        finally:
+            core.end_host_call(call)
+        await self._send(reply, command)

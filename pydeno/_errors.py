@@ -7,8 +7,10 @@ or cancellation::
     PydenoError                 base of everything below
     ├── JavaScriptError         the guest threw or failed to compile (.name, .message, .stack)
     ├── WorkerCrashed           the worker died, was killed, broke protocol or would not start
-    └── RuntimeTimeout          a sandbox deadline passed (not a builtin TimeoutError: an outer
-                                anyio.fail_after raising TimeoutError means *your* deadline fired)
+    ├── RuntimeTimeout          a sandbox deadline passed (not a builtin TimeoutError: an outer
+    │                           anyio.fail_after raising TimeoutError means *your* deadline fired)
+    ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
+    └── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
 
 ``str(exc)`` is always the message the host wrote, and any text that came from the worker
 or the guest only ever follows the host's prefix, so the start of a message can be trusted.
@@ -16,7 +18,14 @@ or the guest only ever follows the host's prefix, so the start of a message can 
 
 from __future__ import annotations
 
-__all__ = ["JavaScriptError", "PydenoError", "RuntimeTimeout", "WorkerCrashed"]
+__all__ = [
+    "JavaScriptError",
+    "PydenoError",
+    "RuntimeForceKilled",
+    "RuntimeTerminated",
+    "RuntimeTimeout",
+    "WorkerCrashed",
+]
 
 
 class PydenoError(Exception):
@@ -49,3 +58,11 @@ class WorkerCrashed(PydenoError):
 
 class RuntimeTimeout(PydenoError):
     """A deadline of the sandbox's own passed; the worker was killed."""
+
+
+class RuntimeTerminated(PydenoError):
+    """The running command was stopped by ``terminate()``; the worker acknowledged it."""
+
+
+class RuntimeForceKilled(PydenoError):
+    """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""

@@ -14,22 +14,22 @@ import select
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Unpack
 
 from ._errors import PydenoError
 from ._function import JsFunction
-from .host._core import NEED_DATA, Core, RuntimeOptions
+from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
 from .host._process import WorkerProcess
 from .host._wire import HostCall
 
 __all__ = ["Runtime"]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 # After sending, poll the pipe without sleeping for this long before blocking in poll():
 # a blocked reader costs a cross-CPU wake-up (~50 us on a VM), about the whole budget of a
 # warm eval. Bounded, so a long command costs at most this much host CPU.
 SPIN_NS = 200_000
-_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 
 def _await_sync(awaitable: Awaitable[Any]) -> Any:
@@ -63,32 +63,13 @@ def _await_sync(awaitable: Awaitable[Any]) -> Any:
 class Runtime:
     """A JavaScript runtime in its own deno worker process.
 
-    ``Runtime(timeout=30.0, max_memory=512 MiB, jitless=True, ...)``; see docs/limits.md
-    for every option. Not safe to share between threads without your own locking: calls
-    from several threads are serialised by an internal lock.
+    ``Runtime(timeout=30.0, max_memory=512 MiB, ...)``: docs/limits.md describes every
+    option and what it bounds. Calls from several threads are serialised by an internal
+    lock; :meth:`terminate` may be called from any thread.
     """
 
-    def __init__(
-        self,
-        *,
-        timeout: float | None = 30.0,
-        max_memory: int = 512 * 2**20,
-        max_message_bytes: int = 64 * 2**20,
-        jitless: bool = True,
-        startup_timeout: float = 10.0,
-        on_console: Callable[[str, str], Any] | None = None,
-        expose_host_errors: bool = False,
-    ) -> None:
-        options = RuntimeOptions(
-            timeout=timeout,
-            max_memory=max_memory,
-            max_message_bytes=max_message_bytes,
-            jitless=jitless,
-            startup_timeout=startup_timeout,
-            on_console=on_console,
-            expose_host_errors=expose_host_errors,
-        )
-        self._core = Core(options, self)
+    def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
+        self._core = Core(RuntimeOptions(**options), self)
         self._lock = threading.RLock()
         self._poll = select.poll()
         self._stderr_polled = False
@@ -100,7 +81,7 @@ class Runtime:
             self._stderr_polled = True
             deadline = self._core.startup_deadline()
             while self._core.connection.hello is None:
-                self._step(deadline, None)
+                self._step(None, deadline)
         except BaseException:
             self._core.close()
             raise
@@ -115,13 +96,19 @@ class Runtime:
             return self._roundtrip(rid, data, timeout)
 
     def bind_function(self, name: str, fn: Callable[..., Any]) -> None:
-        """Expose fn to the guest as the global async function ``name``."""
+        """Expose fn (sync or async) to the guest as the global async function ``name``."""
         name = self._core.bind_check(name, fn)
         with self._lock:
             self._core.check_open()
             self._core.functions[name] = fn
             rid, data = self._core.connection.bind(name)
             self._roundtrip(rid, data, None)
+
+    def terminate(self) -> None:
+        """Stop the running command from any thread: it raises RuntimeTerminated, or
+        RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
+        Either way the runtime is closed; with no command running it is simply closed."""
+        self._core.terminate()
 
     def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
@@ -152,34 +139,35 @@ class Runtime:
 
     def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
         core = self._core
-        deadline, limit = core.deadline(timeout)
+        command = core.begin(rid, timeout)
         try:
-            self._send(data, deadline, limit)
+            self._send(data, command)
             outcomes = core.connection.outcomes
             while rid not in outcomes:
-                self._step(deadline, limit)
+                self._step(command)
         except BaseException as exc:
+            core.end(command)
             # Interrupted mid-command (KeyboardInterrupt, ...): the worker's state is unknown.
             if not isinstance(exc, Exception):
                 core.interrupted()
             raise
-        return core.connection.take(rid)
+        return core.finish(command)
 
-    def _step(self, deadline: float, limit: float | None) -> None:
+    def _step(self, command: Command | None, startup_deadline: float = math.inf) -> None:
         item = self._core.pump()
         if item is NEED_DATA:
-            self._receive(deadline, limit)
+            self._receive(command, startup_deadline)
         elif isinstance(item, HostCall):
-            self._run_host_call(item, deadline, limit)
+            self._run_host_call(item, command)
 
-    def _receive(self, deadline: float, limit: float | None) -> None:
+    def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
         process = core.check_open()
         if core.ingest(process.read()) or time.perf_counter_ns() < self._spin_until:
             # A worker that never stops sending (console output, say) still has a deadline.
-            core.remaining(deadline, limit)
+            core.remaining(command, startup_deadline)
             return
-        wait = core.remaining(deadline, limit)
+        wait = core.remaining(command, startup_deadline)
         for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
             if fd == process.stderr_fd:
                 self._drain_stderr(process)
@@ -191,35 +179,43 @@ class Runtime:
             self._stderr_polled = False
             self._poll.unregister(process.stderr_fd)
 
-    def _send(self, data: bytes, deadline: float, limit: float | None) -> None:
+    def _send(self, data: bytes, command: Command | None) -> None:
         core = self._core
         process = core.check_open()
-        view = memoryview(data)
-        while True:
-            n = process.write(view)
-            if n < 0:
-                raise core.died()
-            view = view[n:]
-            if not view:
-                self._spin_until = time.perf_counter_ns() + SPIN_NS
-                return
-            # The pipe is full: keep reading while we wait, or a worker that is itself
-            # blocked writing to us would never drain its stdin.
-            if core.ingest(process.read()):
-                continue
-            wait = core.remaining(deadline, limit)
-            self._poll.register(process.stdin_fd, _OUT)
-            try:
-                self._poll.poll(math.ceil(wait * 1000))
-            finally:
-                self._poll.unregister(process.stdin_fd)
-            self._drain_stderr(process)
+        with core.write_lock:
+            view = memoryview(core.outbox(data))
+            while True:
+                n = process.write(view)
+                if n < 0:
+                    raise core.died()
+                view = view[n:]
+                if not view:
+                    queued = core.outbox()
+                    if queued:
+                        view = memoryview(queued)
+                        continue
+                    self._spin_until = time.perf_counter_ns() + SPIN_NS
+                    return
+                # The pipe is full: keep reading while we wait, or a worker that is itself
+                # blocked writing to us would never drain its stdin.
+                if core.ingest(process.read()):
+                    continue
+                wait = core.remaining(command)
+                self._poll.register(process.stdin_fd, _OUT)
+                try:
+                    self._poll.poll(math.ceil(wait * 1000))
+                finally:
+                    self._poll.unregister(process.stdin_fd)
+                self._drain_stderr(process)
 
-    def _run_host_call(self, call: HostCall, deadline: float, limit: float | None) -> None:
+    def _run_host_call(self, call: HostCall, command: Command | None) -> None:
         core = self._core
-        fn = core.functions[call.name]
+        target = core.begin_host_call(call)
+        if isinstance(target, bytes):
+            self._send(target, command)
+            return
         try:
-            result = fn(*call.args)
+            result = target(*call.args)
             if inspect.isawaitable(result):
                 result = _await_sync(result)
         except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
@@ -230,4 +226,6 @@ class Runtime:
             reply = core.host_error_reply(call, exc)
         else:
             reply = core.connection.reply(call.call_id, result)
-        self._send(reply, deadline, limit)
+        finally:
+            core.end_host_call(call)
+        self._send(reply, command)

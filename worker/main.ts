@@ -17,15 +17,18 @@ import { CodecError, Reader, Writer } from "./codec.ts";
 const PROTOCOL_VERSION = 1;
 
 // Frame kinds, host -> worker (pydeno/host/_wire.py holds the same table).
-const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5;
+const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINATE = 6;
 // Frame kinds, worker -> host.
-const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4;
+const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5;
 
 const D: any = (globalThis as any).Deno;
 const config = JSON.parse(D.args[0] ?? "{}");
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
 const MAX_DEPTH: number = config.max_depth ?? 128;
 const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
+const MAX_INFLIGHT: number = config.max_inflight_host_calls ?? 32;
+// Per command. The host counts and enforces this too; stopping here saves the pipe.
+const MAX_CONSOLE_BYTES: number = config.max_console_bytes ?? 1 << 20;
 
 // --- Facilities captured before any guest code -----------------------------------------
 const core = D[D.internal].core;
@@ -237,10 +240,15 @@ function sendResult(id: number, value: any): void {
   flushWriter();
 }
 
+let consoleSent = 0; // characters sent since the current command began
+
 function sendConsole(level: string, text: string): void {
+  // The message that crosses the budget is still sent, so the host sees it was crossed.
+  if (consoleSent > MAX_CONSOLE_BYTES) return;
   if (text.length > MAX_CONSOLE_CHARS) {
     text = StringSlice(text, 0, MAX_CONSOLE_CHARS) + ` …[${text.length - MAX_CONSOLE_CHARS} more characters]`;
   }
+  consoleSent += text.length;
   beginFrame(W_CONSOLE, 3);
   writer.str(level);
   writer.str(text);
@@ -340,7 +348,12 @@ addEventListener("unhandledrejection", (ev: any) => {
 const pendingCalls: any = ObjectCreate(null); // call id -> [resolve, reject]
 let nextCallId = 1;
 
+let outstandingCalls = 0; // abandoned calls count until they finish
+
 function hostCall(name: string, args: any[]): Promise<any> {
+  if (outstandingCalls >= MAX_INFLIGHT) {
+    return PromiseReject(new ErrorCtor(`more than ${MAX_INFLIGHT} host calls in flight`));
+  }
   const id = nextCallId++;
   const mark = nextFunctionId;
   try {
@@ -353,6 +366,7 @@ function hostCall(name: string, args: any[]): Promise<any> {
     return PromiseReject(new TypeErrorCtor(`arguments to ${name}() could not be converted: ${describe(e)[1]}`));
   }
   const p = new PromiseCtor((resolve, reject) => { pendingCalls[id] = [resolve, reject]; });
+  outstandingCalls++;
   flushWriter();
   return p;
 }
@@ -367,8 +381,13 @@ function bind(name: string): void {
 // --- Commands ------------------------------------------------------------------------------
 let inflight = 0;
 
-async function runEval(id: number, code: string): Promise<void> {
+function commandStarts(): void {
+  if (inflight === 0) consoleSent = 0;
   inflight++;
+}
+
+async function runEval(id: number, code: string): Promise<void> {
+  commandStarts();
   try {
     let value: any;
     if (RegExpExec(AWAIT_RE, code) !== null) {
@@ -399,7 +418,7 @@ async function runEval(id: number, code: string): Promise<void> {
 }
 
 async function runCall(id: number, fnId: number, args: any[]): Promise<void> {
-  inflight++;
+  commandStarts();
   try {
     const fn = functions[fnId];
     if (fn === undefined) throw new ErrorCtor("Function has been closed");
@@ -450,7 +469,10 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_REPLY: {
       const callId = reader.value(0), ok = reader.value(0);
       const pending = pendingCalls[callId];
-      delete pendingCalls[callId];
+      if (pending !== undefined) {
+        delete pendingCalls[callId];
+        outstandingCalls--;
+      }
       let payload: any, failed = !ok;
       try { payload = reader.value(0); } catch (e) { payload = e; failed = true; }
       if (pending === undefined) return;
@@ -461,6 +483,14 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
         ObjectDefineProperty(err, "name", { value: StringFn(payload[0]), writable: true, configurable: true });
         pending[1](err);
       }
+      return;
+    }
+    case H_TERMINATE: {
+      // Reaching this frame means guest code is not running (it awaits, or nothing runs):
+      // acknowledge, and end the process; the host closes the runtime either way.
+      beginFrame(W_TERMINATED, 1);
+      flushWriter();
+      exit(0);
       return;
     }
     case H_BIND: {

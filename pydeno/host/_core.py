@@ -11,17 +11,22 @@ from __future__ import annotations
 import logging
 import math
 import re
+import signal
+import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, TypedDict
 
-from .._errors import RuntimeTimeout, WorkerCrashed
+from .._errors import RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
 from .._function import JsFunction
 from .._values import MAX_DEPTH, Codec
+from . import _monitor as monitor
+from ._monitor import Watch
 from ._process import WorkerConfig, WorkerProcess
-from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError
+from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["NEED_DATA", "Core", "RuntimeOptions"]
+__all__ = ["NEED_DATA", "Command", "Core", "RuntimeKwargs", "RuntimeOptions"]
 
 log = logging.getLogger("pydeno.console")
 
@@ -73,12 +78,35 @@ def _seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
     return float(value)
 
 
-def _count(name: str, value: Any, minimum: int) -> int:
+def _count(name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        alternative = " or None" if allow_none else ""
+        raise TypeError(f"{name} must be an int{alternative}, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+class RuntimeKwargs(TypedDict, total=False):
+    """The keyword arguments of :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`;
+    docs/limits.md says exactly what each bounds."""
+
+    timeout: float | None
+    cpu_limit: float | None
+    max_memory: int | None
+    max_threads: int | None
+    max_host_calls: int | None
+    max_host_wait: float | None
+    max_inflight_host_calls: int
+    max_message_bytes: int
+    max_console_bytes: int
+    jitless: bool
+    startup_timeout: float
+    terminate_grace: float
+    on_console: ConsoleHandler | None
+    expose_host_errors: bool
 
 
 class RuntimeOptions:
@@ -88,20 +116,34 @@ class RuntimeOptions:
         self,
         *,
         timeout: float | None = DEFAULT_TIMEOUT,
-        max_memory: int = DEFAULT_MAX_MEMORY,
+        cpu_limit: float | None = None,
+        max_memory: int | None = DEFAULT_MAX_MEMORY,
+        max_threads: int | None = 64,
+        max_host_calls: int | None = 10_000,
+        max_host_wait: float | None = None,
+        max_inflight_host_calls: int = 32,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_console_bytes: int = 1 << 20,
         jitless: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        terminate_grace: float = 1.0,
         on_console: ConsoleHandler | None = None,
         expose_host_errors: bool = False,
     ) -> None:
         self.timeout = _seconds("timeout", timeout, allow_none=True)
-        self.max_memory = _count("max_memory", max_memory, 32 * 2**20)
-        self.max_message_bytes = _count("max_message_bytes", max_message_bytes, 1024)
+        self.cpu_limit = _seconds("cpu_limit", cpu_limit, allow_none=True)
+        self.max_memory = _count("max_memory", max_memory, 32 * 2**20, allow_none=True)
+        self.max_threads = _count("max_threads", max_threads, 1, allow_none=True)
+        self.max_host_calls = _count("max_host_calls", max_host_calls, 0, allow_none=True)
+        self.max_host_wait = _seconds("max_host_wait", max_host_wait, allow_none=True)
+        self.max_inflight_host_calls: int = _count("max_inflight_host_calls", max_inflight_host_calls, 1) or 1
+        self.max_message_bytes: int = _count("max_message_bytes", max_message_bytes, 1024) or 1024
+        self.max_console_bytes: int = _count("max_console_bytes", max_console_bytes, 0) or 0
         if not isinstance(jitless, bool):
             raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
         self.jitless = jitless
         self.startup_timeout: float = _seconds("startup_timeout", startup_timeout, allow_none=False) or 0.0
+        self.terminate_grace: float = _seconds("terminate_grace", terminate_grace, allow_none=False) or 0.0
         if on_console is not None and not callable(on_console):
             raise TypeError("on_console must be a callable (level, text) or None")
         self.on_console = on_console
@@ -115,7 +157,23 @@ class RuntimeOptions:
             max_message_bytes=self.max_message_bytes,
             jitless=self.jitless,
             max_depth=MAX_DEPTH,
+            max_inflight_host_calls=self.max_inflight_host_calls,
+            max_console_bytes=self.max_console_bytes,
         )
+
+
+@dataclass(eq=False, slots=True)
+class Command:
+    """One eval or function call in flight, and what it has been charged so far."""
+
+    rid: int
+    limit: float | None
+    # The guest's deadline; host-call time moves it later (timeout does not charge it).
+    deadline: float
+    host_wait: float = 0.0
+    host_call_started: float | None = None
+    console_bytes: int = 0
+    console_capped: bool = False
 
 
 class Core:
@@ -128,15 +186,34 @@ class Core:
         self.connection = Connection(self.codec, options.max_message_bytes)
         self.functions: dict[str, Callable[..., Any]] = {}
         self.process: WorkerProcess | None = None
+        self.watch: Watch | None = None
+        self.commands: list[Command] = []
+        self.host_call_count = 0
+        self.terminate_deadline: float | None = None
+        # Frames may come from two threads (terminate() and the command's own), and a frame
+        # must reach the pipe whole: writers hold this lock, and terminate() queues its
+        # frame in _outbox instead of waiting when a writer is mid-frame.
+        self.write_lock = threading.Lock()
+        self._outbox: list[bytes] = []
         self.closed = False
 
     # -- lifetime --------------------------------------------------------------------
     def spawn(self) -> WorkerProcess:
-        self.process = WorkerProcess(self.options.worker_config())
+        options = self.options
+        self.process = WorkerProcess(options.worker_config())
+        self.watch = Watch(
+            pid=self.process.pid,
+            max_memory=options.max_memory,
+            max_threads=options.max_threads,
+            cpu_limit=options.cpu_limit,
+        )
+        monitor.watch(self.watch)
         return self.process
 
     def close(self) -> None:
         self.closed = True
+        if self.watch is not None:
+            monitor.unwatch(self.watch)
         if self.process is not None:
             self.process.close()
 
@@ -163,10 +240,26 @@ class Core:
         self._function_id(fn)
 
     # -- commands --------------------------------------------------------------------
-    def deadline(self, timeout: float | None) -> tuple[float, float | None]:
-        """(monotonic deadline or inf, the limit in seconds) for one command."""
+    def begin(self, rid: int, timeout: float | None) -> Command:
+        """Start charging a command: its deadline and, for the outermost one, CPU."""
         limit = self.options.timeout if timeout is None else _seconds("timeout", timeout, allow_none=False)
-        return (math.inf if limit is None else time.monotonic() + limit), limit
+        deadline = math.inf if limit is None else time.monotonic() + limit
+        command = Command(rid, limit, deadline)
+        if not self.commands and self.watch is not None:
+            self.watch.command_started()
+        self.commands.append(command)
+        return command
+
+    def end(self, command: Command) -> None:
+        if command in self.commands:
+            self.commands.remove(command)
+        if not self.commands and self.watch is not None:
+            self.watch.command_finished()
+
+    def finish(self, command: Command) -> Any:
+        """The outcome of a completed command: its value, or raise its error."""
+        self.end(command)
+        return self.connection.take(command.rid)
 
     @staticmethod
     def check_code(code: Any) -> str:
@@ -210,26 +303,99 @@ class Core:
             return True
         return False
 
-    def remaining(self, deadline: float, limit: float | None) -> float:
-        """Seconds until the deadline, at most TICK; raise the timeout if it has passed."""
-        left = deadline - time.monotonic()
+    def remaining(self, command: Command | None, startup_deadline: float = math.inf) -> float:
+        """Seconds to wait at most before looking again (at most TICK); raise if a deadline
+        (the command's, the start-up's, or a termination's grace) has passed."""
+        now = time.monotonic()
+        if self.terminate_deadline is not None and now >= self.terminate_deadline:
+            raise self._fail(
+                RuntimeForceKilled(
+                    f"worker did not acknowledge termination within terminate_grace="
+                    f"{self.options.terminate_grace}s; killed"
+                )
+            )
+        deadline = startup_deadline if command is None else command.deadline
+        left = deadline - now
         if left <= 0:
-            raise self.timed_out(limit)
+            raise self.timed_out(command)
         return min(left, TICK)
 
     def handle(self, event: Event) -> HostCall | None:
         """Apply an event; return a host call for the driver to run, else None."""
         if isinstance(event, HostCall):
+            self.host_call_count += 1
+            limit = self.options.max_host_calls
+            if limit is not None and self.host_call_count > limit:
+                raise self._fail(WorkerCrashed(f"guest made more than max_host_calls={limit} host calls"))
             return event
         if isinstance(event, Console):
-            handler = self.options.on_console
-            if handler is None:
-                log.log(_LEVELS.get(event.level, logging.INFO), "%s", event.text)
-            else:
-                handler(event.level, event.text)
+            self._console(event)
+        elif isinstance(event, Terminated):
+            if self.terminate_deadline is None:
+                raise self.protocol_failure(
+                    ProtocolError("acknowledged a termination never asked for", malformed=False)
+                )
+            raise self._fail(RuntimeTerminated("runtime was terminated on request"))
         # Hello and Completed carry nothing further to do here.
-        assert isinstance(event, (Console, Hello, Completed))
         return None
+
+    def _console(self, event: Console) -> None:
+        command = self.commands[0] if self.commands else None
+        if command is not None:
+            # Counted by the host, whatever the worker claims to have sent.
+            command.console_bytes += len(event.text)
+            if command.console_bytes > self.options.max_console_bytes:
+                if command.console_capped:
+                    return
+                command.console_capped = True
+                event = Console(
+                    "warn",
+                    f"pydeno: console output went over max_console_bytes={self.options.max_console_bytes} "
+                    "in this command; the rest is dropped",
+                )
+        handler = self.options.on_console
+        if handler is None:
+            log.log(_LEVELS.get(event.level, logging.INFO), "%s", event.text)
+        else:
+            handler(event.level, event.text)
+
+    # -- host calls ------------------------------------------------------------------
+    def begin_host_call(self, call: HostCall) -> Callable[..., Any] | bytes:
+        """The function to run for call, or the reply refusing it (too many in flight)."""
+        if len(self.connection.host_calls) > self.options.max_inflight_host_calls:
+            limit = self.options.max_inflight_host_calls
+            return self.connection.reply_error(call.call_id, "Error", f"more than {limit} host calls in flight")
+        command = self.commands[-1] if self.commands else None
+        if command is not None:
+            command.host_call_started = time.monotonic()
+            if self.options.max_host_wait is not None and self.watch is not None:
+                # The monitor kills the worker if the host function is still running when
+                # the command's host-wait budget runs out.
+                self.watch.host_wait_deadline = command.host_call_started + (
+                    self.options.max_host_wait - command.host_wait
+                )
+                self.watch.host_wait_verdict = self._host_wait_error()
+        return self.functions[call.name]
+
+    def end_host_call(self, call: HostCall) -> None:
+        """Charge the time a host function took to host wait, not to the guest's deadline."""
+        command = self.commands[-1] if self.commands else None
+        if self.watch is not None:
+            self.watch.host_wait_deadline = None
+        if command is None or command.host_call_started is None:
+            return
+        spent = time.monotonic() - command.host_call_started
+        command.host_call_started = None
+        command.host_wait += spent
+        command.deadline += spent
+        if self.options.max_host_wait is not None and command.host_wait > self.options.max_host_wait:
+            raise self._fail(self._host_wait_error())
+
+    def _host_wait_error(self) -> RuntimeTimeout:
+        return RuntimeTimeout(
+            f"host callbacks kept the guest waiting for more than {self.options.max_host_wait}s "
+            "in one command (max_host_wait); worker killed"
+        )
 
     def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
         """The reply that shows a host function's exception to the guest as an Error whose
@@ -243,6 +409,57 @@ class Core:
             )
         return self.connection.reply_error(call.call_id, name, message)
 
+    # -- termination -------------------------------------------------------------------
+    def outbox(self, data: bytes = b"") -> bytes:
+        """data, preceded by any frame queued by another thread; writers call it under
+        write_lock, and again with no argument before releasing it."""
+        if self._outbox:
+            queued, self._outbox = self._outbox, []
+            return b"".join([*queued, data])
+        return data
+
+    def terminate(self) -> None:
+        """terminate() of both runtimes: safe from any thread or task, never blocks long.
+
+        The frame is queued; whoever holds write_lock sends it with or right after its own
+        frame, else this call takes the lock and sends it. Should the frame never get out,
+        the monitor still kills the worker when the grace ends."""
+        data = self.request_termination()
+        if data is None:
+            return
+        self._outbox.append(data)
+        for _ in range(50):
+            if self.write_lock.acquire(blocking=False):
+                try:
+                    pending = self.outbox()
+                    # Tiny (under PIPE_BUF), so the pipe takes it whole or not at all.
+                    if pending and self.process is not None and self.process.write(pending) != len(pending):
+                        self._outbox.insert(0, pending)
+                finally:
+                    self.write_lock.release()
+                return
+            time.sleep(0.001)
+
+    def request_termination(self) -> bytes | None:
+        """Start terminating: the frame to send, or None if there is nothing to terminate
+        (no command in flight: the runtime is simply closed)."""
+        if self.closed:
+            return None
+        if not self.commands:
+            self.close()
+            return None
+        if self.terminate_deadline is None:
+            self.terminate_deadline = time.monotonic() + self.options.terminate_grace
+            if self.watch is not None:
+                self.watch.force_kill_at(
+                    self.terminate_deadline,
+                    RuntimeForceKilled(
+                        f"worker did not acknowledge termination within terminate_grace="
+                        f"{self.options.terminate_grace}s; killed"
+                    ),
+                )
+        return self.connection.terminate()
+
     # -- failures: each kills the worker, closes the runtime and returns the error -------
     def _fail(self, exc: Exception) -> Exception:
         self.close()
@@ -252,20 +469,34 @@ class Core:
         return self._fail(WorkerCrashed(err.crash_message()))
 
     def died(self) -> Exception:
+        """The worker is gone: report what the host knows about why, in this order: a limit
+        the monitor enforced, V8's fatal exit on its heap limit, or a plain death."""
         process = self.check_open()
         process.kill()
-        prefix = "worker process died" if self.connection.hello is not None else "worker exited during startup"
-        return self._fail(WorkerCrashed(process.death_message(prefix)))
-
-    def timed_out(self, limit: float | None) -> Exception:
+        watch = self.watch
+        if watch is not None and watch.verdict is not None:
+            return self._fail(watch.verdict)
         if self.connection.hello is None:
+            return self._fail(WorkerCrashed(process.death_message("worker exited during startup")))
+        if process.popen.returncode == -signal.SIGTRAP and self.options.max_memory is not None:
+            # V8 ends the process with a trap on a fatal error, and the one a guest can cause
+            # is running out of the heap that max_memory sized.
+            return self._fail(
+                WorkerCrashed(
+                    f"worker ran out of its V8 heap (sized from max_memory={self.options.max_memory}) and was stopped"
+                )
+            )
+        return self._fail(WorkerCrashed(process.death_message("worker process died")))
+
+    def timed_out(self, command: Command | None) -> Exception:
+        if command is None:
             return self._fail(
                 WorkerCrashed(
                     "worker did not complete its handshake within "
                     f"startup_timeout={self.options.startup_timeout}s; killed"
                 )
             )
-        return self._fail(RuntimeTimeout(f"command exceeded timeout={limit}s; worker killed"))
+        return self._fail(RuntimeTimeout(f"command exceeded timeout={command.limit}s; worker killed"))
 
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's

@@ -17,7 +17,6 @@ import os
 import signal
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -47,11 +46,31 @@ class Watch:
     last_cpu: float = 0.0
     verdict: PydenoError | None = None
     unmeasurable: str | None = None
+    # Deadlines that are not resources: a host function running past the command's host
+    # wait budget, and a termination not acknowledged within its grace.
+    host_wait_deadline: float | None = None
+    host_wait_verdict: PydenoError | None = None
+    kill_at: float | None = None
+    kill_verdict: PydenoError | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
+        self.kill_verdict = verdict
+        self.kill_at = deadline
 
     def sample(self) -> None:
         """Measure once; on a breach record the verdict and kill the worker's group."""
         if self.verdict is not None:
+            return
+        now = time.monotonic()
+        if self.kill_at is not None and now >= self.kill_at and self.kill_verdict is not None:
+            self.convict(self.kill_verdict)
+            return
+        deadline = self.host_wait_deadline
+        if deadline is not None and now >= deadline and self.host_wait_verdict is not None:
+            self.convict(self.host_wait_verdict)
+            return
+        if self.max_memory is None and self.max_threads is None and self.cpu_limit is None:
             return
         try:
             if self.process is None:
@@ -109,7 +128,6 @@ class Watch:
 class _Monitor:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
         self._strong: set[Watch] = set()
         self._thread: threading.Thread | None = None
 

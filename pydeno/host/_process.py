@@ -51,17 +51,20 @@ def worker_entry() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    max_memory: int
+    max_memory: int | None
     max_message_bytes: int
     jitless: bool
     max_depth: int
+    max_inflight_host_calls: int = 32
+    max_console_bytes: int = 1 << 20
     max_console_chars: int = 16 * 1024
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
         # under max_memory so a heap overrun ends in V8's OOM rather than a host kill.
-        old_space = max(16, (self.max_memory * 3 // 4) // MiB)
-        flags = [f"--max-old-space-size={old_space}"]
+        flags = []
+        if self.max_memory is not None:
+            flags.append(f"--max-old-space-size={max(16, (self.max_memory * 3 // 4) // MiB)}")
         if self.jitless:
             flags.append("--jitless")
         return ",".join(flags)
@@ -74,6 +77,8 @@ class WorkerConfig:
                 "max_message_bytes": self.max_message_bytes,
                 "max_depth": self.max_depth,
                 "max_console_chars": self.max_console_chars,
+                "max_inflight_host_calls": self.max_inflight_host_calls,
+                "max_console_bytes": self.max_console_bytes,
             }
         )
         return [
@@ -88,7 +93,7 @@ class WorkerConfig:
             # Only the inspector, for REPL-mode evaluation; the worker revokes it before
             # it reads the first command.
             "--allow-sys=inspector",
-            f"--v8-flags={self.v8_flags()}",
+            *([f"--v8-flags={flags}"] if (flags := self.v8_flags()) else []),
             str(entry),
             settings,
         ]

@@ -16,6 +16,7 @@ Worker -> host::
     [2, request_id, name, message, stack]       ERROR of an eval/call/bind
     [3, call_id, function_name, args]           HOSTCALL to a bound Python function
     [4, level, text]                            CONSOLE output of the guest
+    [5]                                         TERMINATED: acknowledges TERMINATE, then exits
 
 Host -> worker::
 
@@ -24,6 +25,7 @@ Host -> worker::
     [3, [function_id, ...]]                     RELEASE JsFunction handles
     [4, call_id, ok, value | [name, message]]   REPLY to a HOSTCALL
     [5, request_id, name]                       BIND a host function as a guest global
+    [6]                                         TERMINATE: stop and exit
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from .._values import Codec, ValueRefused
 
 PROTOCOL_VERSION: Final = 1
 
-W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE = 0, 1, 2, 3, 4
-H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND = 1, 2, 3, 4, 5
+W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_TERMINATED = 0, 1, 2, 3, 4, 5
+H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND, H_TERMINATE = 1, 2, 3, 4, 5, 6
 
 CONSOLE_LEVELS: Final = frozenset({"log", "info", "debug", "warn", "error"})
 
@@ -101,7 +103,12 @@ class Console:
     text: str
 
 
-Event = Hello | Completed | HostCall | Console
+@dataclass(frozen=True, slots=True)
+class Terminated:
+    """The worker acknowledged a TERMINATE."""
+
+
+Event = Hello | Completed | HostCall | Console | Terminated
 
 
 @dataclass(slots=True)
@@ -164,6 +171,9 @@ class Connection:
         if function_id in self.live_functions:
             self.live_functions.discard(function_id)
             self._next_release.append(function_id)
+
+    def terminate(self) -> bytes:
+        return frame(_PACK_SMALL([H_TERMINATE]))
 
     def reply(self, call_id: int, value: Any) -> bytes:
         self.host_calls.discard(call_id)
@@ -244,6 +254,8 @@ class Connection:
         # would raise TypeError instead of ProtocolError.
         if kind == W_CONSOLE and n == 3 and type(item[1]) is str and item[1] in CONSOLE_LEVELS and type(item[2]) is str:
             return Console(item[1], clean_text(item[2]))
+        if kind == W_TERMINATED and n == 1:
+            return Terminated()
         if kind == W_HELLO and n == 4 and self.hello is None and type(item[1]) is int:
             if item[1] != PROTOCOL_VERSION:
                 raise ProtocolError(f"protocol version {item[1]!r}, expected {PROTOCOL_VERSION}", malformed=False)
