@@ -1,4 +1,4 @@
-"""pydeno: run untrusted JavaScript in supervised Deno workers.
+"""pydeno: run untrusted JavaScript in supervised Deno worker processes.
 
 >>> import pydeno
 >>> with pydeno.Runtime() as rt:
@@ -9,26 +9,42 @@
 from ._async_runtime import AsyncRuntime
 from ._errors import (
     JavaScriptError,
+    JournalError,
     PydenoError,
+    ReplayDivergence,
     RuntimeForceKilled,
     RuntimeTerminated,
     RuntimeTimeout,
+    SnapshotAuthenticationError,
+    ToolBudgetError,
+    ToolError,
+    ToolNotFoundError,
     WorkerCrashed,
 )
 from ._function import JsFunction
 from ._runtime import Runtime
+from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._values import Undefined, undefined
 
 __all__ = [
     "AsyncRuntime",
+    "ErrorInfo",
     "JavaScriptError",
+    "JournalError",
     "JsFunction",
+    "KINDS",
     "PydenoError",
+    "ReplayDivergence",
     "Runtime",
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SnapshotAuthenticationError",
+    "ToolBudgetError",
+    "ToolError",
+    "ToolNotFoundError",
     "Undefined",
     "WorkerCrashed",
+    "classify_error",
     "undefined",
 ]

@@ -10,26 +10,55 @@ or cancellation::
     ├── RuntimeTimeout          a sandbox deadline passed (not a builtin TimeoutError: an outer
     │                           anyio.fail_after raising TimeoutError means *your* deadline fired)
     ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
-    └── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
+    ├── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
+    ├── ToolError               a host tool failed (raise it from a tool; the guest sees its name)
+    │   ├── ToolBudgetError     the tool-call budget is spent
+    │   └── ToolNotFoundError   what the tool was asked for does not exist
+    ├── JournalError            an agent journal is malformed, too large or not authentic
+    │   └── ReplayDivergence    replaying a journal asked for different tool calls
+    └── SnapshotAuthenticationError   a signed snapshot failed authentication
 
 ``str(exc)`` is always the message the host wrote, and any text that came from the worker
 or the guest only ever follows the host's prefix, so the start of a message can be trusted.
+
+Every one of them also carries ``.kind`` (see :func:`pydeno.classify_error`), ``.hint`` (the
+fix, naming the limit and its current value where one applies) and ``.docs`` (its page), and
+shows them in tracebacks as a PEP 678 note.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "JavaScriptError",
+    "JournalError",
     "PydenoError",
+    "ReplayDivergence",
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SnapshotAuthenticationError",
+    "ToolBudgetError",
+    "ToolError",
+    "ToolNotFoundError",
     "WorkerCrashed",
 ]
 
 
 class PydenoError(Exception):
-    """Base class of pydeno's own errors."""
+    """Base class of pydeno's own errors: ``.kind``, ``.hint`` and ``.docs`` explain it."""
+
+    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self._explain(hint)
+
+    def _explain(self, hint: str | None) -> None:
+        from ._taxonomy import Catalog, classify_error, docs_page, note_for
+
+        info = classify_error(self)
+        self.kind: str = info.kind
+        self.hint: str = hint or Catalog[info.kind].fix
+        self.docs: str = docs_page(info.kind)
+        self.add_note(note_for(info, self.hint))
 
 
 class JavaScriptError(PydenoError):
@@ -66,3 +95,28 @@ class RuntimeTerminated(PydenoError):
 
 class RuntimeForceKilled(PydenoError):
     """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""
+
+
+class ToolError(PydenoError):
+    """A host tool failed. Raise it (or a subclass) from a tool or bound function: the guest
+    receives an Error with this class's name and, for these classes, the message."""
+
+
+class ToolBudgetError(ToolError):
+    """The tool-call budget is spent."""
+
+
+class ToolNotFoundError(ToolError):
+    """What the tool was asked for does not exist."""
+
+
+class JournalError(PydenoError):
+    """An agent journal is malformed, truncated, too large or not authentic."""
+
+
+class ReplayDivergence(JournalError):
+    """Replaying a journal asked for different tool calls than were recorded."""
+
+
+class SnapshotAuthenticationError(PydenoError):
+    """A signed snapshot failed authentication."""

@@ -65,7 +65,7 @@ async def test_a_host_function_may_evaluate_on_the_same_runtime() -> None:
 
 async def test_javascript_errors_are_raised() -> None:
     async with pydeno.AsyncRuntime() as rt:
-        with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: Error: no$"):
+        with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: Error: no\n"):
             await rt.eval("throw new Error('no')")
         assert await rt.eval("1") == 1
 

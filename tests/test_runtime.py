@@ -97,7 +97,7 @@ def test_throwing_a_non_error_value_keeps_the_host_prefix(rt: pydeno.Runtime) ->
 
 
 def test_a_rejected_promise_becomes_javascript_error(rt: pydeno.Runtime) -> None:
-    with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: TypeError: nope$"):
+    with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: TypeError: nope\n"):
         rt.eval("Promise.reject(new TypeError('nope'))")
 
 
@@ -266,7 +266,7 @@ def test_eval_refuses_code_that_is_not_a_string(rt: pydeno.Runtime) -> None:
 
 
 def test_a_deadline_kills_the_worker_and_closes_the_runtime(rt: pydeno.Runtime) -> None:
-    with pytest.raises(pydeno.RuntimeTimeout, match=r"^command exceeded timeout=0\.3s; worker killed$"):
+    with pytest.raises(pydeno.RuntimeTimeout, match=r"^command exceeded timeout=0\.3s; worker killed\n"):
         rt.eval("while (true) {}", timeout=0.3)
     assert rt.closed
     with pytest.raises(RuntimeError, match=r"^runtime is closed$"):

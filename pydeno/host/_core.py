@@ -308,12 +308,7 @@ class Core:
         (the command's, the start-up's, or a termination's grace) has passed."""
         now = time.monotonic()
         if self.terminate_deadline is not None and now >= self.terminate_deadline:
-            raise self._fail(
-                RuntimeForceKilled(
-                    f"worker did not acknowledge termination within terminate_grace="
-                    f"{self.options.terminate_grace}s; killed"
-                )
-            )
+            raise self._fail(self._force_killed())
         deadline = startup_deadline if command is None else command.deadline
         left = deadline - now
         if left <= 0:
@@ -326,7 +321,12 @@ class Core:
             self.host_call_count += 1
             limit = self.options.max_host_calls
             if limit is not None and self.host_call_count > limit:
-                raise self._fail(WorkerCrashed(f"guest made more than max_host_calls={limit} host calls"))
+                raise self._fail(
+                    WorkerCrashed(
+                        f"guest made more than max_host_calls={limit} host calls",
+                        hint=f"raise max_host_calls= (now {limit}), or batch the guest's host calls",
+                    )
+                )
             return event
         if isinstance(event, Console):
             self._console(event)
@@ -392,9 +392,11 @@ class Core:
             raise self._fail(self._host_wait_error())
 
     def _host_wait_error(self) -> RuntimeTimeout:
+        wait = self.options.max_host_wait
         return RuntimeTimeout(
-            f"host callbacks kept the guest waiting for more than {self.options.max_host_wait}s "
-            "in one command (max_host_wait); worker killed"
+            f"host callbacks kept the guest waiting for more than {wait}s in one command (max_host_wait); "
+            "worker killed",
+            hint=f"raise max_host_wait= (now {wait}), or make the host functions answer sooner",
         )
 
     def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
@@ -451,14 +453,15 @@ class Core:
         if self.terminate_deadline is None:
             self.terminate_deadline = time.monotonic() + self.options.terminate_grace
             if self.watch is not None:
-                self.watch.force_kill_at(
-                    self.terminate_deadline,
-                    RuntimeForceKilled(
-                        f"worker did not acknowledge termination within terminate_grace="
-                        f"{self.options.terminate_grace}s; killed"
-                    ),
-                )
+                self.watch.force_kill_at(self.terminate_deadline, self._force_killed())
         return self.connection.terminate()
+
+    def _force_killed(self) -> RuntimeForceKilled:
+        grace = self.options.terminate_grace
+        return RuntimeForceKilled(
+            f"worker did not acknowledge termination within terminate_grace={grace}s; killed",
+            hint=f"nothing to fix if the guest was busy; raise terminate_grace= (now {grace}) to wait longer",
+        )
 
     # -- failures: each kills the worker, closes the runtime and returns the error -------
     def _fail(self, exc: Exception) -> Exception:
@@ -481,22 +484,30 @@ class Core:
         if process.popen.returncode == -signal.SIGTRAP and self.options.max_memory is not None:
             # V8 ends the process with a trap on a fatal error, and the one a guest can cause
             # is running out of the heap that max_memory sized.
+            memory = self.options.max_memory
             return self._fail(
                 WorkerCrashed(
-                    f"worker ran out of its V8 heap (sized from max_memory={self.options.max_memory}) and was stopped"
+                    f"worker ran out of its V8 heap (sized from max_memory={memory}) and was stopped",
+                    hint=f"raise max_memory= (now {memory}), or reduce what the code keeps alive",
                 )
             )
         return self._fail(WorkerCrashed(process.death_message("worker process died")))
 
     def timed_out(self, command: Command | None) -> Exception:
         if command is None:
+            wait = self.options.startup_timeout
             return self._fail(
                 WorkerCrashed(
-                    "worker did not complete its handshake within "
-                    f"startup_timeout={self.options.startup_timeout}s; killed"
+                    f"worker did not complete its handshake within startup_timeout={wait}s; killed",
+                    hint=f"retry on a fresh runtime; raise startup_timeout= (now {wait}) if the machine is overloaded",
                 )
             )
-        return self._fail(RuntimeTimeout(f"command exceeded timeout={command.limit}s; worker killed"))
+        return self._fail(
+            RuntimeTimeout(
+                f"command exceeded timeout={command.limit}s; worker killed",
+                hint=f"raise timeout= (now {command.limit}), or make the code finish sooner",
+            )
+        )
 
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's

@@ -89,14 +89,21 @@ class Watch:
         self.peak_rss = max(self.peak_rss, rss)
         verdict: PydenoError | None = None
         if self.max_memory is not None and rss > self.max_memory:
-            verdict = WorkerCrashed(f"worker used {rss} bytes, over max_memory={self.max_memory}; killed")
+            verdict = WorkerCrashed(
+                f"worker used {rss} bytes, over max_memory={self.max_memory}; killed",
+                hint=f"raise max_memory= (now {self.max_memory}), or reduce what the code keeps alive",
+            )
         elif self.max_threads is not None and threads > self.max_threads:
-            verdict = WorkerCrashed(f"worker started {threads} threads (limit {self.max_threads}); killed")
+            verdict = WorkerCrashed(
+                f"worker started {threads} threads (limit {self.max_threads}); killed",
+                hint=f"start fewer Web Workers, or raise max_threads= (now {self.max_threads})",
+            )
         else:
             start = self.command_cpu_start
             if self.cpu_limit is not None and start is not None and cpu - start > self.cpu_limit:
                 verdict = RuntimeTimeout(
-                    f"worker used more than {self.cpu_limit}s of CPU in one command and was killed"
+                    f"worker used more than {self.cpu_limit}s of CPU in one command and was killed",
+                    hint=f"raise cpu_limit= (now {self.cpu_limit}), or make the code do less work per command",
                 )
         if verdict is not None:
             self.convict(verdict)

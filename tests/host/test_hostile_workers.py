@@ -301,7 +301,7 @@ def test_a_worker_that_never_reads_its_stdin_makes_a_large_eval_time_out(fake_wo
     rt = pydeno.Runtime(**SHORT_TIMEOUT)
     try:
         # Far more than a pipe holds, so the host's write blocks for good.
-        with pytest.raises(pydeno.RuntimeTimeout, match=r"^command exceeded timeout=1\.0s; worker killed$"):
+        with pytest.raises(pydeno.RuntimeTimeout, match=r"^command exceeded timeout=1\.0s; worker killed\n"):
             rt.eval("'" + "x" * (4 * MiB) + "'")
         assert_closed(rt)
     finally:

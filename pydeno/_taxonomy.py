@@ -1,0 +1,447 @@
+"""The error-kind vocabulary: ``classify_error``, ``ErrorInfo`` and the ``KINDS`` catalog.
+
+Every error pydeno can raise maps to one kind, a stable public string that is only ever
+added to. Each kind says whether the same work could succeed on a fresh runtime
+(``retryable``: only when the worker died or failed to start for environmental reasons)
+and whether a larger limit could let it finish (``retry_with_larger_limits``).
+
+How a kind is chosen, in order:
+
+1. The exception's type, where the type is enough (``RuntimeTerminated``,
+   ``ToolBudgetError``, ``TypeError``, cancellation, ...).
+2. For the types that carry several causes (``WorkerCrashed``, ``RuntimeTimeout``,
+   ``JavaScriptError``, ``RuntimeError``), the message, matched only by patterns anchored at
+   its start (and at its end where the host's text is the whole message). The host writes
+   that start; text from a worker or a guest only ever follows it, so a guest can at worst
+   make a failure look less retryable, never more.
+3. Typed evidence in the exception's chain (``__cause__``, else ``__context__``): an
+   ``OSError`` subclass raised while starting the worker, never its text.
+
+``classify_error`` never raises; anything it does not recognise is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Final, NamedTuple
+
+__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "note_for"]
+
+
+class Kind(NamedTuple):
+    """One row of the catalog: the public triple plus what the docs pages are built from."""
+
+    retryable: bool
+    retry_with_larger_limits: bool
+    summary: str
+    raised_as: str
+    fix: str
+    example: str
+
+
+# The catalog. docs/errors/<kind>.md is generated from it (scripts/gen_error_docs.py) and a
+# test fails when a page is missing, extra or stale.
+Catalog: Final[dict[str, Kind]] = {
+    "js_error": Kind(
+        False,
+        False,
+        "The guest code threw or failed to compile.",
+        "JavaScriptError (including a host function's error the guest did not catch, unless it names a Tool*Error)",
+        "Fix the JavaScript, or catch the error in the guest; .name, .message and .stack say what happened.",
+        'rt.eval("null.x")  # JavaScriptError: Evaluation failed: TypeError: Cannot read properties of null',
+    ),
+    "timeout": Kind(
+        False,
+        True,
+        "A deadline passed before the work finished.",
+        "RuntimeTimeout (command exceeded timeout=...); TimeoutError / asyncio.TimeoutError",
+        "Raise timeout= (per runtime or per eval), or make the code finish sooner.",
+        'rt.eval("while (true) {}", timeout=0.5)  # RuntimeTimeout: command exceeded timeout=0.5s; worker killed',
+    ),
+    "cpu_limit": Kind(
+        False,
+        True,
+        "The worker used more CPU in one command than its cap allows.",
+        "RuntimeTimeout carrying the supervisor's CPU-cap message",
+        "Raise cpu_limit=, or make the code do less work per command.",
+        "pydeno.Runtime(cpu_limit=0.5).eval('while (true) {}')  # worker used more than 0.5s of CPU ...",
+    ),
+    "memory_limit": Kind(
+        False,
+        True,
+        "The worker went over max_memory and was stopped.",
+        "WorkerCrashed: worker used N bytes, over max_memory=M; killed, or the worker's own V8 heap exit",
+        "Raise max_memory=, or reduce what the code keeps alive.",
+        "pydeno.Runtime(max_memory=64 * 2**20).eval('const a = []; while (true) a.push(new Uint8Array(1e6))')",
+    ),
+    "thread_limit": Kind(
+        False,
+        False,
+        "The worker started more threads than a worker may.",
+        "WorkerCrashed: worker started N threads (limit L); killed",
+        "Start fewer Web Workers; max_threads= caps the worker's threads.",
+        "rt.eval('for (let i = 0; i < 200; i++) new Worker(url, {type: \"module\"})')",
+    ),
+    "worker_crashed": Kind(
+        True,
+        False,
+        "The worker process died, hung or failed to start.",
+        "any other WorkerCrashed: died, killed by a signal, hung, would not start",
+        "Run the work again on a fresh runtime; if it keeps happening, read the stderr line in the message.",
+        "# the worker was killed from outside: WorkerCrashed: worker process died (killed by SIGKILL)",
+    ),
+    "terminated": Kind(
+        False,
+        False,
+        "The runtime was terminated on request.",
+        "RuntimeTerminated",
+        "Nothing to fix: terminate() was called. Use a fresh runtime for more work.",
+        "threading.Timer(1, rt.terminate).start(); rt.eval('await new Promise(() => {})')",
+    ),
+    "force_killed": Kind(
+        False,
+        False,
+        "A termination was never acknowledged; the runtime was abandoned.",
+        "RuntimeForceKilled",
+        "Nothing to fix: the guest was busy when terminate() was called; raise terminate_grace= to wait longer.",
+        "threading.Timer(1, rt.terminate).start(); rt.eval('while (true) {}')",
+    ),
+    "host_wait": Kind(
+        False,
+        True,
+        "Host callbacks kept the guest waiting longer than max_host_wait.",
+        "RuntimeTimeout from max_host_wait",
+        "Raise max_host_wait=, or make the host functions answer sooner.",
+        "rt = pydeno.Runtime(max_host_wait=1); rt.bind_function('slow', lambda: time.sleep(5)); rt.eval('slow()')",
+    ),
+    "max_pause": Kind(
+        False,
+        True,
+        "Tool answers kept an agent run paused longer than max_pause.",
+        "the host_wait timeout, classified with via_agent=True (an AgentSandbox run)",
+        "Raise max_pause=, or answer paused tool calls sooner.",
+        "classify_error(exc, via_agent=True).kind == 'max_pause'",
+    ),
+    "host_call_budget": Kind(
+        False,
+        True,
+        "The guest made more host calls than max_host_calls.",
+        "WorkerCrashed: guest made more than max_host_calls=N host calls",
+        "Raise max_host_calls=, or make fewer host calls (batch them).",
+        "pydeno.Runtime(max_host_calls=10) and a guest loop awaiting a bound function 11 times",
+    ),
+    "inflight_limit": Kind(
+        False,
+        True,
+        "Too many host calls were outstanding at once.",
+        "JavaScriptError / RuntimeError: more than N host calls in flight; too many abandoned tool calls",
+        "Raise max_inflight_host_calls=, or await host calls in smaller batches.",
+        "rt.eval('Promise.all(Array.from({length: 100}, () => f()))')  # more than 32 host calls in flight",
+    ),
+    "tool_budget": Kind(
+        False,
+        True,
+        "The tool-call budget (max_calls / max_tool_calls) is spent.",
+        "ToolBudgetError; a JavaScriptError that names or starts with ToolBudgetError",
+        "Raise the tool budget (max_calls= / max_tool_calls=), or make fewer tool calls.",
+        "a host function raising pydeno.ToolBudgetError('budget spent') that the guest does not catch",
+    ),
+    "tool_not_found": Kind(
+        False,
+        False,
+        "A tool reported that what it was asked for is missing.",
+        "ToolNotFoundError; a JavaScriptError that names ToolNotFoundError",
+        "Ask the tool for something that exists.",
+        "a host function raising pydeno.ToolNotFoundError('no such user') that the guest does not catch",
+    ),
+    "tool_failed": Kind(
+        False,
+        False,
+        "A host tool raised an error.",
+        "ToolError; a JavaScriptError that names ToolError",
+        "See the tool's error; fix its input or the tool.",
+        "a host function raising pydeno.ToolError('upstream refused') that the guest does not catch",
+    ),
+    "protocol_violation": Kind(
+        False,
+        False,
+        "The worker sent something the host refuses; it was discarded.",
+        "WorkerCrashed: worker broke protocol, malformed frame, a reused or malformed capability token",
+        "Do not write to the worker's stdout from guest code; report it if the guest did not.",
+        "# a guest that writes raw bytes to fd 1: WorkerCrashed: worker sent a malformed frame (...)",
+    ),
+    "sandbox_unavailable": Kind(
+        False,
+        False,
+        "The worker refused to start without a complete OS sandbox.",
+        "WorkerCrashed: worker failed to start: an OS sandbox is required but ..., or a failed startup self-test",
+        "Run where every OS sandbox layer is available, or choose sandbox='best_effort' knowingly.",
+        "pydeno.Runtime(sandbox='require') on a kernel without Landlock",
+    ),
+    "limits_unmeasurable": Kind(
+        False,
+        False,
+        "sandbox='require' but the worker's resource usage cannot be read here.",
+        "WorkerCrashed: max_memory ... cannot be enforced on this system under sandbox='require'",
+        "Run where the worker's memory, CPU and threads can be read (procfs), or relax sandbox=.",
+        "pydeno.Runtime(sandbox='require') where psutil cannot read the worker",
+    ),
+    "closed": Kind(
+        False,
+        False,
+        "The runtime, function, stream or session is already closed.",
+        "RuntimeError: runtime is closed, Runtime/Function/Stream has been closed, the session is closed / was closed",
+        "Use a fresh runtime (a closed one never reopens); keep JsFunction handles only while their runtime lives.",
+        'rt.close(); rt.eval("1")  # RuntimeError: runtime is closed',
+    ),
+    "journal_invalid": Kind(
+        False,
+        False,
+        "An agent journal is malformed, too large or not authentic.",
+        "JournalError",
+        "Load only journals this service wrote, with the key it signed them with.",
+        "AgentSandbox.load(tampered_journal, key=key)",
+    ),
+    "replay_divergence": Kind(
+        False,
+        False,
+        "Replaying a journal produced a different outcome.",
+        "ReplayDivergence",
+        "Replay with the same code and tools the journal was recorded with.",
+        "AgentSandbox.load(journal, key=key, tools=changed_tools)",
+    ),
+    "snapshot_invalid": Kind(
+        False,
+        False,
+        "A signed snapshot failed authentication.",
+        "SnapshotAuthenticationError",
+        "Resume only snapshots this service signed, with the same key.",
+        "resuming a paused run from a snapshot whose bytes were changed",
+    ),
+    "deno_unavailable": Kind(
+        False,
+        False,
+        "The deno binary is missing or cannot be run.",
+        "WorkerCrashed: worker failed to start: ... caused by FileNotFoundError or PermissionError",
+        "pip install deno (or set PYDENO_DENO to a deno binary that this user can run).",
+        "PYDENO_DENO=/nonexistent python -c 'import pydeno; pydeno.Runtime()'",
+    ),
+    "invalid_input": Kind(
+        False,
+        False,
+        "A value or argument was refused (wire or API misuse).",
+        "TypeError / ValueError (wire errors, bad arguments)",
+        "Pass what the error message asks for.",
+        "pydeno.Runtime(timeout=-1)  # ValueError: timeout must be a positive, finite number of seconds",
+    ),
+    "cancelled": Kind(
+        False,
+        False,
+        "The surrounding asyncio task was cancelled.",
+        "asyncio.CancelledError (and the async backend's cancellation)",
+        "Nothing to fix in pydeno: your code cancelled the task; the runtime was closed.",
+        "task.cancel() while it awaits rt.eval(...)",
+    ),
+    "unknown": Kind(
+        False,
+        False,
+        "An error pydeno does not classify.",
+        "anything else",
+        "Read the exception; it did not come from pydeno's own failure paths.",
+        "classify_error(KeyError('x')).kind == 'unknown'",
+    ),
+}
+
+KINDS: Final[dict[str, tuple[bool, bool, str]]] = {
+    name: (kind.retryable, kind.retry_with_larger_limits, kind.summary) for name, kind in Catalog.items()
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """What a failure means for the caller: the kind and what to do about it."""
+
+    kind: str
+    retryable: bool
+    summary: str
+    retry_with_larger_limits: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _info(kind: str) -> ErrorInfo:
+    row = Catalog[kind]
+    return ErrorInfo(kind, row.retryable, row.summary, row.retry_with_larger_limits)
+
+
+# Anchored patterns for the host's own messages. fullmatch where the host wrote the whole
+# message; a prefix match (re.match) where worker text may follow.
+_NUM = r"\d+(?:\.\d+)?"
+_FULL: Final[list[tuple[str, re.Pattern[str]]]] = [
+    ("timeout", re.compile(rf"command exceeded timeout={_NUM}s; worker killed")),
+    ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU in one command and was killed")),
+    (
+        "host_wait",
+        re.compile(
+            rf"host callbacks kept the guest waiting for more than {_NUM}s in one command \(max_host_wait\); "
+            "worker killed"
+        ),
+    ),
+    ("memory_limit", re.compile(r"worker used \d+ bytes, over max_memory=\d+; killed")),
+    ("memory_limit", re.compile(r"worker ran out of its V8 heap \(sized from max_memory=\d+\) and was stopped")),
+    ("thread_limit", re.compile(r"worker started \d+ threads \(limit \d+\); killed")),
+    ("host_call_budget", re.compile(r"guest made more than max_host_calls=\d+ host calls")),
+]
+_ABANDONED: Final = re.compile(r"too many abandoned tool calls in this session")
+_PREFIX: Final[list[tuple[str, re.Pattern[str]]]] = [
+    ("protocol_violation", re.compile(r"worker broke protocol: ")),
+    ("protocol_violation", re.compile(r"worker sent a malformed frame \(")),
+    ("sandbox_unavailable", re.compile(r"worker failed to start: an OS sandbox is required but ")),
+    ("sandbox_unavailable", re.compile(r"worker failed to start: sandbox self-test failed: ")),
+    (
+        "limits_unmeasurable",
+        re.compile(r"(?:max_memory|cpu_limit|max_threads) cannot be enforced on this system \("),
+    ),
+]
+_CLOSED: Final = frozenset(
+    {
+        "runtime is closed",
+        "Runtime has been closed",
+        "Function has been closed",
+        "Stream has been closed",
+        "the session is closed",
+        "the session was closed",
+    }
+)
+# A JavaScriptError is "Evaluation failed: " + the guest's "Name: message". Only the Name
+# and the start of the message are read, and every kind they can give is as non-retryable
+# as js_error itself, so a guest that writes such text gains nothing.
+_JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
+_JS_TOOL: Final = re.compile(r"(ToolBudgetError|ToolNotFoundError|ToolError)\b")
+_TOOL_KINDS: Final = {
+    "ToolBudgetError": "tool_budget",
+    "ToolNotFoundError": "tool_not_found",
+    "ToolError": "tool_failed",
+}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """exc's causes: __cause__, else the implicit __context__; cycles cut."""
+    seen = {id(exc)}
+    current: BaseException | None = exc.__cause__ or exc.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _kind_of(exc: BaseException, via_agent: bool) -> str:
+    from ._errors import (
+        JavaScriptError,
+        JournalError,
+        ReplayDivergence,
+        RuntimeForceKilled,
+        RuntimeTerminated,
+        RuntimeTimeout,
+        SnapshotAuthenticationError,
+        ToolBudgetError,
+        ToolError,
+        ToolNotFoundError,
+        WorkerCrashed,
+    )
+
+    message = str(exc)
+    if isinstance(exc, ToolBudgetError):
+        return "tool_budget"
+    if isinstance(exc, ToolNotFoundError):
+        return "tool_not_found"
+    if isinstance(exc, ToolError):
+        return "tool_failed"
+    if isinstance(exc, JournalError):
+        return "journal_invalid"
+    if isinstance(exc, ReplayDivergence):
+        return "replay_divergence"
+    if isinstance(exc, SnapshotAuthenticationError):
+        return "snapshot_invalid"
+    if isinstance(exc, RuntimeTerminated):
+        return "terminated"
+    if isinstance(exc, RuntimeForceKilled):
+        return "force_killed"
+    if isinstance(exc, JavaScriptError):
+        return _javascript_kind(exc)
+    if isinstance(exc, (RuntimeTimeout, WorkerCrashed)):
+        for kind, pattern in _FULL:
+            if pattern.fullmatch(message):
+                return "max_pause" if kind == "host_wait" and via_agent else kind
+        for kind, pattern in _PREFIX:
+            if pattern.match(message):
+                return kind
+        if isinstance(exc, RuntimeTimeout):
+            return "timeout"
+        if message.startswith("worker failed to start: ") and any(
+            isinstance(cause, (FileNotFoundError, PermissionError)) for cause in _chain(exc)
+        ):
+            return "deno_unavailable"
+        return "worker_crashed"
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return "timeout"
+    if isinstance(exc, asyncio.CancelledError) or _is_backend_cancellation(exc):
+        return "cancelled"
+    if isinstance(exc, RuntimeError):
+        if message in _CLOSED:
+            return "closed"
+        if _ABANDONED.fullmatch(message):
+            return "inflight_limit"
+        return "unknown"
+    if isinstance(exc, (TypeError, ValueError)):
+        return "invalid_input"
+    return "unknown"
+
+
+def _javascript_kind(exc: BaseException) -> str:
+    name = getattr(exc, "name", "") or ""
+    message = getattr(exc, "message", "") or ""
+    for candidate in (name, message):
+        found = _JS_TOOL.match(candidate)
+        if found:
+            return {
+                "ToolBudgetError": "tool_budget",
+                "ToolNotFoundError": "tool_not_found",
+                "ToolError": "tool_failed",
+            }[found.group(1)]
+    if _JS_INFLIGHT.match(message):
+        return "inflight_limit"
+    return "js_error"
+
+
+def _is_backend_cancellation(exc: BaseException) -> bool:
+    # trio's Cancelled is not an asyncio.CancelledError; compare by type, never by text.
+    cls = type(exc)
+    return cls.__name__ == "Cancelled" and cls.__module__.startswith("trio")
+
+
+def note_for(info: ErrorInfo, hint: str) -> str:
+    """The PEP 678 note pydeno's exceptions carry: kind, what a retry can do, fix, page."""
+    if info.retryable:
+        retry = "retryable: yes, on a fresh runtime"
+    elif info.retry_with_larger_limits:
+        retry = "retryable: no; a larger limit may let it finish"
+    else:
+        retry = "retryable: no"
+    return f"Kind: {info.kind} ({retry})\nFix: {hint}\nDocs: {docs_page(info.kind)}"
+
+
+def docs_page(kind: str) -> str:
+    return f"docs/errors/{kind}.md"
+
+
+def classify_error(exc: BaseException, *, via_agent: bool = False) -> ErrorInfo:
+    """The kind of exc and what it means for a retry. Never raises."""
+    try:
+        return _info(_kind_of(exc, via_agent))
+    except Exception:  # noqa: BLE001 - the contract is "never raises"
+        return _info("unknown")
