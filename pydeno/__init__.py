@@ -22,6 +22,7 @@ from ._errors import (
     WorkerCrashed,
 )
 from ._function import JsFunction
+from ._retry import RetryPolicy, run_with_retry, run_with_retry_async
 from ._runtime import Runtime
 from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._values import Undefined, undefined
@@ -35,6 +36,7 @@ __all__ = [
     "KINDS",
     "PydenoError",
     "ReplayDivergence",
+    "RetryPolicy",
     "Runtime",
     "RuntimeForceKilled",
     "RuntimeTerminated",
@@ -46,5 +48,7 @@ __all__ = [
     "Undefined",
     "WorkerCrashed",
     "classify_error",
+    "run_with_retry",
+    "run_with_retry_async",
     "undefined",
 ]
