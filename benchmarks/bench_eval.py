@@ -43,8 +43,14 @@ PEER_VERSION = "0.13.2"
 SIDES = ("ours", "peer", "peer-inprocess")
 SIDE_KEYS = {"ours": "ours", "peer": "peer", "peer-inprocess": "peer_inprocess"}
 CHILD_TIMEOUT_S = 900.0
-TIMED_SECTIONS = ("warm_eval", "host_call", "big_result", "cold_start")
-SECTION_UNITS = {"warm_eval": "us", "host_call": "us", "big_result": "ms", "cold_start": "ms"}
+TIMED_SECTIONS = ("warm_eval", "host_call", "big_result", "cold_start", "warm_eval_unmonitored")
+SECTION_UNITS = {
+    "warm_eval": "us",
+    "host_call": "us",
+    "big_result": "ms",
+    "cold_start": "ms",
+    "warm_eval_unmonitored": "us",
+}
 
 WARM_CODE = "1+1"
 HOST_CALL_CODE = "add(1, 2)"
@@ -338,7 +344,25 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 samples.append(t1 - t0)
         record("cold_start", samples)
 
+    def warm_eval_unmonitored() -> None:
+        # Ours only: the same warm loop with no resource limit, so the monitor thread never
+        # samples this worker; the difference to warm_eval is the monitoring overhead.
+        from pydeno.host._monitor import Watch
+
+        with pydeno.Runtime(max_memory=None, max_threads=None, cpu_limit=None) as quiet:
+            _time_evals(quiet, WARM_CODE, 2, params.warmup)
+            gc.collect()
+            record("warm_eval_unmonitored", _time_evals(quiet, WARM_CODE, 2, params.iterations))
+            process = quiet._core.process
+            watch = Watch(pid=process.pid, max_memory=1 << 40, max_threads=1 << 20, cpu_limit=None)
+            t0 = time.perf_counter_ns()
+            for _ in range(200):
+                watch.sample()
+            result["monitor_sample_us"] = round((time.perf_counter_ns() - t0) / 200 / 1000, 1)
+
     section("warm_eval", warm_eval)
+    if side == "ours":
+        section("warm_eval_unmonitored", warm_eval_unmonitored)
     section("host_call", host_call)
     section("rss", rss)
     section("close", close_warm)
@@ -633,6 +657,20 @@ def drive(args: argparse.Namespace, params: Params) -> int:
     print()
     print(render_table(results))
     print("ratio = ours / peer (isolated); lower is better.")
+    ours_result = results["ours"]
+    if isinstance(ours_result.get("warm_eval_unmonitored"), dict) and isinstance(ours_result.get("warm_eval"), dict):
+        on = ours_result["warm_eval"]["p50_us"]
+        off = ours_result["warm_eval_unmonitored"]["p50_us"]
+        results["monitoring"] = {
+            "warm_eval_p50_us_monitored": on,
+            "warm_eval_p50_us_unmonitored": off,
+            "sample_cost_us": ours_result.get("monitor_sample_us"),
+            "interval_s": 0.05,
+        }
+        print(
+            f"monitoring: warm eval p50 {on} us with the monitor, {off} us without; "
+            f"one sample costs {ours_result.get('monitor_sample_us')} us of host CPU, every 50 ms per worker"
+        )
     failed = False
     for side in SIDES:
         data = results.get(SIDE_KEYS[side])
