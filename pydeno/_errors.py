@@ -28,6 +28,8 @@ shows them in tracebacks as a PEP 678 note.
 
 from __future__ import annotations
 
+import sys
+
 __all__ = [
     "JavaScriptError",
     "JournalError",
@@ -52,9 +54,11 @@ class PydenoError(Exception):
         self._explain(hint)
 
     def _explain(self, hint: str | None) -> None:
-        from ._taxonomy import Catalog, classify_error, docs_page, note_for
+        from ._taxonomy import Catalog, classify_new, docs_page, note_for
 
-        info = classify_error(self)
+        # Raised as ``raise ... from err`` inside ``except``, this exception's cause is set
+        # only after __init__: classify it with the exception being handled, as it will be.
+        info = classify_new(self, sys.exception())
         self.kind: str = info.kind
         self.hint: str = hint or Catalog[info.kind].fix
         self.docs: str = docs_page(info.kind)

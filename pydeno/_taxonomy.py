@@ -280,7 +280,8 @@ def _info(kind: str) -> ErrorInfo:
 
 # Anchored patterns for the host's own messages. fullmatch where the host wrote the whole
 # message; a prefix match (re.match) where worker text may follow.
-_NUM = r"\d+(?:\.\d+)?"
+# A float as the host formats it: repr(float), so 0.5 but also 1e-05 and 1e+16.
+_NUM = r"\d+(?:\.\d+)?(?:e[+-]\d+)?"
 _FULL: Final[list[tuple[str, re.Pattern[str]]]] = [
     ("timeout", re.compile(rf"command exceeded timeout={_NUM}s; worker killed")),
     ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU in one command and was killed")),
@@ -329,17 +330,20 @@ _TOOL_KINDS: Final = {
 }
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """exc's causes: __cause__, else the implicit __context__; cycles cut."""
+def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterator[BaseException]:
+    """exc's causes: __cause__, else the implicit __context__; cycles cut. ``handling`` stands
+    in for both while exc has neither: it is the exception being handled where exc is being
+    made, which becomes its __context__ (and, with ``raise ... from``, its __cause__) once
+    exc is raised there."""
     seen = {id(exc)}
-    current: BaseException | None = exc.__cause__ or exc.__context__
+    current: BaseException | None = exc.__cause__ or exc.__context__ or handling
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
         current = current.__cause__ or current.__context__
 
 
-def _kind_of(exc: BaseException, via_agent: bool) -> str:
+def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
     from ._errors import (
         JavaScriptError,
         JournalError,
@@ -354,17 +358,17 @@ def _kind_of(exc: BaseException, via_agent: bool) -> str:
         WorkerCrashed,
     )
 
-    message = str(exc)
     if isinstance(exc, ToolBudgetError):
         return "tool_budget"
     if isinstance(exc, ToolNotFoundError):
         return "tool_not_found"
     if isinstance(exc, ToolError):
         return "tool_failed"
-    if isinstance(exc, JournalError):
-        return "journal_invalid"
+    # ReplayDivergence is a JournalError: the subclass first.
     if isinstance(exc, ReplayDivergence):
         return "replay_divergence"
+    if isinstance(exc, JournalError):
+        return "journal_invalid"
     if isinstance(exc, SnapshotAuthenticationError):
         return "snapshot_invalid"
     if isinstance(exc, RuntimeTerminated):
@@ -374,6 +378,9 @@ def _kind_of(exc: BaseException, via_agent: bool) -> str:
     if isinstance(exc, JavaScriptError):
         return _javascript_kind(exc)
     if isinstance(exc, (RuntimeTimeout, WorkerCrashed)):
+        # Read only where the type is not enough: a __str__ that raises costs the message
+        # kinds, never a kind the type alone decides.
+        message = str(exc)
         for kind, pattern in _FULL:
             if pattern.fullmatch(message):
                 return "max_pause" if kind == "host_wait" and via_agent else kind
@@ -383,7 +390,7 @@ def _kind_of(exc: BaseException, via_agent: bool) -> str:
         if isinstance(exc, RuntimeTimeout):
             return "timeout"
         if message.startswith("worker failed to start: ") and any(
-            isinstance(cause, (FileNotFoundError, PermissionError)) for cause in _chain(exc)
+            isinstance(cause, (FileNotFoundError, PermissionError)) for cause in _chain(exc, handling)
         ):
             return "deno_unavailable"
         return "worker_crashed"
@@ -392,6 +399,7 @@ def _kind_of(exc: BaseException, via_agent: bool) -> str:
     if isinstance(exc, asyncio.CancelledError) or _is_backend_cancellation(exc):
         return "cancelled"
     if isinstance(exc, RuntimeError):
+        message = str(exc)
         if message in _CLOSED:
             return "closed"
         if _ABANDONED.fullmatch(message):
@@ -443,5 +451,15 @@ def classify_error(exc: BaseException, *, via_agent: bool = False) -> ErrorInfo:
     """The kind of exc and what it means for a retry. Never raises."""
     try:
         return _info(_kind_of(exc, via_agent))
+    except Exception:  # noqa: BLE001 - the contract is "never raises"
+        return _info("unknown")
+
+
+def classify_new(exc: BaseException, handling: BaseException | None) -> ErrorInfo:
+    """classify_error for an exception being constructed (PydenoError's .kind and note):
+    ``raise WorkerCrashed(...) from err`` sets __cause__ only after __init__, so the
+    exception being handled there (``sys.exception()``) stands in for it. Never raises."""
+    try:
+        return _info(_kind_of(exc, False, handling))
     except Exception:  # noqa: BLE001 - the contract is "never raises"
         return _info("unknown")
