@@ -154,13 +154,44 @@ async function fetchRemote(remote: any): Promise<any> {
   return value;
 }
 
-let replUsed = false;
+// The inspector awaits a REPL evaluation's promise through a weak handle. If the guest
+// awaits a promise nothing can ever settle, that promise becomes garbage, and the inspector
+// reports "Promise was collected" from inside the garbage collector, where Deno's session
+// callback may not run JavaScript: deno panics ("Invoke in DisallowJavascriptExecutionScope")
+// and the command ends as a crash instead of running into its deadline. The first promise
+// an evaluation creates is that promise; a promise hook catches it and replEval keeps it.
+// Deno cannot remove a promise hook, and one costs a call per promise created (promise-heavy
+// code runs up to 1.5x slower under jitless V8), so it is installed on the first REPL-mode
+// eval, through the captured core function, and only runtimes that use top-level await pay.
+const setPromiseHooks: (...hooks: any[]) => void = core.setPromiseHooks;
+let capturePromise = false;
+let capturedPromise: any = undefined;
+let hookInstalled = false;
+
 /** Evaluates code in REPL mode; resolves [value] or rejects with the thrown value. */
 async function replEval(code: string): Promise<any> {
-  replUsed = true;
-  const res = await inspectorCall("Runtime.evaluate", {
-    expression: code, replMode: true, awaitPromise: true, objectGroup: "pydeno", silent: true,
+  if (!hookInstalled) {
+    hookInstalled = true;
+    setPromiseHooks((promise: any) => {
+      if (capturePromise) { capturePromise = false; capturedPromise = promise; }
+    }, undefined, undefined, undefined);
+  }
+  // Set by the executor below, so it lives in this function's context while it awaits.
+  let kept: any = undefined;
+  const res = await new PromiseCtor<any>((resolve, reject) => {
+    capturePromise = true;
+    capturedPromise = undefined;
+    try {
+      post("Runtime.evaluate", {
+        expression: code, replMode: true, awaitPromise: true, objectGroup: "pydeno", silent: true,
+      }, (err: any, r: any) => (err ? reject(err) : resolve(r)));
+    } finally {
+      capturePromise = false;
+      kept = capturedPromise;
+      capturedPromise = undefined;
+    }
   });
+  void kept; // the inspector has answered: the evaluation's promise may go now
   try {
     if (res.exceptionDetails !== undefined) {
       const ex = res.exceptionDetails.exception;
@@ -570,7 +601,7 @@ async function serve(): Promise<void> {
   }
 }
 
-void JSONParse; void StringReplace; void queueMicrotaskReal; void PromiseThen; void replUsed;
+void JSONParse; void StringReplace; void queueMicrotaskReal; void PromiseThen;
 serve().catch((e) => {
   // A frame the worker cannot parse means the two ends disagree; the host will see the exit.
   const d = describe(e);

@@ -472,10 +472,16 @@ class Core:
         return self._fail(WorkerCrashed(err.crash_message()))
 
     def died(self) -> Exception:
-        """The worker is gone: report what the host knows about why, in this order: a limit
-        the monitor enforced, V8's fatal exit on its heap limit, or a plain death."""
+        """The worker is gone: report what the host knows about why, in this order: a
+        termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
+        limit, or a plain death."""
         process = self.check_open()
         process.kill()
+        if self.terminate_deadline is not None and self._acknowledged_termination(process):
+            # It acknowledged and exited while the driver was busy elsewhere (in a host
+            # function, say): the driver met the closed pipe before the acknowledgement, and
+            # the monitor may meanwhile have passed the grace and convicted it as unresponsive.
+            return self._fail(RuntimeTerminated("runtime was terminated on request"))
         watch = self.watch
         if watch is not None and watch.verdict is not None:
             return self._fail(watch.verdict)
@@ -492,6 +498,18 @@ class Core:
                 )
             )
         return self._fail(WorkerCrashed(process.death_message("worker process died")))
+
+    def _acknowledged_termination(self, process: WorkerProcess) -> bool:
+        """Whether the dead worker's unread output holds its acknowledgement of terminate()."""
+        while data := process.read():
+            self.connection.feed(data)
+        try:
+            while (event := self.connection.next_event()) is not None:
+                if isinstance(event, Terminated):
+                    return True
+        except ProtocolError:
+            return False
+        return False
 
     def timed_out(self, command: Command | None) -> Exception:
         if command is None:
