@@ -167,29 +167,16 @@ class AsyncRuntime:
 
     async def _send(self, data: bytes, command: Command | None) -> None:
         core = self._core
-        process = core.check_open()
         # A threading lock held across awaits: only terminate() contends for it, and that
         # never blocks on it (it queues its frame instead).
         with core.write_lock:
-            view = memoryview(core.outbox(data))
-            while True:
-                n = process.write(view)
-                if n < 0:
-                    raise core.died()
-                view = view[n:]
-                if not view:
-                    queued = core.outbox()
-                    if not queued:
-                        return
-                    view = memoryview(queued)
-                    continue
-                # The pipe is full: keep draining the worker's output while we wait, or a
-                # worker blocked writing to us would never read its stdin.
-                if core.ingest(process.read()):
-                    continue
+            rest = core.push(memoryview(core.outbox(data)))
+            while rest is not None:
+                process = core.check_open()
                 with anyio.move_on_after(min(core.remaining(command), 0.005)):
                     await anyio.wait_writable(process.stdin_fd)
                 process.drain_stderr()
+                rest = core.push(rest)
 
     async def _run_host_call(self, call: HostCall, command: Command | None) -> None:
         core = self._core

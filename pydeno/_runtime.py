@@ -181,25 +181,10 @@ class Runtime:
 
     def _send(self, data: bytes, command: Command | None) -> None:
         core = self._core
-        process = core.check_open()
         with core.write_lock:
-            view = memoryview(core.outbox(data))
-            while True:
-                n = process.write(view)
-                if n < 0:
-                    raise core.died()
-                view = view[n:]
-                if not view:
-                    queued = core.outbox()
-                    if queued:
-                        view = memoryview(queued)
-                        continue
-                    self._spin_until = time.perf_counter_ns() + SPIN_NS
-                    return
-                # The pipe is full: keep reading while we wait, or a worker that is itself
-                # blocked writing to us would never drain its stdin.
-                if core.ingest(process.read()):
-                    continue
+            rest = core.push(memoryview(core.outbox(data)))
+            while rest is not None:
+                process = core.check_open()
                 wait = core.remaining(command)
                 self._poll.register(process.stdin_fd, _OUT)
                 try:
@@ -207,6 +192,8 @@ class Runtime:
                 finally:
                     self._poll.unregister(process.stdin_fd)
                 self._drain_stderr(process)
+                rest = core.push(rest)
+        self._spin_until = time.perf_counter_ns() + SPIN_NS
 
     def _run_host_call(self, call: HostCall, command: Command | None) -> None:
         core = self._core

@@ -358,23 +358,21 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
         WorkerCrashed,
     )
 
-    if isinstance(exc, ToolBudgetError):
-        return "tool_budget"
-    if isinstance(exc, ToolNotFoundError):
-        return "tool_not_found"
-    if isinstance(exc, ToolError):
-        return "tool_failed"
-    # ReplayDivergence is a JournalError: the subclass first.
-    if isinstance(exc, ReplayDivergence):
-        return "replay_divergence"
-    if isinstance(exc, JournalError):
-        return "journal_invalid"
-    if isinstance(exc, SnapshotAuthenticationError):
-        return "snapshot_invalid"
-    if isinstance(exc, RuntimeTerminated):
-        return "terminated"
-    if isinstance(exc, RuntimeForceKilled):
-        return "force_killed"
+    # Types that decide the kind alone; subclasses before their bases (ReplayDivergence is a
+    # JournalError, ToolBudgetError a ToolError).
+    by_type: tuple[tuple[type[BaseException], str], ...] = (
+        (ToolBudgetError, "tool_budget"),
+        (ToolNotFoundError, "tool_not_found"),
+        (ToolError, "tool_failed"),
+        (ReplayDivergence, "replay_divergence"),
+        (JournalError, "journal_invalid"),
+        (SnapshotAuthenticationError, "snapshot_invalid"),
+        (RuntimeTerminated, "terminated"),
+        (RuntimeForceKilled, "force_killed"),
+    )
+    for cls, kind in by_type:
+        if isinstance(exc, cls):
+            return kind
     if isinstance(exc, JavaScriptError):
         return _javascript_kind(exc)
     if isinstance(exc, (RuntimeTimeout, WorkerCrashed)):

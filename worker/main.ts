@@ -417,30 +417,32 @@ function commandStarts(): void {
   inflight++;
 }
 
-async function runEval(id: number, code: string): Promise<void> {
+function isNativePromise(value: any): boolean {
+  return value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto;
+}
+
+/** Runs one command and answers request id with its value or its error. A value that is
+ * not a promise is answered before this returns: no microtask hop, so the read loop sees
+ * the worker idle again and blocks in the fast synchronous read. */
+function answer(id: number, run: () => any): void {
   commandStarts();
+  let value: any;
   try {
-    let value: any;
-    if (RegExpExec(AWAIT_RE, code) !== null) {
-      value = await replEval(code);
-    } else {
-      // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
-      // poisoned array iteration or put accessors on indices of Object/Array.prototype would
-      // garble its answer, so such a guest takes the REPL route, which does not use it.
-      if (!classicScriptSafe()) {
-        value = await replEval(code);
-      } else {
-        // One specifier for every eval: V8 caches the compilation of repeated source
-        // instead of keeping a new script per eval alive until the next full GC.
-        const outcome = evalContext(code, "guest:eval");
-        if (outcome[1] !== null) throw outcome[1].thrown;
-        value = outcome[0];
-      }
-    }
-    if (value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto) {
-      value = await value;
-    }
-    sendResult(id, value);
+    value = run();
+  } catch (e) {
+    try { sendError(id, e); } finally { inflight--; }
+    return;
+  }
+  if (!isNativePromise(value)) {
+    try { sendResult(id, value); } finally { inflight--; }
+    return;
+  }
+  void settle(id, value);
+}
+
+async function settle(id: number, promise: Promise<any>): Promise<void> {
+  try {
+    sendResult(id, await promise);
   } catch (e) {
     sendError(id, e);
   } finally {
@@ -448,21 +450,27 @@ async function runEval(id: number, code: string): Promise<void> {
   }
 }
 
-async function runCall(id: number, fnId: number, args: any[]): Promise<void> {
-  commandStarts();
-  try {
+function runEval(id: number, code: string): void {
+  answer(id, () => {
+    if (RegExpExec(AWAIT_RE, code) !== null) return replEval(code);
+    // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
+    // poisoned array iteration or put accessors on indices of Object/Array.prototype would
+    // garble its answer, so such a guest takes the REPL route, which does not use it.
+    if (!classicScriptSafe()) return replEval(code);
+    // One specifier for every eval: V8 caches the compilation of repeated source instead of
+    // keeping a new script per eval alive until the next full GC.
+    const outcome = evalContext(code, "guest:eval");
+    if (outcome[1] !== null) throw outcome[1].thrown;
+    return outcome[0];
+  });
+}
+
+function runCall(id: number, fnId: number, args: any[]): void {
+  answer(id, () => {
     const fn = functions[fnId];
     if (fn === undefined) throw new ErrorCtor("Function has been closed");
-    let value = ReflectApply(fn, undefined, args);
-    if (value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto) {
-      value = await value;
-    }
-    sendResult(id, value);
-  } catch (e) {
-    sendError(id, e);
-  } finally {
-    inflight--;
-  }
+    return ReflectApply(fn, undefined, args);
+  });
 }
 
 const reader = new Reader(new Uint8ArrayCtor(0), 0, 0, MAX_DEPTH, {

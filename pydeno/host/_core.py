@@ -420,6 +420,26 @@ class Core:
             return b"".join([*queued, data])
         return data
 
+    def push(self, view: memoryview) -> memoryview | None:
+        """Write what the pipe takes now (and any frame queued meanwhile); None once all is
+        sent, else what is left, for the driver to wait until the pipe is writable. Call it
+        under write_lock. While the pipe is full it reads too: a worker blocked writing to
+        us would never drain its stdin."""
+        process = self.check_open()
+        while True:
+            n = process.write(view)
+            if n < 0:
+                raise self.died()
+            view = view[n:]
+            if not view:
+                queued = self.outbox()
+                if not queued:
+                    return None
+                view = memoryview(queued)
+                continue
+            if not self.ingest(process.read()):
+                return view
+
     def terminate(self) -> None:
         """terminate() of both runtimes: safe from any thread or task, never blocks long.
 
