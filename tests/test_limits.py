@@ -7,6 +7,7 @@ and the leak guard in conftest) that the host keeps no worker process and no ext
 
 from __future__ import annotations
 
+import gc
 import re
 import signal
 import threading
@@ -32,11 +33,19 @@ def _host_threads() -> int:
     return sum(1 for t in threading.enumerate() if not t.name.startswith("Trio thread"))
 
 
+# A hostile guest may cost the host some allocator slack, never its own bomb's worth.
+HOST_RSS_SLACK = 64 * 2**20
+
+
 @pytest.fixture(autouse=True)
 def host_unharmed() -> Iterator[None]:
-    """After each test the host has no deno child left and its thread count is back."""
+    """After each test the host has no deno child left, its thread count is back, and its
+    own memory did not grow by anything like what the guest tried to allocate."""
     threads = _host_threads()
+    rss = psutil.Process().memory_info().rss
     yield
+    gc.collect()
+    assert psutil.Process().memory_info().rss - rss < HOST_RSS_SLACK
     deadline = time.monotonic() + 5.0
     # The monitor thread exits by itself one sampling period after its last worker goes.
     while (_host_threads() > threads or psutil.Process().children()) and time.monotonic() < deadline:
