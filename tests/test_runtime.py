@@ -349,3 +349,15 @@ def test_an_error_with_a_huge_message_is_reported_cut_short_and_the_worker_lives
         assert info.value.message.startswith("xxxx") and info.value.message.endswith("more characters]")
         assert len(str(info.value)) < 1_000_000
         assert runtime.eval("1") == 1
+
+
+def test_an_on_console_handler_that_raises_is_logged_and_the_command_completes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(level: str, text: str) -> None:
+        raise ValueError("handler bug")
+
+    with pydeno.Runtime(on_console=broken) as runtime, caplog.at_level("ERROR", logger="pydeno.console"):
+        assert runtime.eval("console.log('a'); console.log('b'); 42") == 42
+        assert runtime.eval("1") == 1
+    assert [r.getMessage() for r in caplog.records] == ["pydeno: the on_console handler raised"] * 2

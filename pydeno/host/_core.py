@@ -356,8 +356,13 @@ class Core:
         handler = self.options.on_console
         if handler is None:
             log.log(_LEVELS.get(event.level, logging.INFO), "%s", event.text)
-        else:
+            return
+        try:
             handler(event.level, event.text)
+        except Exception:
+            # The handler is the caller's code; its failure must not leave a command
+            # half-read, so it is logged and the command goes on.
+            log.exception("pydeno: the on_console handler raised")
 
     # -- host calls ------------------------------------------------------------------
     def begin_host_call(self, call: HostCall) -> Callable[..., Any] | bytes:
@@ -496,6 +501,8 @@ class Core:
         termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
         limit, or a plain death."""
         process = self.check_open()
+        if self.watch is not None:
+            self.watch.release()  # reaping frees the pid: the monitor must not signal it again
         process.kill()
         if self.terminate_deadline is not None and self._acknowledged_termination(process):
             # It acknowledged and exited while the driver was busy elsewhere (in a host

@@ -52,6 +52,7 @@ class Watch:
     host_wait_verdict: PydenoError | None = None
     kill_at: float | None = None
     kill_verdict: PydenoError | None = None
+    released: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
@@ -111,10 +112,18 @@ class Watch:
     def convict(self, verdict: PydenoError) -> None:
         """Record why the worker is being killed (first reason wins), then kill it."""
         with self._lock:
+            if self.released:
+                # The runtime closed and reaped the worker: its pid may already be reused.
+                return
             if self.verdict is None:
                 self.verdict = verdict
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        """The runtime is closing: from now on never signal this pid."""
+        with self._lock:
+            self.released = True
 
     def command_started(self) -> None:
         """Start charging CPU to a command; read now so the baseline is exact."""
@@ -146,6 +155,7 @@ class _Monitor:
                 self._thread.start()
 
     def remove(self, w: Watch) -> None:
+        w.release()
         with self._lock:
             self._strong.discard(w)
 
