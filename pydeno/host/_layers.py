@@ -1,0 +1,584 @@
+"""Operating-system confinement layers for a deno worker, applied in the child before exec.
+
+Each ``apply``-style function confines the *current* process and is meant to run in a
+single-threaded child between fork and exec (a launcher, never ``preexec_fn`` in the threaded
+host). A layer the kernel refuses raises :class:`LayerUnavailable` with the errno name, so the
+caller decides whether running without it is acceptable. :func:`status` probes what this
+machine offers without confining the calling process.
+
+Only Linux on x86_64 is supported: the syscall numbers, the seccomp audit arch and the
+struct layouts below are that ABI's, and other arches raise rather than guess.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import signal
+import stat
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+__all__ = [
+    "LayerUnavailable",
+    "drop_privileges",
+    "install_seccomp_filter",
+    "restrict_filesystem",
+    "set_no_new_privs",
+    "set_parent_death_signal",
+    "status",
+    "unshare_namespaces",
+]
+
+
+class LayerUnavailable(RuntimeError):
+    """The kernel (or this platform) refused to apply one confinement layer."""
+
+    def __init__(self, layer: str, reason: str) -> None:
+        super().__init__(f"{layer} is unavailable: {reason}")
+        self.layer = layer
+        self.reason = reason
+
+
+# --- x86_64 syscall numbers: the one table (asm/unistd_64.h) ---------------------------------
+
+SYSCALLS: Final[dict[str, int]] = {
+    "socket": 41,
+    "socketpair": 53,
+    "clone": 56,
+    "ptrace": 101,
+    "pivot_root": 155,
+    "chroot": 161,
+    "acct": 163,
+    "mount": 165,
+    "umount2": 166,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "init_module": 175,
+    "delete_module": 176,
+    "quotactl": 179,
+    "kexec_load": 246,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "unshare": 272,
+    "perf_event_open": 298,
+    "open_by_handle_at": 304,
+    "setns": 308,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "finit_module": 313,
+    "kexec_file_load": 320,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "clone3": 435,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+    "landlock_create_ruleset": 444,
+    "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
+}
+
+# Refused outright with EPERM. The new mount API (open_tree .. mount_setattr) is listed with
+# mount/umount2 because it reaches the same mount table by another door.
+DENIED_SYSCALLS: Final = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "pivot_root",
+    "chroot",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "unshare",
+    "setns",
+    "userfaultfd",
+    "open_by_handle_at",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+)
+
+# --- constants from the kernel UAPI headers ---------------------------------------------------
+
+PR_SET_PDEATHSIG: Final = 1
+PR_GET_PDEATHSIG: Final = 2
+PR_GET_DUMPABLE: Final = 3
+PR_SET_DUMPABLE: Final = 4
+PR_GET_SECCOMP: Final = 21
+PR_SET_SECCOMP: Final = 22
+PR_SET_NO_NEW_PRIVS: Final = 38
+
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWCGROUP: Final = 0x02000000
+CLONE_NEWUTS: Final = 0x04000000
+CLONE_NEWIPC: Final = 0x08000000
+CLONE_NEWUSER: Final = 0x10000000
+CLONE_NEWPID: Final = 0x20000000
+CLONE_NEWNET: Final = 0x40000000
+CLONE_NEW_ANY: Final = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)
+NAMESPACES: Final = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS
+
+MS_REC: Final = 0x4000
+MS_PRIVATE: Final = 1 << 18
+
+LANDLOCK_CREATE_RULESET_VERSION: Final = 1
+LANDLOCK_RULE_PATH_BENEATH: Final = 1
+FS_EXECUTE: Final = 1 << 0
+FS_WRITE_FILE: Final = 1 << 1
+FS_READ_FILE: Final = 1 << 2
+FS_READ_DIR: Final = 1 << 3
+FS_REMOVE_DIR: Final = 1 << 4
+FS_REMOVE_FILE: Final = 1 << 5
+FS_MAKE_CHAR: Final = 1 << 6
+FS_MAKE_DIR: Final = 1 << 7
+FS_MAKE_REG: Final = 1 << 8
+FS_MAKE_SOCK: Final = 1 << 9
+FS_MAKE_FIFO: Final = 1 << 10
+FS_MAKE_BLOCK: Final = 1 << 11
+FS_MAKE_SYM: Final = 1 << 12
+FS_REFER: Final = 1 << 13  # ABI 2
+FS_TRUNCATE: Final = 1 << 14  # ABI 3
+FS_IOCTL_DEV: Final = 1 << 15  # ABI 5
+NET_BIND_TCP: Final = 1 << 0  # ABI 4
+NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
+FS_ABI1: Final = (1 << 13) - 1
+# Rights that make sense on a regular file; a path-beneath rule on a file with any other
+# right is EINVAL.
+FS_FILE_RIGHTS: Final = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+FS_WRITE_RIGHTS: Final = (FS_ABI1 & ~(FS_EXECUTE | FS_READ_FILE | FS_READ_DIR)) | FS_REFER | FS_TRUNCATE
+
+SECCOMP_MODE_FILTER: Final = 2
+SECCOMP_RET_KILL_PROCESS: Final = 0x80000000
+SECCOMP_RET_ERRNO: Final = 0x00050000
+SECCOMP_RET_ALLOW: Final = 0x7FFF0000
+AUDIT_ARCH_X86_64: Final = 0xC000003E
+# x32 syscalls arrive with the same audit arch and this bit set in the number; without a
+# check, "ptrace | X32_BIT" would slip past every equality test below.
+X32_SYSCALL_BIT: Final = 0x40000000
+AF_UNIX: Final = 1
+
+BPF_LD_W_ABS: Final = 0x20
+BPF_JEQ_K: Final = 0x15
+BPF_JGE_K: Final = 0x35
+BPF_JSET_K: Final = 0x45
+BPF_RET_K: Final = 0x06
+# struct seccomp_data offsets: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6].
+SECCOMP_NR: Final = 0
+SECCOMP_ARCH: Final = 4
+SECCOMP_ARG0_LOW: Final = 16  # little-endian: the low 32 bits of args[0] come first
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32))
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
+
+
+class _RulesetAttr(ctypes.Structure):
+    # Only the fields this module sets; the kernel accepts a shorter struct from older
+    # callers, and on kernels before ABI 4 handled_access_net stays zero, which they accept.
+    _fields_ = (("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64))
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the UAPI struct is __attribute__((packed)): 12 bytes
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+if platform.system() == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
+    _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+    _libc.prctl.restype = ctypes.c_int
+    _libc.syscall.restype = ctypes.c_long
+    _libc.unshare.argtypes = (ctypes.c_int,)
+    _libc.unshare.restype = ctypes.c_int
+    _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
+    _libc.mount.restype = ctypes.c_int
+
+
+def _errno_reason(what: str) -> str:
+    code = ctypes.get_errno()
+    return f"{what} failed: {errno.errorcode.get(code, str(code))} ({os.strerror(code)})"
+
+
+def _require_x86_64(layer: str) -> None:
+    machine = platform.machine()
+    if platform.system() != "Linux" or machine not in ("x86_64", "AMD64"):
+        raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {platform.system()} {machine}")
+
+
+def _require_linux(layer: str) -> None:
+    if platform.system() != "Linux":
+        raise LayerUnavailable(layer, f"needs Linux, not {platform.system()}")
+
+
+def _prctl(layer: str, option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    result: int = _libc.prctl(option, arg2, arg3, arg4, arg5)
+    if result < 0:
+        raise LayerUnavailable(layer, _errno_reason(f"prctl({option})"))
+    return result
+
+
+def _syscall(name: str, *args: int) -> int:
+    result: int = _libc.syscall(ctypes.c_long(SYSCALLS[name]), *(ctypes.c_long(a) for a in args))
+    return result
+
+
+# --- 1. parent-death signal -------------------------------------------------------------------
+
+
+def set_parent_death_signal(expected_parent: int) -> None:
+    """SIGKILL this process when its parent thread exits.
+
+    The parent may already have died before prctl ran, in which case no signal will ever come:
+    the getppid() check after arming catches that window.
+    The kernel clears the setting on any uid/gid change, so :func:`drop_privileges` re-arms it.
+    """
+    layer = "parent-death signal"
+    _require_linux(layer)
+    _prctl(layer, PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != expected_parent:
+        raise LayerUnavailable(layer, f"parent {expected_parent} already exited (now {os.getppid()})")
+
+
+# --- 2. no_new_privs --------------------------------------------------------------------------
+
+
+def set_no_new_privs() -> None:
+    """Forbid gaining privileges through exec (setuid bits, file capabilities); irreversible."""
+    _require_linux("no_new_privs")
+    _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1)
+
+
+# --- 3. namespaces ----------------------------------------------------------------------------
+
+
+def _write_proc_self(name: str, text: str) -> None:
+    with open(f"/proc/self/{name}", "wb") as handle:
+        handle.write(text.encode())
+
+
+def unshare_namespaces() -> None:
+    """Move into fresh network, IPC, UTS and mount namespaces and make all mounts private.
+
+    The new network namespace has only a downed loopback, so no network at all. Without root,
+    a user namespace mapping only our own uid/gid comes first to grant the right to do so.
+    """
+    layer = "namespaces"
+    _require_linux(layer)
+    if os.geteuid() != 0:
+        uid, gid = os.geteuid(), os.getegid()
+        if _libc.unshare(CLONE_NEWUSER) != 0:
+            raise LayerUnavailable(layer, _errno_reason("unshare(CLONE_NEWUSER)"))
+        # A process that dropped root (setuid) is left non-dumpable, which makes its own
+        # /proc/self files root-owned and the id maps unwritable: lift that just for the writes.
+        dumpable = _prctl(layer, PR_GET_DUMPABLE)
+        if not dumpable:
+            _prctl(layer, PR_SET_DUMPABLE, 1)
+        try:
+            _write_proc_self("uid_map", f"{uid} {uid} 1\n")
+            # An unprivileged process may write gid_map only once setgroups is denied.
+            _write_proc_self("setgroups", "deny")
+            _write_proc_self("gid_map", f"{gid} {gid} 1\n")
+        except OSError as exc:
+            raise LayerUnavailable(layer, f"writing the id maps failed: {errno.errorcode.get(exc.errno or 0)}") from exc
+        finally:
+            if not dumpable:
+                _prctl(layer, PR_SET_DUMPABLE, 0)
+    if _libc.unshare(NAMESPACES) != 0:
+        raise LayerUnavailable(layer, _errno_reason("unshare(NET|IPC|UTS|NS)"))
+    # A new mount namespace starts as a copy whose mounts may still share propagation with the
+    # host's; making the tree private stops any mount made here from leaking out (and back in).
+    if _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise LayerUnavailable(layer, _errno_reason("mount(/, MS_REC|MS_PRIVATE)"))
+
+
+# --- 4. privilege drop ------------------------------------------------------------------------
+
+
+def _capabilities() -> dict[str, int]:
+    # Binary on purpose: after a privilege drop the stdlib may be unreadable (a root-only
+    # prefix), so even a lazy codec import could fail.
+    found: dict[str, int] = {}
+    with open("/proc/self/status", "rb") as handle:
+        for line in handle:
+            key, _, value = line.partition(b":")
+            if key in (b"CapEff", b"CapPrm"):
+                found[key.decode()] = int(value.strip(), 16)
+    return found
+
+
+def drop_privileges(uid: int = 65534, gid: int = 65534) -> None:
+    """Become ``uid``/``gid`` (nobody by default) with no supplementary groups, if root.
+
+    Does nothing when not running as root: there is nothing to drop. Afterwards the process
+    must hold no effective or permitted capabilities and must not be able to become root again.
+    """
+    layer = "privilege drop"
+    if os.geteuid() != 0:
+        return
+    parent = os.getppid()
+    death_signal = ctypes.c_int(0)
+    _prctl(layer, PR_GET_PDEATHSIG, ctypes.addressof(death_signal))
+    try:
+        os.setgroups([])
+        os.setgid(gid)  # before setuid: once uid is not 0 we may no longer change gid
+        os.setuid(uid)
+    except OSError as exc:
+        raise LayerUnavailable(layer, f"setuid/setgid failed: {errno.errorcode.get(exc.errno or 0)}") from exc
+    # Changing credentials clears the parent-death signal; arm it again if it was set.
+    if death_signal.value:
+        set_parent_death_signal(parent)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise LayerUnavailable(layer, f"ids are {os.getresuid()}/{os.getresgid()} after the drop")
+    caps = _capabilities()
+    if caps.get("CapEff", -1) != 0 or caps.get("CapPrm", -1) != 0:
+        raise LayerUnavailable(layer, f"capabilities remain after the drop: {caps}")
+    try:
+        os.setuid(0)
+    except PermissionError:
+        return
+    raise LayerUnavailable(layer, "setuid(0) succeeded after the drop")
+
+
+# --- 5. Landlock ------------------------------------------------------------------------------
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, or raise LayerUnavailable. Applies nothing."""
+    layer = "landlock"
+    _require_x86_64(layer)
+    version = _syscall("landlock_create_ruleset", 0, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    if version < 0:
+        raise LayerUnavailable(layer, _errno_reason("landlock_create_ruleset(VERSION)"))
+    return version
+
+
+def _handled_fs(abi: int) -> int:
+    rights = FS_ABI1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def restrict_filesystem(
+    read_paths: Iterable[str],
+    execute_paths: Iterable[str] = (),
+    write_paths: Iterable[str] = (),
+) -> None:
+    """Landlock: afterwards only these paths are reachable, and TCP bind/connect is refused.
+
+    ``read_paths`` may be read (files) and listed (directories); ``execute_paths`` may be read
+    and executed; ``write_paths`` get every right the ABI knows. Missing paths are skipped.
+    Every right the running ABI knows is handled, so anything not granted here is denied.
+    Needs no_new_privs (or CAP_SYS_ADMIN) already set.
+    """
+    layer = "landlock"
+    abi = landlock_abi()
+    handled_fs = _handled_fs(abi)
+    # ABI 4 added TCP rights; handling them with no rule leaves no TCP at all.
+    handled_net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    attr = _RulesetAttr(handled_access_fs=handled_fs, handled_access_net=handled_net)
+    ruleset = _syscall("landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0)
+    if ruleset < 0:
+        raise LayerUnavailable(layer, _errno_reason("landlock_create_ruleset"))
+    try:
+        grants: list[tuple[str, int]] = [(p, FS_READ_FILE | FS_READ_DIR) for p in read_paths]
+        grants += [(p, FS_READ_FILE | FS_EXECUTE) for p in execute_paths]
+        grants += [(p, handled_fs) for p in write_paths]
+        for path, rights in grants:
+            _add_path_rule(ruleset, path, rights & handled_fs)
+        if _syscall("landlock_restrict_self", ruleset, 0) != 0:
+            raise LayerUnavailable(layer, _errno_reason("landlock_restrict_self"))
+    finally:
+        os.close(ruleset)
+
+
+def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):  # the opened inode, not the name again
+            rights &= FS_FILE_RIGHTS  # directory rights on a file rule are EINVAL
+        rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
+        if _syscall("landlock_add_rule", ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.addressof(rule), 0) != 0:
+            raise LayerUnavailable("landlock", _errno_reason(f"landlock_add_rule({path})"))
+    finally:
+        os.close(fd)
+
+
+# --- 6. seccomp -------------------------------------------------------------------------------
+
+_Insn = tuple[int, int | str, int | str, int]
+
+
+def _assemble(program: Sequence[_Insn | str]) -> list[_SockFilter]:
+    """Resolve string jump targets (labels, given as bare strings in ``program``) to offsets."""
+    labels: dict[str, int] = {}
+    insns: list[_Insn] = []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(insns)
+        else:
+            insns.append(item)
+
+    def offset(target: int | str, here: int) -> int:
+        if isinstance(target, int):
+            return target
+        jump = labels[target] - here - 1
+        if not 0 <= jump <= 255:
+            raise ValueError(f"BPF jump to {target} out of range")
+        return jump
+
+    return [_SockFilter(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(insns)]
+
+
+def _seccomp_program() -> list[_SockFilter]:
+    eperm = SECCOMP_RET_ERRNO | errno.EPERM
+    program: list[_Insn | str] = [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARCH),
+        (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_NR),
+        (BPF_JGE_K, "enosys", 0, X32_SYSCALL_BIT),
+        # clone3 takes its flags in a struct behind a pointer, which BPF cannot read: refuse it
+        # with ENOSYS, which makes glibc (and Rust's std) fall back to clone, checked below.
+        (BPF_JEQ_K, "enosys", 0, SYSCALLS["clone3"]),
+    ]
+    program += [(BPF_JEQ_K, "eperm", 0, SYSCALLS[name]) for name in DENIED_SYSCALLS]
+    program += [
+        (BPF_JEQ_K, "socket", 0, SYSCALLS["socket"]),
+        (BPF_JEQ_K, "socket", 0, SYSCALLS["socketpair"]),
+        (BPF_JEQ_K, "clone", 0, SYSCALLS["clone"]),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        # The kernel reads socket's domain as an int and clone's flags through
+        # lower_32_bits(), so the low word of args[0] is all that counts in both.
+        "socket",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+        (BPF_JEQ_K, 0, "eperm", AF_UNIX),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "clone",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+        (BPF_JSET_K, "eperm", 0, CLONE_NEW_ANY),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "eperm",
+        (BPF_RET_K, 0, 0, eperm),
+        "enosys",
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+    ]
+    return _assemble(program)
+
+
+def install_seccomp_filter() -> None:
+    """Install the syscall filter: EPERM for the kernel-attack surface, allow everything else.
+
+    Needs no_new_privs (or CAP_SYS_ADMIN). Any syscall from a non-x86_64 ABI kills the process.
+    """
+    layer = "seccomp"
+    _require_x86_64(layer)
+    insns = _seccomp_program()
+    array = (_SockFilter * len(insns))(*insns)
+    prog = _SockFprog(len(insns), ctypes.cast(array, ctypes.POINTER(_SockFilter)))
+    _prctl(layer, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+
+
+# --- 7. status --------------------------------------------------------------------------------
+
+
+def _probe_in_child(attempt: int) -> str | None:
+    """Run ``unshare(attempt)`` in a forked child; None on success, else the errno name.
+
+    Forking keeps the caller's namespaces untouched. The child only makes raw syscalls and
+    leaves through os._exit, so forking from a threaded caller is safe enough here.
+    """
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        needs_user_ns = os.geteuid() != 0
+        failed = (needs_user_ns and _libc.unshare(CLONE_NEWUSER) != 0) or _libc.unshare(attempt) != 0
+        os._exit(min(ctypes.get_errno(), 255) if failed else 0)
+    _, wait_status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(wait_status)
+    return None if code == 0 else errno.errorcode.get(code, str(code))
+
+
+def status() -> list[tuple[str, str, str]]:
+    """(layer, "available" | "missing", reason) for each layer; confines nothing."""
+    result: list[tuple[str, str, str]] = []
+
+    def report(layer: str, missing: str | None, ok: str) -> None:
+        result.append((layer, "missing", missing) if missing else (layer, "available", ok))
+
+    is_linux = platform.system() == "Linux"
+    not_linux = None if is_linux else "not Linux"
+    report("parent-death signal", not_linux, "prctl(PR_SET_PDEATHSIG)")
+    report("no_new_privs", not_linux, "prctl(PR_SET_NO_NEW_PRIVS)")
+
+    namespaces = not_linux or _probe_in_child(NAMESPACES)
+    report("namespaces", namespaces and f"unshare failed: {namespaces}", "unshare(NET|IPC|UTS|NS)")
+
+    root = os.geteuid() == 0
+    report("privilege drop", None if root else "not running as root", "running as root")
+
+    try:
+        abi = landlock_abi()
+        report("landlock", None, f"ABI {abi}")
+    except LayerUnavailable as exc:
+        report("landlock", exc.reason, "")
+
+    seccomp_missing: str | None = None
+    try:
+        _require_x86_64("seccomp")
+        with open("/proc/self/status", "rb") as handle:
+            if not any(line.startswith(b"Seccomp:") for line in handle):
+                seccomp_missing = "kernel built without CONFIG_SECCOMP"
+        if not seccomp_missing and _libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0:
+            seccomp_missing = _errno_reason("prctl(PR_GET_SECCOMP)")
+    except (LayerUnavailable, OSError) as exc:
+        seccomp_missing = str(exc)
+    report("seccomp", seccomp_missing, "seccomp filter mode")
+    return result
+
+
+# Keep struct packing honest: a wrong layout would hand the kernel garbage silently.
+assert ctypes.sizeof(_PathBeneathAttr) == 12
+assert ctypes.sizeof(_SockFilter) == struct.calcsize("HBBI") == 8

@@ -1,0 +1,409 @@
+"""host/_layers: each OS confinement layer, applied in a child process on the real kernel.
+
+Every probe runs twice, with and without its layer, so a probe that could never fail would
+show up here as a failing "without" case rather than as a layer that seems to work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pydeno.host import _layers
+from pydeno.host._process import find_deno
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
+    reason="the layers are Linux x86_64 only, and the probes assume a root test process",
+)
+
+# Everything the probes use is imported before any layer is applied: once privileges are
+# dropped or Landlock is on, the interpreter may no longer read its own stdlib.
+PRELUDE = """
+import ctypes, errno, json, os, socket, sys, threading
+from pydeno.host import _layers as L
+libc = ctypes.CDLL(None, use_errno=True)
+
+def outcome(call):
+    try:
+        call()
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+    return "ok"
+
+def c_outcome(rc):
+    return "ok" if rc != -1 else errno.errorcode[ctypes.get_errno()]
+
+def status_field(name):
+    with open("/proc/self/status", "rb") as handle:
+        return next(line.split()[1].decode() for line in handle if line.startswith(name.encode() + b":"))
+"""
+
+
+def run_child(layers: str, probe: str, *argv: str) -> Any:
+    """Run PRELUDE, then ``layers`` (may be empty), then ``probe``; return the JSON it prints."""
+    script = PRELUDE + textwrap.dedent(layers) + textwrap.dedent(probe)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *argv], cwd=ROOT, capture_output=True, text=True, timeout=20, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+# --- no_new_privs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_no_new_privs_shows_as_set_in_proc_status(layered: bool) -> None:
+    layers = "L.set_no_new_privs()\n" if layered else ""
+    assert run_child(layers, "print(json.dumps(status_field('NoNewPrivs')))") == ("1" if layered else "0")
+
+
+# --- parent-death signal ----------------------------------------------------------------------
+
+# An intermediate python starts the grandchild, waits until it is armed, reports its pid and
+# exits; the grandchild then either dies with it or sleeps on as an orphan.
+INTERMEDIATE = """
+import subprocess, sys
+grandchild = subprocess.Popen(
+    [sys.executable, "-c", sys.argv[1]],
+    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=sys.argv[2],
+)
+assert grandchild.stdout.readline().strip() == "armed"
+print(grandchild.pid, flush=True)
+"""
+GRANDCHILD = """
+import os, time
+from pydeno.host import _layers as L
+{arm}
+print("armed", flush=True)
+time.sleep(30)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_parent_death_signal_kills_the_child_when_its_parent_exits(layered: bool) -> None:
+    arm = "L.set_parent_death_signal(os.getppid())" if layered else ""
+    result = subprocess.run(
+        [sys.executable, "-c", INTERMEDIATE, GRANDCHILD.format(arm=arm), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    grandchild = int(result.stdout.strip())
+    deadline = time.monotonic() + 2.0
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    survived = _alive(grandchild)
+    if survived:
+        os.kill(grandchild, signal.SIGKILL)
+    assert survived is not layered
+
+
+def test_parent_death_signal_refuses_when_the_expected_parent_is_already_gone() -> None:
+    probe = """
+    try:
+        L.set_parent_death_signal(os.getppid() + 100000)
+    except L.LayerUnavailable as exc:
+        print(json.dumps(str(exc)))
+    """
+    assert run_child("", probe).startswith("parent-death signal is unavailable: parent ")
+
+
+def test_drop_privileges_keeps_an_armed_parent_death_signal() -> None:
+    # The kernel clears the setting on a uid change; drop_privileges must arm it again.
+    layers = "L.set_parent_death_signal(os.getppid())\nL.drop_privileges()\n"
+    probe = """
+    value = ctypes.c_int(0)
+    libc.prctl(2, ctypes.byref(value), 0, 0, 0)  # PR_GET_PDEATHSIG
+    print(json.dumps(value.value))
+    """
+    assert run_child(layers, probe) == signal.SIGKILL
+
+
+# --- namespaces -------------------------------------------------------------------------------
+
+LOOPBACK_PROBE = """
+def loopback():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.socket() as client:  # not create_connection: its idna codec may be unreadable
+            client.settimeout(2)
+            client.connect(server.getsockname())
+
+print(json.dumps(outcome(loopback)))
+"""
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_a_fresh_network_namespace_has_no_loopback_to_connect_to(layered: bool) -> None:
+    layers = "L.unshare_namespaces()\n" if layered else ""
+    result = run_child(layers, LOOPBACK_PROBE)
+    assert result == ("ENETUNREACH" if layered else "ok")
+
+
+def test_namespaces_leave_the_root_mount_private() -> None:
+    probe = """
+    with open("/proc/self/mountinfo", "rb") as handle:
+        root = next(line for line in handle if line.split()[4] == b"/")
+    print(json.dumps(root.decode()))
+    """
+    assert "shared:" not in run_child("L.unshare_namespaces()\n", probe)
+
+
+def test_namespaces_work_without_root_through_a_user_namespace() -> None:
+    layers = "L.drop_privileges()\nL.unshare_namespaces()\n"
+    probe = """
+    with open("/proc/self/uid_map", "rb") as handle:
+        uid_map = handle.read().split()
+    print(json.dumps({"uid": os.getuid(), "uid_map": [int(n) for n in uid_map], "loopback": outcome(loopback)}))
+    """
+    result = run_child(layers, LOOPBACK_PROBE.replace("print(", "_ = (") + textwrap.dedent(probe))
+    assert result["uid"] == 65534
+    assert result["uid_map"] == [65534, 65534, 1]
+    assert result["loopback"] == "ENETUNREACH"
+
+
+# --- privilege drop ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_dropped_privileges_leave_nobody_unable_to_become_root_again(layered: bool) -> None:
+    layers = "L.drop_privileges()\n" if layered else ""
+    probe = """
+    print(json.dumps({
+        "ids": [os.getresuid(), os.getresgid(), os.getgroups()],
+        "cap_eff": status_field("CapEff"),
+        "setuid0": outcome(lambda: os.setuid(0)),
+    }))
+    """
+    result = run_child(layers, probe)
+    if layered:
+        assert result == {
+            "ids": [[65534] * 3, [65534] * 3, []],
+            "cap_eff": "0000000000000000",
+            "setuid0": "EPERM",
+        }
+    else:
+        assert result["ids"][0] == [0, 0, 0]
+        assert result["setuid0"] == "ok"
+
+
+# --- Landlock ---------------------------------------------------------------------------------
+
+LANDLOCK_PROBE = """
+def write():
+    with open(os.path.join(sys.argv[1], "written"), "w") as handle:
+        handle.write("x")
+
+def bind():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+
+def connect():
+    with socket.socket() as sock:
+        sock.connect(("127.0.0.1", 9))
+
+print(json.dumps({
+    "read_etc": outcome(lambda: open("/etc/hostname", "rb").close()),
+    "list_prefix": outcome(lambda: os.listdir(sys.prefix)),
+    "write_tmp": outcome(write),
+    "tcp_bind": outcome(bind),
+    "tcp_connect": outcome(connect),
+}))
+"""
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_landlock_allows_only_the_granted_reads_and_no_tcp(layered: bool, tmp_path: Path) -> None:
+    layers = "L.set_no_new_privs()\nL.restrict_filesystem([sys.prefix, sys.argv[1]], [])\n" if layered else ""
+    result = run_child(layers, LANDLOCK_PROBE, str(tmp_path))
+    if layered:
+        assert result == {
+            "read_etc": "EACCES",
+            "list_prefix": "ok",
+            "write_tmp": "EACCES",
+            "tcp_bind": "EACCES",
+            "tcp_connect": "EACCES",
+        }
+    else:
+        assert result == {
+            "read_etc": "ok",
+            "list_prefix": "ok",
+            "write_tmp": "ok",
+            "tcp_bind": "ok",
+            "tcp_connect": "ECONNREFUSED",
+        }
+
+
+def test_landlock_write_paths_are_the_only_writable_places(tmp_path: Path) -> None:
+    layers = "L.set_no_new_privs()\nL.restrict_filesystem([sys.prefix], [], write_paths=[sys.argv[1]])\n"
+    result = run_child(layers, LANDLOCK_PROBE, str(tmp_path))
+    assert (result["write_tmp"], result["read_etc"]) == ("ok", "EACCES")
+    assert (tmp_path / "written").read_text() == "x"
+
+
+def test_landlock_skips_paths_that_do_not_exist(tmp_path: Path) -> None:
+    layers = "L.set_no_new_privs()\nL.restrict_filesystem(['/does/not/exist', sys.prefix], ['/nor/this'])\n"
+    assert run_child(layers, LANDLOCK_PROBE, str(tmp_path))["list_prefix"] == "ok"
+
+
+# --- seccomp ----------------------------------------------------------------------------------
+
+SECCOMP_PROBE = """
+def thread():
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+def clone_new_user():
+    # A raw clone behaves like fork here; if it is let through, the copy just exits.
+    pid = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+    return c_outcome(pid)
+
+def unix_pair():
+    a, b = socket.socketpair(socket.AF_UNIX)
+    a.close()
+    b.close()
+
+def traceme():
+    # Last: once traced by the test process, any signal (even SIGCHLD) would stop this child.
+    return c_outcome(libc.ptrace(0, 0, None, None))  # PTRACE_TRACEME
+
+print(json.dumps({
+    "mount": c_outcome(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "unshare": c_outcome(libc.unshare(0x04000000)),  # CLONE_NEWUTS
+    "inet_socket": outcome(lambda: socket.socket(socket.AF_INET).close()),
+    "inet6_socket": outcome(lambda: socket.socket(socket.AF_INET6).close()),
+    "unix_socketpair": outcome(unix_pair),
+    "clone_new_user": clone_new_user(),
+    "clone3": c_outcome(libc.syscall(435, 0, 0)),
+    "thread": outcome(thread),
+    "fork": outcome(fork),
+    "ptrace": traceme(),
+}))
+"""
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_seccomp_refuses_the_kernel_attack_surface_but_not_threads_or_unix_sockets(layered: bool) -> None:
+    # The namespaces come first so that the unfiltered run's mount stays in a private tree.
+    layers = "L.unshare_namespaces()\n" + ("L.set_no_new_privs()\nL.install_seccomp_filter()\n" if layered else "")
+    result = run_child(layers, SECCOMP_PROBE)
+    allowed = {"unix_socketpair": "ok", "thread": "ok", "fork": "ok"}
+    if layered:
+        refused = dict.fromkeys(
+            ["ptrace", "mount", "unshare", "inet_socket", "inet6_socket", "clone_new_user"], "EPERM"
+        )
+        assert result == {**refused, "clone3": "ENOSYS", **allowed}
+    else:
+        opened = dict.fromkeys(["ptrace", "mount", "unshare", "inet_socket", "inet6_socket", "clone_new_user"], "ok")
+        assert result == {**opened, "clone3": "EINVAL", **allowed}
+
+
+def test_seccomp_refuses_x32_syscall_numbers() -> None:
+    layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n"
+    probe = "print(json.dumps(c_outcome(libc.syscall(101 | 0x40000000, 0, 0, 0, 0))))"
+    assert run_child(layers, probe) == "ENOSYS"
+
+
+def test_seccomp_reports_the_errno_when_the_kernel_refuses_the_filter() -> None:
+    # Neither no_new_privs nor CAP_SYS_ADMIN: the kernel says EACCES.
+    probe = """
+    try:
+        L.install_seccomp_filter()
+    except L.LayerUnavailable as exc:
+        print(json.dumps(str(exc)))
+    """
+    message = run_child("L.drop_privileges()\n", probe)
+    assert message.startswith("seccomp is unavailable: ")
+    assert "EACCES" in message
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def test_status_reports_every_layer_available_here_without_confining_the_caller() -> None:
+    before = Path("/proc/self/status").read_text(), os.readlink("/proc/self/ns/net")
+    report = _layers.status()
+    assert [(layer, state) for layer, state, _ in report] == [
+        ("parent-death signal", "available"),
+        ("no_new_privs", "available"),
+        ("namespaces", "available"),
+        ("privilege drop", "available"),
+        ("landlock", "available"),
+        ("seccomp", "available"),
+    ]
+    after = Path("/proc/self/status").read_text(), os.readlink("/proc/self/ns/net")
+    fields = ("NoNewPrivs:", "Seccomp:", "Uid:", "CapEff:")
+    assert [line for line in before[0].splitlines() if line.startswith(fields)] == [
+        line for line in after[0].splitlines() if line.startswith(fields)
+    ]
+    assert before[1] == after[1]
+
+
+def test_layer_unavailable_names_the_layer_and_the_reason() -> None:
+    error = _layers.LayerUnavailable("landlock", "landlock_create_ruleset failed: ENOSYS")
+    assert str(error) == "landlock is unavailable: landlock_create_ruleset failed: ENOSYS"
+    assert (error.layer, error.reason) == ("landlock", "landlock_create_ruleset failed: ENOSYS")
+
+
+# --- all layers, then deno --------------------------------------------------------------------
+
+ALL_LAYERS = """
+deno, loader = sys.argv[1], sys.argv[2]
+L.set_parent_death_signal(os.getppid())
+L.unshare_namespaces()
+L.drop_privileges()
+L.set_no_new_privs()
+reads = [os.path.dirname(deno), sys.prefix, "/usr", "/lib", "/lib64", "/etc", "/proc", "/dev", sys.argv[3]]
+# The ELF interpreter is opened for execution too, so Landlock must grant it EXECUTE.
+L.restrict_filesystem(reads, [deno, loader])
+L.install_seccomp_filter()
+os.execve(deno, ["deno", "eval", "console.log(1+1)"], {})
+"""
+
+
+def test_deno_runs_under_every_layer_at_once() -> None:
+    deno = os.path.realpath(find_deno())
+    loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    result = subprocess.run(
+        [sys.executable, "-c", PRELUDE + ALL_LAYERS, deno, loader, str(ROOT / "worker")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "2\n", "")
