@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
+import re
 import signal
 import subprocess
 from collections import deque
@@ -19,10 +21,12 @@ from pathlib import Path
 from typing import Final
 
 from .._errors import WorkerCrashed
+from ._wire import clean_text
 
 __all__ = ["WorkerConfig", "WorkerProcess", "find_deno", "worker_entry"]
 
 STDERR_RING_BYTES: Final = 8192
+_ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 _READ_CHUNK: Final = 1 << 20
 _PIPE_BYTES: Final = 1 << 20
 MiB: Final = 1 << 20
@@ -70,8 +74,6 @@ class WorkerConfig:
         return ",".join(flags)
 
     def argv(self, deno: str, entry: Path) -> list[str]:
-        import json
-
         settings = json.dumps(
             {
                 "max_message_bytes": self.max_message_bytes,
@@ -102,12 +104,8 @@ class WorkerConfig:
 def _last_line(data: bytes) -> str:
     text = data.decode("utf-8", "replace").strip()
     # ANSI colour sequences from deno's own error output are noise after the host prefix.
-    import re
-
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = _ANSI.sub("", text)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    from ._wire import clean_text
-
     return clean_text(lines[-1])[:500] if lines else ""
 
 
