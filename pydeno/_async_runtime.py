@@ -16,7 +16,6 @@ from typing import Any, Unpack
 import anyio
 import anyio.lowlevel
 
-from ._errors import PydenoError
 from ._function import JsFunction
 from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
 from .host._wire import HostCall
@@ -188,14 +187,8 @@ class AsyncRuntime:
             result = target(*call.args)
             if inspect.isawaitable(result):
                 result = await result
-        except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
-            if core.closed and isinstance(exc, PydenoError):
-                # A command fn made on this runtime failed and closed it (the worker broke
-                # protocol, died, timed out): that is this command's outcome too.
-                raise
-            reply = core.host_error_reply(call, exc)
+        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
+            reply = core.finish_host_call(call, error=exc)
         else:
-            reply = core.connection.reply(call.call_id, result)
-        finally:
-            core.end_host_call(call)
+            reply = core.finish_host_call(call, result)
         await self._send(reply, command)

@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from ._errors import PydenoError
 from ._function import JsFunction
 from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
 from .host._process import WorkerProcess
@@ -205,14 +204,8 @@ class Runtime:
             result = target(*call.args)
             if inspect.isawaitable(result):
                 result = _await_sync(result)
-        except Exception as exc:  # reported to the guest as an Error, unless the runtime closed
-            if core.closed and isinstance(exc, PydenoError):
-                # A command fn made on this runtime failed and closed it (the worker broke
-                # protocol, died, timed out): that is this command's outcome too.
-                raise
-            reply = core.host_error_reply(call, exc)
+        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
+            reply = core.finish_host_call(call, error=exc)
         else:
-            reply = core.connection.reply(call.call_id, result)
-        finally:
-            core.end_host_call(call)
+            reply = core.finish_host_call(call, result)
         self._send(reply, command)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
-from .._errors import RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
+from .._errors import PydenoError, RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
 from .._function import JsFunction
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
@@ -381,6 +381,17 @@ class Core:
                 )
                 self.watch.host_wait_verdict = self._host_wait_error()
         return self.functions[call.name]
+
+    def finish_host_call(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
+        """Charge the call's time and build the reply to send: the result, or the error shown
+        to the guest. An error that is this runtime's own failure (a command the function
+        made on it broke it) is that of the calling command too, and is raised instead."""
+        self.end_host_call(call)
+        if error is None:
+            return self.connection.reply(call.call_id, result)
+        if self.closed and isinstance(error, PydenoError):
+            raise error
+        return self.host_error_reply(call, error)
 
     def end_host_call(self, call: HostCall) -> None:
         """Charge the time a host function took to host wait, not to the guest's deadline."""
