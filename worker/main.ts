@@ -54,27 +54,31 @@ const ObjectDefineProperty = Object.defineProperty;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const ObjectCreate = Object.create;
 const StringFn = String;
-const JSONParse = JSON.parse;
 const PromiseCtor = Promise;
 const PromiseProto = Promise.prototype;
-const PromiseThen = uncurry(Promise.prototype.then);
 const ErrorCtor = Error;
 const RegExpExec = uncurry(RegExp.prototype.exec);
 const StringSplit = uncurry(String.prototype.split);
 const StringIncludes = uncurry(String.prototype.includes);
 const StringSlice = uncurry(String.prototype.slice);
-const StringReplace = uncurry(String.prototype.replace);
 const ArrayJoin = uncurry(Array.prototype.join);
 const ArrayPush = uncurry(Array.prototype.push);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
-const MathRandom = Math.random;
+// Unguessable names and tokens: Math.random's state can be recovered from its outputs.
+const getRandomValues = crypto.getRandomValues.bind(crypto);
+const NumberToString = uncurry(Number.prototype.toString);
+function randomHex(): string {
+  const bytes = getRandomValues(new Uint8ArrayCtor(16));
+  let out = "";
+  for (let i = 0; i < 16; i++) out += StringSlice(NumberToString(0x100 + bytes[i], 16), 1);
+  return out;
+}
 const Uint8ArrayCtor = Uint8Array;
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
 const realSetInterval = globalThis.setInterval;
 const realClearInterval = globalThis.clearInterval;
-const queueMicrotaskReal = globalThis.queueMicrotask;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
@@ -111,7 +115,7 @@ const post: (method: string, params: any, cb?: (err: any, res: any) => void) => 
 // The inspector hands back remote objects; to get the real value into this closure a
 // global is unavoidable. Its name is random and each hand-over needs a one-time token, so
 // a guest that finds it can only hand us values while no token is live, which we ignore.
-const STASH = `__pydeno_stash_${StringSlice(StringFn(MathRandom()), 2)}`;
+const STASH = `__pydeno_stash_${randomHex()}`;
 let stashToken = "";
 let stashed: any = undefined;
 ObjectDefineProperty(globalThis, STASH, {
@@ -139,7 +143,7 @@ async function fetchRemote(remote: any): Promise<any> {
     }
     return remote.type === "undefined" ? undefined : remote.value;
   }
-  const token = StringSlice(StringFn(MathRandom()), 2) + StringSlice(StringFn(MathRandom()), 2);
+  const token = randomHex();
   stashToken = token;
   stashed = undefined;
   await inspectorCall("Runtime.callFunctionOn", {
@@ -609,7 +613,6 @@ async function serve(): Promise<void> {
   }
 }
 
-void JSONParse; void StringReplace; void queueMicrotaskReal; void PromiseThen;
 serve().catch((e) => {
   // A frame the worker cannot parse means the two ends disagree; the host will see the exit.
   const d = describe(e);
