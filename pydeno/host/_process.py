@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,27 @@ def _last_line(data: bytes) -> str:
     text = _ANSI.sub("", text)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return clean_text(lines[-1])[:500] if lines else ""
+
+
+def sandboxed_command(config: WorkerConfig) -> list[str]:
+    """The worker's command line behind the sandbox launcher (pydeno/host/_launcher.py):
+    what Landlock leaves readable is deno's own directory, the system libraries and the
+    worker's files; only deno and its ELF loader may be executed."""
+    deno = os.path.realpath(find_deno())
+    entry = worker_entry()
+    loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    spec = {
+        "parent": os.getpid(),
+        # /proc/self: deno reads its own memory map; only the worker's own entries.
+        "read": [os.path.dirname(deno), "/usr", "/lib", "/lib64", str(entry.parent.resolve()), "/proc/self"],
+        "execute": [deno, loader],
+        # deno resolves its cache directory from /etc unless told: a path that does not
+        # exist keeps /etc unreadable, and nothing is written.
+        "env": {"DENO_DIR": "/nonexistent/pydeno-deno-dir"},
+        "argv": config.argv(deno, entry),
+    }
+    launcher = Path(__file__).resolve().with_name("_launcher.py")
+    return [sys.executable, "-I", str(launcher), json.dumps(spec)]
 
 
 def worker_command(config: WorkerConfig) -> list[str]:
