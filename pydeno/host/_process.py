@@ -14,8 +14,11 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
+import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,21 +113,73 @@ def _last_line(data: bytes) -> str:
     return clean_text(lines[-1])[:500] if lines else ""
 
 
+_cache_lock = threading.Lock()
+_warm_cache: Path | None = None
+
+
+def _private_dir(path: Path) -> bool:
+    """Whether path is a directory this user owns and no one else can write to."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def transpile_cache(deno: str, entry: Path) -> Path:
+    """A deno cache directory holding the worker already transpiled, readable by anyone.
+
+    A confined worker can write nowhere, and deno retries a cache write it is refused with
+    a growing backoff (hundreds of ms at start-up); given a warm cache it writes nothing.
+    The directory is this user's own and writable by no one else, so no other user can
+    plant code in it; it is warmed once per process.
+    """
+    global _warm_cache
+    with _cache_lock:
+        if _warm_cache is not None:
+            return _warm_cache
+        base = Path(tempfile.gettempdir()) / f"pydeno-{os.getuid()}"
+        with contextlib.suppress(FileExistsError):
+            base.mkdir(mode=0o755)
+        if not _private_dir(base):
+            base = Path(tempfile.mkdtemp(prefix="pydeno-"))
+            base.chmod(0o755)
+        cache = base / "deno-dir"
+        subprocess.run(
+            [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
+            env={"DENO_DIR": str(cache)},
+            cwd="/",
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        _warm_cache = cache
+        return cache
+
+
 def sandboxed_command(config: WorkerConfig) -> list[str]:
     """The worker's command line behind the sandbox launcher (pydeno/host/_launcher.py):
-    what Landlock leaves readable is deno's own directory, the system libraries and the
-    worker's files; only deno and its ELF loader may be executed."""
+    what Landlock leaves readable is deno's own directory, the system libraries, the
+    worker's files and its warm transpile cache; only deno and its ELF loader may be
+    executed."""
     deno = os.path.realpath(find_deno())
     entry = worker_entry()
+    cache = transpile_cache(deno, entry)
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     spec = {
         "parent": os.getpid(),
         # /proc/self: deno reads its own memory map; only the worker's own entries.
-        "read": [os.path.dirname(deno), "/usr", "/lib", "/lib64", str(entry.parent.resolve()), "/proc/self"],
+        "read": [
+            os.path.dirname(deno),
+            "/usr",
+            "/lib",
+            "/lib64",
+            str(entry.parent.resolve()),
+            str(cache),
+            "/proc/self",
+        ],
         "execute": [deno, loader],
-        # deno resolves its cache directory from /etc unless told: a path that does not
-        # exist keeps /etc unreadable, and nothing is written.
-        "env": {"DENO_DIR": "/nonexistent/pydeno-deno-dir"},
+        "env": {"DENO_DIR": str(cache)},
         "argv": config.argv(deno, entry),
     }
     launcher = Path(__file__).resolve().with_name("_launcher.py")

@@ -61,3 +61,25 @@ def test_a_plain_worker_has_none_of_these_layers() -> None:
         assert process is not None
         assert (status["NoNewPrivs"], status["Seccomp"]) == ("0", "0")
         assert os.readlink(f"/proc/{process.pid}/ns/net") == os.readlink("/proc/self/ns/net")
+
+
+def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
+    cache = _process.transpile_cache(os.path.realpath(_process.find_deno()), _process.worker_entry())
+    base = cache.parent
+    info = base.lstat()
+    assert info.st_uid == os.getuid()
+    assert not info.st_mode & 0o022
+    assert info.st_mode & 0o005 == 0o005
+    assert any(cache.rglob("main.ts*"))
+
+
+def test_a_transpile_cache_dir_someone_else_can_write_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    planted = tmp_path / f"pydeno-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    monkeypatch.setattr(_process.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(_process, "_warm_cache", None)
+    cache = _process.transpile_cache(os.path.realpath(_process.find_deno()), _process.worker_entry())
+    assert planted not in cache.parents
