@@ -65,6 +65,19 @@ def _delay(attempt: int, backoff: float, max_backoff: float) -> float:
     return float(min(max_backoff, backoff * 2 ** (attempt - 1)))
 
 
+def _policy(
+    max_attempts: int,
+    backoff: float,
+    max_backoff: float,
+    include: Iterable[str],
+    exclude: Iterable[str],
+    via_agent: bool,
+) -> RetryPolicy:
+    """The arguments both helpers share, checked, as the policy they describe."""
+    _check(max_attempts, backoff, max_backoff)
+    return RetryPolicy.of(include, exclude, via_agent=via_agent)
+
+
 def _gave_up(exc: BaseException, attempt: int, max_attempts: int) -> None:
     if attempt > 1:
         exc.add_note(f"pydeno: failed on attempt {attempt} of {max_attempts}, each on a fresh runtime")
@@ -85,8 +98,7 @@ def run_with_retry(
     """Call ``fn(runtime)`` on a fresh runtime from ``factory`` (default ``pydeno.Runtime``)
     until it succeeds, the failure is not one to retry, or ``max_attempts`` are used. The
     runtime is closed when fn returns, so return plain values, not handles into it."""
-    _check(max_attempts, backoff, max_backoff)
-    policy = RetryPolicy.of(include, exclude, via_agent=via_agent)
+    policy = _policy(max_attempts, backoff, max_backoff, include, exclude, via_agent)
     if factory is None:
         from ._runtime import Runtime
 
@@ -120,8 +132,7 @@ async def run_with_retry_async(
 ) -> T:
     """The async twin of :func:`run_with_retry`; ``factory`` defaults to ``pydeno.AsyncRuntime``
     and the backoff sleeps with ``anyio.sleep``."""
-    _check(max_attempts, backoff, max_backoff)
-    policy = RetryPolicy.of(include, exclude, via_agent=via_agent)
+    policy = _policy(max_attempts, backoff, max_backoff, include, exclude, via_agent)
     if factory is None:
         from ._async_runtime import AsyncRuntime
 

@@ -140,46 +140,23 @@ def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], root: s
     ancestors.pop()
 
 
-def max_depth_of(value: Any, limit: int) -> bool:
-    """True if value nests no deeper than limit levels of containers.
-
-    The fast check, a whole level at a time with no paths and no cycle tracking: callers
-    only use it on values that are known to be acyclic (decoded from msgpack, or already
-    packed by msgpack, which refuses cycles).
-    """
-    level = [value]
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return False
-        level = [
-            child
-            for item in level
-            for child in (item.values() if type(item) is dict else item)
-            if isinstance(child, _CONTAINERS)
-        ]
-    return True
-
-
-_DECODED_CONTAINERS: Final = frozenset((list, dict))
-
-
 def _children(level: list[Any], kinds: set[type]) -> Iterator[Any]:
-    """Every child of the containers in level, iterated at C speed where level is uniform."""
+    """Every child of the containers in level (a dict's children are its values), iterated
+    at C speed where level is all dicts or all lists."""
     if kinds == {dict}:
         return chain.from_iterable(map(dict.values, level))
     if kinds == {list}:
         return chain.from_iterable(level)
-    return chain.from_iterable([x.values() if type(x) is dict else x for x in level])
+    return chain.from_iterable([x.values() if isinstance(x, dict) else x for x in level])
 
 
-def _decoded_fits(value: Any, limit: int) -> bool:
-    """max_depth_of for decoded values, which hold only lists and dicts as containers.
+def fits_depth(value: Any, limit: int, containers: tuple[type, ...] = (list, dict)) -> bool:
+    """True if value nests no more than limit levels of containers.
 
-    A level at a time, and within a level first only the set of child types (map and set
-    run in C): a wide, shallow value, the common case, is checked without building a list
-    of its leaves.
+    A level at a time, with no paths and no cycle tracking: callers use it only on values
+    known to be acyclic (decoded, or already packed by msgpack, which refuses cycles). Within
+    a level only the set of child types is looked at first (map and set run in C), so a wide,
+    shallow value, the common case, is checked without building a list of its leaves.
     """
     level = [value]
     depth = 0
@@ -189,13 +166,13 @@ def _decoded_fits(value: Any, limit: int) -> bool:
             return False
         kinds = set(map(type, level))
         child_kinds = set(map(type, _children(level, kinds)))
-        found = child_kinds & _DECODED_CONTAINERS
+        found = {kind for kind in child_kinds if issubclass(kind, containers)}
         if not found:
             return True
         if child_kinds == found:
             level = list(_children(level, kinds))
         else:
-            level = [c for c in _children(level, kinds) if type(c) is list or type(c) is dict]
+            level = [c for c in _children(level, kinds) if isinstance(c, containers)]
     return True
 
 
@@ -235,7 +212,7 @@ class Codec:
             data = b""
         # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
         limit = self.max_depth + (1 if items else 0)
-        if not data or (len(data) > limit and not max_depth_of(value, limit)):
+        if not data or (len(data) > limit and not fits_depth(value, limit, _CONTAINERS)):
             if items:
                 for i, item in enumerate(value):
                     check_shape(item, self.max_depth, f"argument {i + 1}")
@@ -296,7 +273,7 @@ class Codec:
         )
         # A value cannot nest deeper than its size in bytes, so small frames skip the walk.
         # + 2: the frame's own array, and the argument list of a host call.
-        if len(data) > self.max_depth and type(value) in (list, dict) and not _decoded_fits(value, self.max_depth + 2):
+        if len(data) > self.max_depth and type(value) in (list, dict) and not fits_depth(value, self.max_depth + 2):
             raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
         return value
 
