@@ -24,6 +24,7 @@ from ._errors import (
 from ._function import JsFunction
 from ._retry import RetryPolicy, run_with_retry, run_with_retry_async
 from ._runtime import Runtime
+from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
 from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._values import Undefined, undefined
 
@@ -34,6 +35,7 @@ __all__ = [
     "JournalError",
     "JsFunction",
     "KINDS",
+    "LayerStatus",
     "PydenoError",
     "ReplayDivergence",
     "RetryPolicy",
@@ -41,6 +43,7 @@ __all__ = [
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SandboxStatus",
     "SnapshotAuthenticationError",
     "ToolBudgetError",
     "ToolError",
@@ -50,5 +53,6 @@ __all__ = [
     "classify_error",
     "run_with_retry",
     "run_with_retry_async",
+    "sandbox_status",
     "undefined",
 ]

@@ -113,6 +113,7 @@ class AsyncRuntime:
         try:
             while core.connection.hello is None:
                 await self._step(None, self._startup_deadline)
+            core.started()
         except BaseException:
             core.close()
             raise

@@ -81,6 +81,7 @@ class Runtime:
             deadline = self._core.startup_deadline()
             while self._core.connection.hello is None:
                 self._step(None, deadline)
+            self._core.started()
         except BaseException:
             self._core.close()
             raise

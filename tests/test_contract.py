@@ -86,8 +86,12 @@ def test_psutil_failing_in_the_monitor_never_escapes(monkeypatch: pytest.MonkeyP
             raise psutil.AccessDenied(pid)
 
     monkeypatch.setattr(_monitor.psutil, "Process", Denied)
-    with pydeno.Runtime(cpu_limit=5.0) as rt:
+    # sandbox="require" refuses such a worker (tests/test_sandbox.py); without it, it runs.
+    with pydeno.Runtime(cpu_limit=5.0, sandbox="off") as rt:
         assert rt.eval("let s = 0; for (let i = 0; i < 1e5; i++) s += i; s") == 4999950000
+    with pytest.raises(pydeno.WorkerCrashed) as info:
+        pydeno.Runtime(cpu_limit=5.0)
+    assert info.value.kind == "limits_unmeasurable"
 
 
 @pytest.mark.parametrize(

@@ -1062,7 +1062,13 @@ def test_a_retry_policy_retries_a_spawn_failure_from_emfile_but_not_a_missing_de
     assert pydeno.run_with_retry(lambda rt: rt.eval("6 * 7"), factory=pydeno.Runtime, backoff=0) == 42
     assert len(attempts) == 2
     monkeypatch.setenv("PYDENO_DENO", "/nonexistent/pydeno-test/deno")
+    runtimes: list[int] = []
+
+    def factory() -> pydeno.Runtime:
+        runtimes.append(1)
+        return pydeno.Runtime()
+
     with pytest.raises(pydeno.WorkerCrashed) as info:
-        pydeno.run_with_retry(lambda rt: rt.eval("1"), factory=pydeno.Runtime, backoff=0)
+        pydeno.run_with_retry(lambda rt: rt.eval("1"), factory=factory, backoff=0)
     assert info.value.kind == "deno_unavailable"
-    assert len(attempts) == 3
+    assert len(runtimes) == 1

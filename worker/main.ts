@@ -14,7 +14,7 @@ import "node:process";
 import { Session } from "node:inspector";
 import { CodecError, Reader, Writer } from "./codec.ts";
 
-const PROTOCOL_VERSION = 1;
+const PROTOCOL_VERSION = 2;
 
 // Frame kinds, host -> worker (pydeno/host/_wire.py holds the same table).
 const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINATE = 6;
@@ -109,6 +109,56 @@ const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("
 const session = new Session();
 session.connect();
 D.permissions.revokeSync({ name: "sys", kind: "inspector" });
+
+// --- The sandbox self-test ----------------------------------------------------------------
+// Only when the host applied OS layers (config.selftest). Deno was then started with broad
+// permissions so that each probe meets the OS layer, not Deno's own check; every one of them
+// is revoked below, before anything else runs, and the worker exits if one stays granted.
+// What got through travels in the handshake; the host decides whether that refuses start-up.
+const SELFTEST_GRANTS = ["read", "write", "net", "run", "env"];
+const breaches: string[] = [];
+if (config.selftest) {
+  const st = config.selftest;
+  const probe = (what: string, attempt: () => unknown): void => {
+    try {
+      attempt();
+      breaches.push(what);
+    } catch { /* refused: what the OS layers are for */ }
+  };
+  for (const path of st.read) probe(`read ${path}`, () => D.readFileSync(path));
+  for (const path of st.list) probe(`listed ${path}`, () => [...D.readDirSync(path)]);
+  for (const dir of st.write) {
+    const path = `${dir}/.pydeno-selftest-${randomHex()}`;
+    probe(`created ${path}`, () => {
+      D.writeFileSync(path, new Uint8ArrayCtor(1), { createNew: true });
+      try { D.removeSync(path); } catch { /* reported as created either way */ }
+    });
+  }
+  probe("listened on 127.0.0.1", () => D.listen({ hostname: "127.0.0.1", port: 0 }).close());
+  try {
+    (await D.connect({ hostname: "127.0.0.1", port: st.port })).close();
+    breaches.push(`connected to 127.0.0.1:${st.port}`);
+  } catch (e) {
+    // Refused means a packet reached a live network stack: that is a way out too.
+    if (e instanceof D.errors.ConnectionRefused) breaches.push(`reached 127.0.0.1:${st.port} (refused)`);
+  }
+  probe("started a process", () =>
+    new D.Command(D.execPath(), { args: ["--version"], stdin: "null", stdout: "null", stderr: "null" })
+      .outputSync());
+  probe(`signalled the host (pid ${D.ppid})`, () => D.kill(D.ppid, 0));
+  // st.env is the whole environment expected: what the launcher set and what deno adds to
+  // it. Counts only: names and values of anything else stay out of every message.
+  const env = D.env.toObject();
+  const extra = Object.keys(env).filter((name) => env[name] !== st.env[name]).length;
+  if (extra) breaches.push(`saw ${extra} environment variables the host did not set`);
+  for (const name of SELFTEST_GRANTS) D.permissions.revokeSync({ name });
+}
+for (const name of [...SELFTEST_GRANTS, "ffi", "sys"]) {
+  if (D.permissions.querySync({ name }).state === "granted") {
+    coreWriteSync(2, new TextEncoder().encode(`pydeno worker: the ${name} permission is still granted\n`));
+    exit(72);
+  }
+}
 const post: (method: string, params: any, cb?: (err: any, res: any) => void) => void =
   session.post.bind(session);
 
@@ -556,10 +606,12 @@ delete g.Deno;
 delete g.process;
 delete g.require;
 
-beginFrame(W_HELLO, 4);
+beginFrame(W_HELLO, 5);
 writer.int(PROTOCOL_VERSION);
 writer.str(denoVersion);
 writer.str(v8Version);
+writer.header(0x90, -1, 0xdc, 0xdd, breaches.length, 15);
+for (const what of breaches) writer.str(what);
 flushWriter();
 
 let rbuf = new Uint8ArrayCtor(1 << 16);

@@ -8,12 +8,14 @@ bytes, wait for descriptors and call the host's functions (plainly, or awaited).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import re
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
@@ -23,7 +25,7 @@ from .._function import JsFunction
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
 from ._monitor import Watch
-from ._process import WorkerConfig, WorkerProcess
+from ._process import SANDBOX_MODES, SandboxMode, WorkerConfig, WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = ["NEED_DATA", "Command", "Core", "RuntimeKwargs", "RuntimeOptions"]
@@ -56,6 +58,43 @@ _LEVELS: Final = {
 }
 
 ConsoleHandler = Callable[[str, str], Any]
+
+_SANDBOX_HINT: Final = (
+    "run `python -m pydeno doctor` to see which OS layer is missing and why; run where every layer "
+    "applies, or pass sandbox='best_effort' knowingly"
+)
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+# Set while sandbox_status() starts its probe worker: a report is not a gap to warn about.
+quiet_sandbox_warnings: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet", default=False)
+
+
+def layer_refusal(unavailable: str) -> str:
+    """sandbox="require"'s refusal for ``<layer> is unavailable: <why>``."""
+    return f"worker failed to start: an OS sandbox is required but {unavailable}"
+
+
+def selftest_refusal(breaches: tuple[str, ...] | list[str]) -> str:
+    return "worker failed to start: sandbox self-test failed: " + "; ".join(breaches)
+
+
+def unmeasurable_refusal(limit: str) -> str:
+    return (
+        f"{limit} cannot be enforced on this system (the worker's resource usage cannot be read) "
+        "and sandbox='require' demands every protection"
+    )
+
+
+def _warn_once(message: str) -> None:
+    """One RuntimeWarning per distinct message per process: a service that starts a worker
+    per request must not log the same gap thousands of times."""
+    if quiet_sandbox_warnings.get():
+        return
+    with _warned_lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 class _NeedData:
@@ -107,6 +146,7 @@ class RuntimeKwargs(TypedDict, total=False):
     terminate_grace: float
     on_console: ConsoleHandler | None
     expose_host_errors: bool
+    sandbox: SandboxMode
 
 
 class RuntimeOptions:
@@ -129,6 +169,7 @@ class RuntimeOptions:
         terminate_grace: float = 1.0,
         on_console: ConsoleHandler | None = None,
         expose_host_errors: bool = False,
+        sandbox: SandboxMode = "require",
     ) -> None:
         self.timeout = _seconds("timeout", timeout, allow_none=True)
         self.cpu_limit = _seconds("cpu_limit", cpu_limit, allow_none=True)
@@ -150,6 +191,14 @@ class RuntimeOptions:
         if not isinstance(expose_host_errors, bool):
             raise TypeError("expose_host_errors must be True or False")
         self.expose_host_errors = expose_host_errors
+        if not isinstance(sandbox, str):
+            raise TypeError(f"sandbox must be 'require', 'best_effort' or 'off', got {type(sandbox).__name__}")
+        if sandbox not in SANDBOX_MODES:
+            raise ValueError(
+                f"sandbox must be 'require' (every OS layer, or refuse to start), 'best_effort' "
+                f"(what this system allows, with a warning) or 'off' (no OS layers), got {sandbox!r}"
+            )
+        self.sandbox: SandboxMode = sandbox
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(
@@ -159,6 +208,7 @@ class RuntimeOptions:
             max_depth=MAX_DEPTH,
             max_inflight_host_calls=self.max_inflight_host_calls,
             max_console_bytes=self.max_console_bytes,
+            sandbox=self.sandbox,
         )
 
 
@@ -209,6 +259,39 @@ class Core:
         )
         monitor.watch(self.watch)
         return self.process
+
+    def started(self) -> None:
+        """The worker shook hands: hold it to the sandbox mode before any command runs.
+
+        Under "require" a self-test breach or a limit the monitor cannot measure refuses the
+        worker; under "best_effort" what is missing is reported once per process as a
+        RuntimeWarning (see docs/security.md). The launcher already refused any missing layer
+        under "require"; under "best_effort" it reported the ones it skipped on stderr.
+        """
+        mode = self.options.sandbox
+        process, watch, hello = self.process, self.watch, self.connection.hello
+        if mode == "off" or process is None or watch is None or hello is None:
+            return
+        unmeasurable = watch.unmeasurable_limits()
+        if mode == "require":
+            if hello.breaches:
+                raise self._fail(WorkerCrashed(selftest_refusal(hello.breaches), hint=_SANDBOX_HINT))
+            if unmeasurable:
+                limit = unmeasurable[0]
+                raise self._fail(
+                    WorkerCrashed(
+                        unmeasurable_refusal(limit),
+                        hint=f"run where psutil can read /proc for the worker, or set {limit}=None knowingly",
+                    )
+                )
+            return
+        gaps = [
+            *process.sandbox_skipped(),
+            *(f"self-test: {what}" for what in hello.breaches),
+            *(f"{limit} cannot be enforced (the worker's resource usage cannot be read)" for limit in unmeasurable),
+        ]
+        if gaps:
+            _warn_once("pydeno: sandbox='best_effort' started a worker without: " + "; ".join(gaps))
 
     def close(self) -> None:
         self.closed = True
@@ -524,6 +607,12 @@ class Core:
         if watch is not None and watch.verdict is not None:
             return self._fail(watch.verdict)
         if self.connection.hello is None:
+            refusal = process.sandbox_refusal()
+            if refusal is not None:
+                return self._fail(WorkerCrashed(layer_refusal(refusal), hint=_SANDBOX_HINT))
+            kept = process.permission_kept()
+            if kept is not None:
+                return self._fail(WorkerCrashed(selftest_refusal([kept]), hint=_SANDBOX_HINT))
             return self._fail(WorkerCrashed(process.death_message("worker exited during startup")))
         if process.popen.returncode == -signal.SIGTRAP and self.options.max_memory is not None:
             # V8 ends the process with a trap on a fatal error, and the one a guest can cause

@@ -15,16 +15,20 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
-import signal
 import stat
-import struct
-from collections.abc import Iterable, Sequence
-from typing import Final
+import sys
+
+# The launcher imports this module at every worker start, where each stdlib import is start-up
+# latency (typing, platform and signal alone cost ~25 ms); annotations-only imports stay here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Final
 
 __all__ = [
     "LayerUnavailable",
     "drop_privileges",
+    "exec_confined",
     "install_seccomp_filter",
     "restrict_filesystem",
     "set_no_new_privs",
@@ -49,7 +53,12 @@ SYSCALLS: Final[dict[str, int]] = {
     "socket": 41,
     "socketpair": 53,
     "clone": 56,
+    "fork": 57,
+    "vfork": 58,
+    "execve": 59,
+    "kill": 62,
     "ptrace": 101,
+    "rt_sigqueueinfo": 129,
     "pivot_root": 155,
     "chroot": 161,
     "acct": 163,
@@ -61,11 +70,14 @@ SYSCALLS: Final[dict[str, int]] = {
     "init_module": 175,
     "delete_module": 176,
     "quotactl": 179,
+    "tkill": 200,
+    "tgkill": 234,
     "kexec_load": 246,
     "add_key": 248,
     "request_key": 249,
     "keyctl": 250,
     "unshare": 272,
+    "rt_tgsigqueueinfo": 297,
     "perf_event_open": 298,
     "open_by_handle_at": 304,
     "setns": 308,
@@ -74,14 +86,18 @@ SYSCALLS: Final[dict[str, int]] = {
     "finit_module": 313,
     "kexec_file_load": 320,
     "bpf": 321,
+    "execveat": 322,
     "userfaultfd": 323,
+    "pidfd_send_signal": 424,
     "open_tree": 428,
     "move_mount": 429,
     "fsopen": 430,
     "fsconfig": 431,
     "fsmount": 432,
     "fspick": 433,
+    "pidfd_open": 434,
     "clone3": 435,
+    "pidfd_getfd": 438,
     "mount_setattr": 442,
     "quotactl_fd": 443,
     "landlock_create_ruleset": 444,
@@ -126,6 +142,17 @@ DENIED_SYSCALLS: Final = (
     "acct",
     "quotactl",
     "quotactl_fd",
+    # A worker starts no process: threads come from clone with CLONE_THREAD (checked below),
+    # and the only execve allowed is the launcher's own, of deno.
+    "fork",
+    "vfork",
+    "execveat",
+    # Signals reach only the worker itself (checked below); these address other processes
+    # or threads by number or descriptor with no way to tell which.
+    "tkill",
+    "pidfd_send_signal",
+    "pidfd_open",
+    "pidfd_getfd",
 )
 
 # --- constants from the kernel UAPI headers ---------------------------------------------------
@@ -138,6 +165,7 @@ PR_GET_SECCOMP: Final = 21
 PR_SET_SECCOMP: Final = 22
 PR_SET_NO_NEW_PRIVS: Final = 38
 
+CLONE_THREAD: Final = 0x00010000
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWCGROUP: Final = 0x02000000
 CLONE_NEWUTS: Final = 0x04000000
@@ -198,6 +226,7 @@ BPF_RET_K: Final = 0x06
 SECCOMP_NR: Final = 0
 SECCOMP_ARCH: Final = 4
 SECCOMP_ARG0_LOW: Final = 16  # little-endian: the low 32 bits of args[0] come first
+SECCOMP_ARG0_HIGH: Final = 20
 
 
 class _SockFilter(ctypes.Structure):
@@ -219,8 +248,12 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
+_SYSTEM: Final = "Linux" if sys.platform == "linux" else sys.platform
+_MACHINE: Final = os.uname().machine if hasattr(os, "uname") else "unknown"
+SIGKILL: Final = 9  # the signal module would import enum
+
 _libc = ctypes.CDLL(None, use_errno=True)
-if platform.system() == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
+if _SYSTEM == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
     _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
     _libc.prctl.restype = ctypes.c_int
     _libc.syscall.restype = ctypes.c_long
@@ -236,14 +269,13 @@ def _errno_reason(what: str) -> str:
 
 
 def _require_x86_64(layer: str) -> None:
-    machine = platform.machine()
-    if platform.system() != "Linux" or machine not in ("x86_64", "AMD64"):
-        raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {platform.system()} {machine}")
+    if _SYSTEM != "Linux" or _MACHINE != "x86_64":
+        raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {_SYSTEM} {_MACHINE}")
 
 
 def _require_linux(layer: str) -> None:
-    if platform.system() != "Linux":
-        raise LayerUnavailable(layer, f"needs Linux, not {platform.system()}")
+    if _SYSTEM != "Linux":
+        raise LayerUnavailable(layer, f"needs Linux, not {_SYSTEM}")
 
 
 def _prctl(layer: str, option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
@@ -270,7 +302,7 @@ def set_parent_death_signal(expected_parent: int) -> None:
     """
     layer = "parent-death signal"
     _require_linux(layer)
-    _prctl(layer, PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(layer, PR_SET_PDEATHSIG, SIGKILL)
     if os.getppid() != expected_parent:
         raise LayerUnavailable(layer, f"parent {expected_parent} already exited (now {os.getppid()})")
 
@@ -473,8 +505,9 @@ def _assemble(program: Sequence[_Insn | str]) -> list[_SockFilter]:
     return [_SockFilter(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(insns)]
 
 
-def _seccomp_program() -> list[_SockFilter]:
+def _seccomp_program(pid: int, exec_pointer: int | None) -> list[_SockFilter]:
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
+    u32 = 0xFFFFFFFF
     program: list[_Insn | str] = [
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARCH),
         (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
@@ -490,16 +523,46 @@ def _seccomp_program() -> list[_SockFilter]:
         (BPF_JEQ_K, "socket", 0, SYSCALLS["socket"]),
         (BPF_JEQ_K, "socket", 0, SYSCALLS["socketpair"]),
         (BPF_JEQ_K, "clone", 0, SYSCALLS["clone"]),
+        (BPF_JEQ_K, "execve", 0, SYSCALLS["execve"]),
+        (BPF_JEQ_K, "kill", 0, SYSCALLS["kill"]),
+        (BPF_JEQ_K, "self", 0, SYSCALLS["tgkill"]),
+        (BPF_JEQ_K, "self", 0, SYSCALLS["rt_sigqueueinfo"]),
+        (BPF_JEQ_K, "self", 0, SYSCALLS["rt_tgsigqueueinfo"]),
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-        # The kernel reads socket's domain as an int and clone's flags through
-        # lower_32_bits(), so the low word of args[0] is all that counts in both.
+        # The kernel reads socket's domain, clone's flags and a pid as ints (clone's through
+        # lower_32_bits()), so the low word of args[0] is all that counts for each of them.
         "socket",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-        (BPF_JEQ_K, 0, "eperm", AF_UNIX),
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        (BPF_JEQ_K, "allow", "eperm", AF_UNIX),
         "clone",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
         (BPF_JSET_K, "eperm", 0, CLONE_NEW_ANY),
+        (BPF_JSET_K, "allow", "eperm", CLONE_THREAD),
+        # kill(pid | 0 | -pid): the worker itself or its own process group (it leads a new
+        # session), never the host or a sibling.
+        "kill",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+        (BPF_JEQ_K, "allow", 0, pid),
+        (BPF_JEQ_K, "allow", 0, 0),
+        (BPF_JEQ_K, "allow", "eperm", -pid & u32),
+        "self",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+        (BPF_JEQ_K, "allow", "eperm", pid),
+        "execve",
+    ]
+    if exec_pointer is None:
+        program += [(BPF_RET_K, 0, 0, eperm)]
+    else:
+        # The one execve allowed is the launcher's: its filename at the address it passed. The
+        # pointer is a full 64-bit value, compared a word at a time.
+        program += [
+            (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+            (BPF_JEQ_K, 0, "eperm", exec_pointer & u32),
+            (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_HIGH),
+            (BPF_JEQ_K, "allow", "eperm", exec_pointer >> 32),
+        ]
+    program += [
+        "allow",
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
         "eperm",
         (BPF_RET_K, 0, 0, eperm),
@@ -509,17 +572,37 @@ def _seccomp_program() -> list[_SockFilter]:
     return _assemble(program)
 
 
-def install_seccomp_filter() -> None:
-    """Install the syscall filter: EPERM for the kernel-attack surface, allow everything else.
+def install_seccomp_filter(*, exec_pointer: int | None = None) -> None:
+    """Install the syscall filter: EPERM for the kernel-attack surface, for starting processes
+    and for signalling anything but this process; allow everything else.
 
-    Needs no_new_privs (or CAP_SYS_ADMIN). Any syscall from a non-x86_64 ABI kills the process.
+    ``exec_pointer``, if given, is the address of the one filename execve may still be called
+    with (see :func:`exec_confined`); otherwise execve is refused too. Needs no_new_privs (or
+    CAP_SYS_ADMIN). Any syscall from a non-x86_64 ABI kills the process.
     """
     layer = "seccomp"
     _require_x86_64(layer)
-    insns = _seccomp_program()
+    insns = _seccomp_program(os.getpid(), exec_pointer)
     array = (_SockFilter * len(insns))(*insns)
     prog = _SockFprog(len(insns), ctypes.cast(array, ctypes.POINTER(_SockFilter)))
     _prctl(layer, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+
+
+def exec_confined(argv: Sequence[str], env: dict[str, str], *, seccomp: bool = True) -> None:
+    """Install the seccomp filter (unless ``seccomp`` is false) and execve ``argv[0]``.
+
+    The filename is a buffer whose address the filter allows, so this execve passes and any
+    later one (from deno, in the same address space's successor) is refused. Returns only if
+    execve fails, raising OSError.
+    """
+    path = ctypes.create_string_buffer(os.fsencode(argv[0]))
+    args = (ctypes.c_char_p * (len(argv) + 1))(*[os.fsencode(a) for a in argv], None)
+    envp = (ctypes.c_char_p * (len(env) + 1))(*[os.fsencode(f"{k}={v}") for k, v in env.items()], None)
+    if seccomp:
+        install_seccomp_filter(exec_pointer=ctypes.addressof(path))
+    _libc.execve(path, args, envp)
+    code = ctypes.get_errno()
+    raise OSError(code, os.strerror(code), argv[0])
 
 
 # --- 7. status --------------------------------------------------------------------------------
@@ -548,7 +631,7 @@ def status() -> list[tuple[str, str, str]]:
     def report(layer: str, missing: str | None, ok: str) -> None:
         result.append((layer, "missing", missing) if missing else (layer, "available", ok))
 
-    is_linux = platform.system() == "Linux"
+    is_linux = _SYSTEM == "Linux"
     not_linux = None if is_linux else "not Linux"
     report("parent-death signal", not_linux, "prctl(PR_SET_PDEATHSIG)")
     report("no_new_privs", not_linux, "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -581,4 +664,4 @@ def status() -> list[tuple[str, str, str]]:
 
 # Keep struct packing honest: a wrong layout would hand the kernel garbage silently.
 assert ctypes.sizeof(_PathBeneathAttr) == 12
-assert ctypes.sizeof(_SockFilter) == struct.calcsize("HBBI") == 8
+assert ctypes.sizeof(_SockFilter) == 8

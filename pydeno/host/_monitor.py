@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -29,6 +30,21 @@ __all__ = ["INTERVAL", "Watch", "watch"]
 # Sampling period. One sample of a worker costs about 120 us of host CPU (three /proc reads
 # under psutil's oneshot), so 20 Hz costs well under 0.5% of a core per worker.
 INTERVAL: Final = 0.05
+
+
+# The three readings, one function each: where psutil would be refused on some system, a
+# test replaces one of these to run on such a "system".
+def memory_of(process: psutil.Process) -> int:
+    return int(process.memory_info().rss)
+
+
+def threads_of(process: psutil.Process) -> int:
+    return int(process.num_threads())
+
+
+def cpu_of(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 @dataclass(eq=False)
@@ -77,15 +93,14 @@ class Watch:
             if self.process is None:
                 self.process = psutil.Process(self.pid)
             with self.process.oneshot():
-                rss = self.process.memory_info().rss
-                threads = self.process.num_threads()
-                times = self.process.cpu_times()
+                rss = memory_of(self.process)
+                threads = threads_of(self.process)
+                cpu = cpu_of(self.process)
         except psutil.NoSuchProcess:
             return
-        except psutil.Error as exc:
+        except (psutil.Error, OSError, NotImplementedError) as exc:
             self.unmeasurable = f"{type(exc).__name__}"
             return
-        cpu = times.user + times.system
         self.last_cpu = cpu
         self.peak_rss = max(self.peak_rss, rss)
         verdict: PydenoError | None = None
@@ -125,6 +140,27 @@ class Watch:
         with self._lock:
             self.released = True
 
+    def unmeasurable_limits(self) -> list[str]:
+        """The limits set on this worker that the monitor cannot read what they bound for
+        (memory, CPU time, threads): psutil is refused, or this system has no such counter."""
+        checks: list[tuple[str, object, Callable[[psutil.Process], float]]] = [
+            ("max_memory", self.max_memory, memory_of),
+            ("cpu_limit", self.cpu_limit, cpu_of),
+            ("max_threads", self.max_threads, threads_of),
+        ]
+        failed: list[str] = []
+        for name, limit, read in checks:
+            if limit is None:
+                continue
+            try:
+                read(self.process or psutil.Process(self.pid))
+            except psutil.NoSuchProcess:
+                return failed  # it died: the driver will report that instead
+            except (psutil.Error, OSError, NotImplementedError) as exc:
+                self.unmeasurable = type(exc).__name__
+                failed.append(name)
+        return failed
+
     def command_started(self) -> None:
         """Start charging CPU to a command; read now so the baseline is exact."""
         if self.cpu_limit is None:
@@ -132,9 +168,8 @@ class Watch:
         try:
             if self.process is None:
                 self.process = psutil.Process(self.pid)
-            times = self.process.cpu_times()
-            self.command_cpu_start = times.user + times.system
-        except psutil.Error:
+            self.command_cpu_start = cpu_of(self.process)
+        except (psutil.Error, OSError, NotImplementedError):
             self.command_cpu_start = self.last_cpu
 
     def command_finished(self) -> None:

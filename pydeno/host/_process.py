@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
+import marshal
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -20,14 +23,34 @@ import sys
 import tempfile
 import threading
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
 
 from .._errors import WorkerCrashed
+from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
 from ._wire import clean_text
 
-__all__ = ["WorkerConfig", "WorkerProcess", "find_deno", "worker_entry"]
+__all__ = ["SANDBOX_MODES", "SandboxMode", "WorkerConfig", "WorkerProcess", "find_deno", "worker_entry"]
+
+SandboxMode = Literal["require", "best_effort", "off"]
+SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("require", "best_effort", "off")
+
+# Test seam, not public API: layers the launcher treats as refused by the kernel
+# ({layer: reason}), so tests can run "require" and "best_effort" on a simulated kernel.
+SIMULATED_MISSING: dict[str, str] = {}
+# Test seam too: layers the launcher skips without reporting them, as a kernel that accepts a
+# layer without enforcing it would; the self-test must catch what they let through.
+SIMULATED_SILENT: set[str] = set()
+# The port the self-test tries to connect to on 127.0.0.1: reaching it, or being refused by
+# a live network stack, is a breach; only a refusal to create or route the socket is not.
+SELFTEST_PORT: Final = 9
+# The worker exits with this code, after a line starting with WORKER_PREFIX on stderr, when a
+# permission granted for the self-test is still granted after it revoked them all.
+EXIT_PERMISSION_KEPT: Final = 72
+WORKER_PREFIX: Final = "pydeno worker: "
 
 STDERR_RING_BYTES: Final = 8192
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -66,6 +89,7 @@ class WorkerConfig:
     max_inflight_host_calls: int = 32
     max_console_bytes: int = 1 << 20
     max_console_chars: int = 16 * 1024
+    sandbox: SandboxMode = "require"
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
@@ -77,7 +101,10 @@ class WorkerConfig:
             flags.append("--jitless")
         return ",".join(flags)
 
-    def argv(self, deno: str, entry: Path) -> list[str]:
+    def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
+        """deno's command line. With ``selftest`` (what the sandbox self-test probes), deno
+        starts with the permissions the probes need, so that each meets the OS layers rather
+        than Deno's own checks; the worker revokes them all before it reports ready."""
         settings = json.dumps(
             {
                 "max_message_bytes": self.max_message_bytes,
@@ -85,8 +112,10 @@ class WorkerConfig:
                 "max_console_chars": self.max_console_chars,
                 "max_inflight_host_calls": self.max_inflight_host_calls,
                 "max_console_bytes": self.max_console_bytes,
+                "selftest": selftest,
             }
         )
+        grants = ["--allow-read", "--allow-write", "--allow-net", "--allow-run", "--allow-env"] if selftest else []
         return [
             deno,
             "run",
@@ -99,6 +128,7 @@ class WorkerConfig:
             # Only the inspector, for REPL-mode evaluation; the worker revokes it before
             # it reads the first command.
             "--allow-sys=inspector",
+            *grants,
             *([f"--v8-flags={flags}"] if (flags := self.v8_flags()) else []),
             str(entry),
             settings,
@@ -113,8 +143,17 @@ def _last_line(data: bytes) -> str:
     return clean_text(lines[-1])[:500] if lines else ""
 
 
-_cache_lock = threading.Lock()
-_warm_cache: Path | None = None
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """Where a confined worker finds deno, its entry module and its warm transpile cache."""
+
+    deno: str
+    entry: Path
+    cache: Path
+
+
+_stage_lock = threading.Lock()
+_staged: dict[tuple[str, Path], Staged] = {}
 
 
 def _private_dir(path: Path) -> bool:
@@ -126,24 +165,67 @@ def _private_dir(path: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-def transpile_cache(deno: str, entry: Path) -> Path:
-    """A deno cache directory holding the worker already transpiled, readable by anyone.
+def reachable_by_others(path: str, mode: int) -> bool:
+    """Whether a user with no relation to the owner (the worker after the privilege drop) can
+    search every directory down to path and has ``mode`` (S_IROTH, S_IXOTH) on it."""
+    real = Path(os.path.realpath(path))
+    try:
+        if not real.stat().st_mode & mode:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
 
-    A confined worker can write nowhere, and deno retries a cache write it is refused with
-    a growing backoff (hundreds of ms at start-up); given a warm cache it writes nothing.
-    The directory is this user's own and writable by no one else, so no other user can
-    plant code in it; it is warmed once per process.
+
+def _install_copy(source: Path, target: Path, mode: int) -> None:
+    """Copy source to target (a hard link when the filesystem allows), atomically: another
+    process may be staging the same file at the same time."""
+    if target.exists():
+        return
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        os.link(source, temporary)
+    except OSError:
+        shutil.copyfile(source, temporary)
+        temporary.chmod(mode)
+    os.replace(temporary, target)
+
+
+def stage(deno: str, entry: Path) -> Staged:
+    """Deno, the worker and a warm transpile cache, all where the confined worker can read them.
+
+    The base is ``$TMP/pydeno-<uid>``, this user's own and writable by no one else (else a
+    fresh private directory), so no other user can plant code in it. A worker that will run
+    as another user (the host is root) cannot reach files under a directory only root may
+    search, such as ``/root``: those are copied (or hard-linked) into the base. The cache
+    matters for speed: a confined worker can write nowhere, and deno retries a refused cache
+    write with a growing backoff (hundreds of ms at start-up). Done once per process.
     """
-    global _warm_cache
-    with _cache_lock:
-        if _warm_cache is not None:
-            return _warm_cache
+    key = (deno, entry)
+    with _stage_lock:
+        if key in _staged:
+            return _staged[key]
         base = Path(tempfile.gettempdir()) / f"pydeno-{os.getuid()}"
         with contextlib.suppress(FileExistsError):
             base.mkdir(mode=0o755)
         if not _private_dir(base):
             base = Path(tempfile.mkdtemp(prefix="pydeno-"))
-            base.chmod(0o755)
+        base.chmod(0o755)
+        drops = os.geteuid() == 0
+        if drops and not reachable_by_others(deno, stat.S_IXOTH):
+            info = os.stat(deno)
+            target = base / f"deno-{info.st_size}-{info.st_mtime_ns}"
+            _install_copy(Path(deno), target, 0o755)
+            deno = str(target)
+        if drops and not reachable_by_others(str(entry), stat.S_IROTH):
+            sources = sorted(entry.parent.glob("*.ts"))
+            digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
+            folder = base / f"worker-{digest}"
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir(mode=0o755)
+            for source in sources:
+                _install_copy(source, folder / source.name, 0o644)
+            entry = folder / entry.name
         cache = base / "deno-dir"
         subprocess.run(
             [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
@@ -153,43 +235,149 @@ def transpile_cache(deno: str, entry: Path) -> Path:
             capture_output=True,
             timeout=60,
         )
-        _warm_cache = cache
-        return cache
+        _staged[key] = Staged(deno, entry, cache)
+        return _staged[key]
+
+
+def _library_dirs() -> list[str]:
+    """The directories holding the C libraries deno links against (resolved: on merged-/usr
+    systems /lib is a link into /usr/lib)."""
+    found: list[str] = []
+    for candidate in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
+        if os.path.exists(os.path.join(candidate, "libc.so.6")):
+            real = os.path.realpath(candidate)
+            if real not in found:
+                found.append(real)
+    return found
+
+
+def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
+    """What the self-test tries to reach: host files and directories (among them this very
+    module's), the temporary directory, the transpile cache and the worker's own
+    files for writing, 127.0.0.1, and the exact environment the worker should have."""
+    return {
+        # Not /proc/<host>/...: Deno refuses those itself, so they would never meet the OS.
+        "read": ["/etc/passwd", os.path.realpath(__file__), os.path.realpath(sys.executable)],
+        "list": ["/", os.path.dirname(os.path.realpath(__file__))],
+        "write": [tempfile.gettempdir(), str(cache), worker_dir],
+        # deno itself adds the last two, pointing PATH at its node shims inside the cache.
+        "env": {"DENO_DIR": str(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
+        "port": SELFTEST_PORT,
+    }
 
 
 def sandboxed_command(config: WorkerConfig) -> list[str]:
-    """The worker's command line behind the sandbox launcher (pydeno/host/_launcher.py):
-    what Landlock leaves readable is deno's own directory, the system libraries, the
-    worker's files and its warm transpile cache; only deno and its ELF loader may be
-    executed."""
+    """The worker's command line behind the sandbox launcher (pydeno/host/_launcher.py).
+
+    What Landlock leaves readable: the C library directories, the worker's files, its warm
+    transpile cache and its own /proc entry; deno and the ELF loader may also be executed.
+    Nothing is writable. The worker's self-test probes :func:`selftest_targets`.
+    """
     deno = os.path.realpath(find_deno())
-    entry = worker_entry()
-    cache = transpile_cache(deno, entry)
+    if not os.access(deno, os.X_OK):
+        # The launcher would only fail later at execve; say it now, as a direct start does.
+        if os.path.exists(deno):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), deno)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), deno)
+    staged = stage(deno, worker_entry())
+    deno, entry, cache = staged.deno, staged.entry, staged.cache
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    worker_dir = str(entry.parent.resolve())
     spec = {
         "parent": os.getpid(),
+        "mode": config.sandbox,
         # /proc/self: deno reads its own memory map; only the worker's own entries.
-        "read": [
-            os.path.dirname(deno),
-            "/usr",
-            "/lib",
-            "/lib64",
-            str(entry.parent.resolve()),
-            str(cache),
-            "/proc/self",
-        ],
+        "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
         "execute": [deno, loader],
         "env": {"DENO_DIR": str(cache)},
-        "argv": config.argv(deno, entry),
+        "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
+        "simulate": dict(SIMULATED_MISSING),
+        "silent": sorted(SIMULATED_SILENT),
     }
     launcher = Path(__file__).resolve().with_name("_launcher.py")
-    return [sys.executable, "-I", str(launcher), json.dumps(spec)]
+    return [sys.executable, "-I", "-S", str(launcher), marshal.dumps(spec).hex()]
 
 
 def worker_command(config: WorkerConfig) -> list[str]:
     """The command line that starts a worker. Tests replace this function to start hostile
     fake workers instead; the public API has no such switch."""
-    return config.argv(find_deno(), worker_entry())
+    if config.sandbox == "off":
+        return config.argv(find_deno(), worker_entry())
+    return sandboxed_command(config)
+
+
+class _Spawner:
+    """Starts workers from one long-lived thread, which outlives every worker it started.
+
+    A sandboxed worker's parent-death signal fires when the *thread* that forked it exits, not
+    the process: a runtime created in a short-lived thread would lose its worker the moment
+    that thread ended. So every worker is forked here, and this thread exits only once no
+    worker it started is alive (and starts again with the next one).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[Callable[[], subprocess.Popen[bytes]], Future[subprocess.Popen[bytes]]]] = deque()
+        self._live = 0
+        self._thread: threading.Thread | None = None
+
+    def spawn(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        future: Future[subprocess.Popen[bytes]] = Future()
+        with self._cond:
+            self._live += 1
+            self._queue.append((start, future))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pydeno-spawner", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        try:
+            return future.result()
+        except BaseException:
+            if not future.cancel():
+                # It failed, or the caller was interrupted while the thread was starting it: a
+                # process that got started has no other owner, so wait for it and reap it.
+                with contextlib.suppress(BaseException):
+                    _reap(future.result())
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """One worker this spawner started is gone."""
+        with self._cond:
+            self._live -= 1
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and self._live > 0:
+                    self._cond.wait()
+                if not self._queue:
+                    self._thread = None
+                    return
+                start, future = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                future.set_exception(exc)
+
+
+def _reap(popen: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        popen.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=10)
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+_spawner = _Spawner()
 
 
 class WorkerProcess:
@@ -199,16 +387,18 @@ class WorkerProcess:
         self.config = config
         try:
             command = worker_command(config)
-            self.popen = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env={},
-                cwd="/",
-                close_fds=True,
-                start_new_session=True,
-                bufsize=0,
+            self.popen = _spawner.spawn(
+                lambda: subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env={},
+                    cwd="/",
+                    close_fds=True,
+                    start_new_session=True,
+                    bufsize=0,
+                )
             )
         except OSError as exc:
             raise WorkerCrashed(f"worker failed to start: {_os_error_text(exc)}") from exc
@@ -301,6 +491,34 @@ class WorkerProcess:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+        _spawner.release()
+
+    # -- the launcher's reports --------------------------------------------------------
+    def _launcher_lines(self) -> list[str]:
+        # Only lines from before deno ran: the launcher writes them before its execve, and
+        # nothing else in the worker writes that prefix before the handshake.
+        text = self.stderr_tail().decode("utf-8", "replace")
+        return [clean_text(line)[:300] for line in text.splitlines() if line.startswith(PREFIX)]
+
+    def sandbox_refusal(self) -> str | None:
+        """``<layer> is unavailable: <why>`` if the launcher refused to start (sandbox="require")."""
+        if self.popen.poll() != EXIT_UNAVAILABLE:
+            return None
+        refusals = [line for line in self._launcher_lines() if not line.startswith(SKIPPED)]
+        return refusals[-1][len(PREFIX) :] if refusals else None
+
+    def permission_kept(self) -> str | None:
+        """What the worker reported when it exited because a Deno permission granted for the
+        self-test could not be revoked."""
+        if self.popen.poll() != EXIT_PERMISSION_KEPT:
+            return None
+        text = self.stderr_tail().decode("utf-8", "replace")
+        lines = [line for line in text.splitlines() if line.startswith(WORKER_PREFIX)]
+        return clean_text(lines[-1][len(WORKER_PREFIX) :])[:300] if lines else "a granted permission was not revoked"
+
+    def sandbox_skipped(self) -> list[str]:
+        """``<layer> is unavailable: <why>`` for each layer skipped under sandbox="best_effort"."""
+        return [line[len(SKIPPED) :] for line in self._launcher_lines() if line.startswith(SKIPPED)]
 
     def death_message(self, prefix: str) -> str:
         """``prefix (how it ended): last stderr line``; the worker's text only ever follows."""

@@ -40,12 +40,14 @@ import msgpack
 from .._errors import JavaScriptError
 from .._values import Codec, ValueRefused
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
 
 W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_TERMINATED = 0, 1, 2, 3, 4, 5
 H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND, H_TERMINATE = 1, 2, 3, 4, 5, 6
 
 CONSOLE_LEVELS: Final = frozenset({"log", "info", "debug", "warn", "error"})
+# The self-test has a dozen probes; a longer list in the handshake is not one it wrote.
+MAX_BREACHES: Final = 32
 
 _HEADER = struct.Struct(">I")
 # Control characters other than tab and newline are stripped from guest text, so console
@@ -81,6 +83,9 @@ class Hello:
     protocol: int
     deno_version: str
     v8_version: str
+    # What got through the sandbox self-test (empty when it passed or did not run). Written
+    # before any guest code ran, so the host may act on it.
+    breaches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,12 +261,24 @@ class Connection:
             return Console(item[1], clean_text(item[2]))
         if kind == W_TERMINATED and n == 1:
             return Terminated()
-        if kind == W_HELLO and n == 4 and self.hello is None and type(item[1]) is int:
+        if kind == W_HELLO and n == 5 and self.hello is None and type(item[1]) is int:
             if item[1] != PROTOCOL_VERSION:
                 raise ProtocolError(f"protocol version {item[1]!r}, expected {PROTOCOL_VERSION}", malformed=False)
-            if type(item[2]) is not str or type(item[3]) is not str:
+            breaches = item[4]
+            if (
+                type(item[2]) is not str
+                or type(item[3]) is not str
+                or type(breaches) is not list
+                or len(breaches) > MAX_BREACHES
+                or not all(type(x) is str for x in breaches)
+            ):
                 raise ProtocolError("a malformed handshake", malformed=False)
-            self.hello = Hello(item[1], clean_text(item[2])[:64], clean_text(item[3])[:64])
+            self.hello = Hello(
+                item[1],
+                clean_text(item[2])[:64],
+                clean_text(item[3])[:64],
+                tuple(clean_text(x)[:200] for x in breaches),
+            )
             return self.hello
         raise ProtocolError(f"unexpected frame of kind {kind!r} with {n} items", malformed=False)
 

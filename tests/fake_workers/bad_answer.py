@@ -82,7 +82,7 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "result_wrong_arity": lambda rid: frame(pack([W_RESULT, rid])),
     "result_id_not_int": lambda rid: frame(pack([W_RESULT, str(rid), 1])),
     "error_not_strings": lambda rid: frame(pack([W_ERROR, rid, "Error", 42, ""])),
-    "second_hello": lambda rid: frame(pack([0, 1, "2.0.0", "13.0"])),
+    "second_hello": lambda rid: frame(pack([0, 2, "2.0.0", "13.0", []])),
     "console_bad_level": lambda rid: frame(pack([W_CONSOLE, "shout", "hi"])),
     "console_unhashable_level": lambda rid: frame(pack([W_CONSOLE, ["log"], "hi"])),
     "console_text_not_str": lambda rid: frame(pack([W_CONSOLE, "log", b"bytes"])),

@@ -1,13 +1,20 @@
-"""The sandbox launcher starts the real worker confined by every OS layer (not yet wired to
-a runtime option: that arrives with the sandbox= switch)."""
+"""host/_launcher and host/_process: the launcher starts the real worker confined by every OS
+layer (sandbox="require", the default), from files staged where the confined worker can
+read them."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 import pydeno
@@ -20,8 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def confined(monkeypatch: pytest.MonkeyPatch) -> Iterator[pydeno.Runtime]:
-    monkeypatch.setattr(_process, "worker_command", _process.sandboxed_command)
+def confined() -> Iterator[pydeno.Runtime]:
     with pydeno.Runtime() as rt:
         yield rt
 
@@ -54,8 +60,8 @@ def test_the_confined_worker_has_its_own_network_namespace(confined: pydeno.Runt
     assert os.readlink(f"/proc/{process.pid}/ns/net") != os.readlink("/proc/self/ns/net")
 
 
-def test_a_plain_worker_has_none_of_these_layers() -> None:
-    with pydeno.Runtime() as rt:
+def test_a_worker_with_sandbox_off_has_none_of_these_layers() -> None:
+    with pydeno.Runtime(sandbox="off") as rt:
         status = _status(rt)
         process = rt._core.process
         assert process is not None
@@ -63,8 +69,12 @@ def test_a_plain_worker_has_none_of_these_layers() -> None:
         assert os.readlink(f"/proc/{process.pid}/ns/net") == os.readlink("/proc/self/ns/net")
 
 
+def _stage() -> _process.Staged:
+    return _process.stage(os.path.realpath(_process.find_deno()), _process.worker_entry())
+
+
 def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
-    cache = _process.transpile_cache(os.path.realpath(_process.find_deno()), _process.worker_entry())
+    cache = _stage().cache
     base = cache.parent
     info = base.lstat()
     assert info.st_uid == os.getuid()
@@ -73,13 +83,60 @@ def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker(
     assert any(cache.rglob("main.ts*"))
 
 
-def test_a_transpile_cache_dir_someone_else_can_write_is_not_used(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_cache_dir_someone_else_can_write_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     planted = tmp_path / f"pydeno-{os.getuid()}"
     planted.mkdir(mode=0o777)
     planted.chmod(0o777)
     monkeypatch.setattr(_process.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(_process, "_warm_cache", None)
-    cache = _process.transpile_cache(os.path.realpath(_process.find_deno()), _process.worker_entry())
+    monkeypatch.setattr(_process, "_staged", {})
+    cache = _stage().cache
     assert planted not in cache.parents
+    shutil.rmtree(cache.parent)
+
+
+def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # tmp_path lies under a directory only root may search, like /root: the unprivileged
+    # worker could not open its own entry module there.
+    hidden = tmp_path / "hidden"
+    shutil.copytree(_process.worker_entry().parent, hidden)
+    hidden.chmod(0o700)
+    monkeypatch.setattr(_process, "worker_entry", lambda: hidden / "main.ts")
+    assert not _process.reachable_by_others(str(hidden / "main.ts"), stat.S_IROTH)
+    with pydeno.Runtime() as rt:
+        assert rt.eval("[1, 2].map((x) => x * 5)") == [5, 10]
+    staged = _process.stage(os.path.realpath(_process.find_deno()), hidden / "main.ts")
+    assert staged.entry.parent.name.startswith("worker-")
+    assert _process.reachable_by_others(str(staged.entry), stat.S_IROTH)
+    assert (staged.entry.parent / "codec.ts").read_bytes() == (hidden / "codec.ts").read_bytes()
+
+
+def test_a_runtime_made_in_a_thread_that_then_ends_keeps_its_worker() -> None:
+    # The parent-death signal follows the thread that forked the worker, not the process.
+    made: list[pydeno.Runtime] = []
+    maker = threading.Thread(target=lambda: made.append(pydeno.Runtime()))
+    maker.start()
+    maker.join()
+    time.sleep(0.2)
+    with made[0] as rt:
+        assert rt.eval("6 * 7") == 42
+
+
+def test_a_busy_worker_dies_with_its_host() -> None:
+    # Busy in a loop, the worker never reads the closed pipe: only the parent-death signal
+    # can end it.
+    script = (
+        "import os, threading, time, pydeno\n"
+        "rt = pydeno.Runtime(timeout=None)\n"
+        "print(rt._core.process.pid, flush=True)\n"
+        "threading.Thread(target=rt.eval, args=('for (;;) {}',), daemon=True).start()\n"
+        "time.sleep(0.3)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    pid = int(result.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
+        time.sleep(0.05)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 
 import pydeno
@@ -75,12 +77,21 @@ def test_the_v8_heap_is_sized_from_max_memory(max_memory: int, jitless: bool, ex
     assert expected in _config(max_memory=max_memory, jitless=jitless).argv("deno", Path("/w/main.ts"))
 
 
-def test_the_worker_runs_with_an_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("sandbox", "expected"),
+    [("off", set()), ("best_effort", {b"DENO_DIR"}), ("require", {b"DENO_DIR"})],
+)
+def test_the_worker_gets_none_of_the_host_environment(
+    monkeypatch: pytest.MonkeyPatch, sandbox: Any, expected: set[bytes]
+) -> None:
+    # Confined, it gets only its read-only transpile cache's location.
     monkeypatch.setenv("PYDENO_TEST_SECRET", "hunter2")
-    with pydeno.Runtime() as rt:
+    with pydeno.Runtime(sandbox=sandbox) as rt:
         process = rt._core.process
         assert process is not None
-        assert Path(f"/proc/{process.pid}/environ").read_bytes() == b""
+        entries = [e for e in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0") if e]
+        assert {e.partition(b"=")[0] for e in entries} == expected
+        assert not any(b"hunter2" in e for e in entries)
 
 
 def test_the_worker_runs_in_its_own_session() -> None:

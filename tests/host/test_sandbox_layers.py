@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 # Everything the probes use is imported before any layer is applied: once privileges are
 # dropped or Landlock is on, the interpreter may no longer read its own stdlib.
 PRELUDE = """
-import ctypes, errno, json, os, socket, sys, threading
+import ctypes, errno, json, os, signal, socket, sys, threading
 from pydeno.host import _layers as L
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -311,25 +311,30 @@ print(json.dumps({
     "clone3": c_outcome(libc.syscall(435, 0, 0)),
     "thread": outcome(thread),
     "fork": outcome(fork),
+    # A missing file: without the filter the kernel says ENOENT, so nothing is ever replaced.
+    "execve": c_outcome(libc.execve(b"/nonexistent/pydeno", None, None)),
+    "execveat": c_outcome(libc.syscall(322, -100, b"/nonexistent/pydeno", 0, 0, 0)),
+    "kill_parent": outcome(lambda: os.kill(os.getppid(), 0)),
+    "kill_self": outcome(lambda: os.kill(os.getpid(), 0)),
+    "tgkill_self": outcome(lambda: signal.pthread_kill(threading.get_ident(), 0)),
     "ptrace": traceme(),
 }))
 """
 
 
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
-def test_seccomp_refuses_the_kernel_attack_surface_but_not_threads_or_unix_sockets(layered: bool) -> None:
+def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_but_not_threads(layered: bool) -> None:
     # The namespaces come first so that the unfiltered run's mount stays in a private tree.
     layers = "L.unshare_namespaces()\n" + ("L.set_no_new_privs()\nL.install_seccomp_filter()\n" if layered else "")
     result = run_child(layers, SECCOMP_PROBE)
-    allowed = {"unix_socketpair": "ok", "thread": "ok", "fork": "ok"}
+    allowed = {"unix_socketpair": "ok", "thread": "ok", "kill_self": "ok", "tgkill_self": "ok"}
+    guarded = ["ptrace", "mount", "unshare", "inet_socket", "inet6_socket", "clone_new_user", "fork", "kill_parent"]
     if layered:
-        refused = dict.fromkeys(
-            ["ptrace", "mount", "unshare", "inet_socket", "inet6_socket", "clone_new_user"], "EPERM"
-        )
-        assert result == {**refused, "clone3": "ENOSYS", **allowed}
+        refused = {**dict.fromkeys(guarded, "EPERM"), "execve": "EPERM", "execveat": "EPERM", "clone3": "ENOSYS"}
+        assert result == {**refused, **allowed}
     else:
-        opened = dict.fromkeys(["ptrace", "mount", "unshare", "inet_socket", "inet6_socket", "clone_new_user"], "ok")
-        assert result == {**opened, "clone3": "EINVAL", **allowed}
+        opened = {**dict.fromkeys(guarded, "ok"), "execve": "ENOENT", "execveat": "ENOENT", "clone3": "EINVAL"}
+        assert result == {**opened, **allowed}
 
 
 def test_seccomp_refuses_x32_syscall_numbers() -> None:
@@ -390,8 +395,7 @@ L.set_no_new_privs()
 reads = [os.path.dirname(deno), sys.prefix, "/usr", "/lib", "/lib64", "/etc", "/proc", "/dev", sys.argv[3]]
 # The ELF interpreter is opened for execution too, so Landlock must grant it EXECUTE.
 L.restrict_filesystem(reads, [deno, loader])
-L.install_seccomp_filter()
-os.execve(deno, ["deno", "eval", "console.log(1+1)"], {})
+L.exec_confined([deno, "eval", "console.log(1+1)"], {})
 """
 
 

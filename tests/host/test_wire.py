@@ -25,7 +25,7 @@ from pydeno.host._wire import (
 )
 
 MiB = 2**20
-HELLO = [0, 1, "2.0.0", "13.0"]
+HELLO = [0, 2, "2.0.0", "13.0", []]
 
 
 def pack(value: Any) -> bytes:
@@ -78,7 +78,7 @@ def _conversation() -> tuple[Connection, bytes]:
 
 
 EXPECTED_EVENTS = [
-    Hello(1, "2.0.0", "13.0"),
+    Hello(2, "2.0.0", "13.0"),
     Console("log", "hi[0m"),
     Completed(1),
     Completed(2),
@@ -138,7 +138,7 @@ def test_a_long_stream_of_large_frames_parses_in_any_chunking() -> None:
         for start in range(0, len(stream), size):
             conn.feed(stream[start : start + size])
             seen.extend(events(conn))
-        assert seen == [Hello(1, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
+        assert seen == [Hello(2, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
 
 
 def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
@@ -148,7 +148,7 @@ def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
         conn.feed(data[:end])
         assert conn.next_event() is None
         conn.feed(data[end:])
-        assert conn.next_event() == Hello(1, "2.0.0", "13.0")
+        assert conn.next_event() == Hello(2, "2.0.0", "13.0")
 
 
 # -- refused shapes ----------------------------------------------------------------------------
@@ -199,7 +199,7 @@ REFUSED_AFTER_HANDSHAKE = [
     pytest.param(wire([4, "trace", "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-level"),
     pytest.param(wire([4, ["log"], "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-list-level"),
     pytest.param(wire([4, {"a": 1}, "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-map-level"),
-    pytest.param(wire(HELLO), False, "unexpected frame of kind 0 with 4 items", id="second-hello"),
+    pytest.param(wire(HELLO), False, "unexpected frame of kind 0 with 5 items", id="second-hello"),
     pytest.param(wire([1, 99, None]), False, "an answer to request 99, which is not pending", id="unknown-result"),
     pytest.param(wire([2, 99, "E", "m", ""]), False, "an answer to request 99, which is not pending", id="unknown-err"),
     pytest.param(wire([3, 1, "g", []]), False, "host call to 'g', which was never bound", id="unbound-call"),
@@ -220,12 +220,15 @@ def test_a_refused_frame_after_the_handshake_raises_protocol_error(data: bytes, 
 
 
 REFUSED_HANDSHAKES = [
-    pytest.param([0, 2, "2.0.0", "13.0"], "protocol version 2, expected 1", id="protocol-2"),
-    pytest.param([0, 0, "2.0.0", "13.0"], "protocol version 0, expected 1", id="protocol-0"),
-    pytest.param([0, 1, "2.0.0", None], "a malformed handshake", id="v8-none"),
-    pytest.param([0, 1, b"2.0.0", "13.0"], "a malformed handshake", id="deno-bytes"),
-    pytest.param([0, "1", "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="protocol-str"),
-    pytest.param([0, 1, "2.0.0"], "unexpected frame of kind 0 with 3 items", id="short"),
+    pytest.param([0, 3, "2.0.0", "13.0", []], "protocol version 3, expected 2", id="protocol-3"),
+    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 2", id="protocol-1"),
+    pytest.param([0, 2, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
+    pytest.param([0, 2, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
+    pytest.param([0, 2, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
+    pytest.param([0, 2, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
+    pytest.param([0, 2, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
+    pytest.param([0, "2", "2.0.0", "13.0", []], "unexpected frame of kind 0 with 5 items", id="protocol-str"),
+    pytest.param([0, 2, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
     pytest.param([1, 1, None], "the first frame was not a handshake", id="result-first"),
     pytest.param([4, "log", "hello"], "the first frame was not a handshake", id="console-first"),
     pytest.param([3, 1, "f", []], "the first frame was not a handshake", id="hostcall-first"),
@@ -362,11 +365,11 @@ def test_console_text_and_guest_errors_arrive_cleaned() -> None:
     assert (info.value.name, info.value.message, info.value.stack) == ("TypeError", "mn", "st\n")
 
 
-def test_the_handshake_versions_are_cleaned_and_capped() -> None:
+def test_the_handshake_versions_and_breaches_are_cleaned_and_capped() -> None:
     conn = connection()
-    conn.feed(wire([0, 1, "\x1b[1m" + "9" * 100, "13.0\r\n"]))
+    conn.feed(wire([0, 2, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
     hello = conn.next_event()
-    assert hello == Hello(1, "[1m" + "9" * 61, "13.0\n")
+    assert hello == Hello(2, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
     assert conn.hello == hello
 
 
