@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _process
+from pydeno.host import _monitor, _process
 
 FakeWorker = Callable[..., None]
 MiB = 2**20
@@ -157,6 +158,26 @@ def deno_missing(env: Env) -> BaseException:
     exc = failure(pydeno.Runtime)
     assert isinstance(exc.__cause__, FileNotFoundError)
     return exc
+
+
+def layer_missing(env: Env) -> BaseException:
+    # A simulated kernel without Landlock (the launcher's private test switch).
+    env.monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", "landlock_create_ruleset failed: ENOSYS")
+    return failure(pydeno.Runtime)
+
+
+def selftest_breach(env: Env) -> BaseException:
+    # A kernel that takes the Landlock rules without enforcing them: the self-test reads host files.
+    env.monkeypatch.setattr(_process, "SIMULATED_SILENT", {"landlock"})
+    return failure(pydeno.Runtime)
+
+
+def memory_unreadable(env: Env) -> BaseException:
+    def refused(process: psutil.Process) -> int:
+        raise psutil.AccessDenied(process.pid)
+
+    env.monkeypatch.setattr(_monitor, "memory_of", refused)
+    return failure(pydeno.Runtime)
 
 
 def closed_runtime(env: Env) -> BaseException:
@@ -420,6 +441,35 @@ TABLE = [
         ),
         id="deno_unavailable: PYDENO_DENO names a missing file",
     ),
+    pytest.param(
+        Case(
+            "sandbox_unavailable",
+            pydeno.WorkerCrashed,
+            layer_missing,
+            r"worker failed to start: an OS sandbox is required but landlock is unavailable: "
+            r"landlock_create_ruleset failed: ENOSYS",
+        ),
+        id="sandbox_unavailable: a kernel without Landlock",
+    ),
+    pytest.param(
+        Case(
+            "sandbox_unavailable",
+            pydeno.WorkerCrashed,
+            selftest_breach,
+            r"worker failed to start: sandbox self-test failed: read /etc/passwd; .*",
+        ),
+        id="sandbox_unavailable: the self-test reads a host file",
+    ),
+    pytest.param(
+        Case(
+            "limits_unmeasurable",
+            pydeno.WorkerCrashed,
+            memory_unreadable,
+            r"max_memory cannot be enforced on this system \(the worker's resource usage cannot be read\) "
+            r"and sandbox='require' demands every protection",
+        ),
+        id="limits_unmeasurable: psutil is refused the worker's memory",
+    ),
     pytest.param(Case("closed", RuntimeError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"),
     pytest.param(
         Case("closed", RuntimeError, closed_function, "Function has been closed"), id="closed: a closed JsFunction"
@@ -442,11 +492,9 @@ TABLE = [
 ]
 
 # Kinds whose feature does not exist in this codebase yet, so nothing can produce them end
-# to end: they arrive with the OS-sandbox work (sandbox_unavailable, limits_unmeasurable)
-# and the agent-journal work (journal_invalid, replay_divergence, snapshot_invalid).
+# to end: they arrive with the agent-journal work (journal_invalid, replay_divergence,
+# snapshot_invalid).
 NOT_YET_PRODUCIBLE = {
-    "sandbox_unavailable",
-    "limits_unmeasurable",
     "journal_invalid",
     "replay_divergence",
     "snapshot_invalid",
