@@ -3,8 +3,8 @@
 Each ``apply``-style function confines the *current* process and is meant to run in a
 single-threaded child between fork and exec (a launcher, never ``preexec_fn`` in the threaded
 host). A layer the kernel refuses raises :class:`LayerUnavailable` with the errno name, so the
-caller decides whether running without it is acceptable. :func:`status` probes what this
-machine offers without confining the calling process.
+caller decides whether running without it is acceptable. What a machine offers is reported
+by :func:`pydeno.sandbox_status`, from a real worker.
 
 Only Linux on x86_64 is supported: the syscall numbers, the seccomp audit arch and the
 struct layouts below are that ABI's, and other arches raise rather than guess.
@@ -33,7 +33,6 @@ __all__ = [
     "restrict_filesystem",
     "set_no_new_privs",
     "set_parent_death_signal",
-    "status",
     "unshare_namespaces",
 ]
 
@@ -603,63 +602,6 @@ def exec_confined(argv: Sequence[str], env: dict[str, str], *, seccomp: bool = T
     _libc.execve(path, args, envp)
     code = ctypes.get_errno()
     raise OSError(code, os.strerror(code), argv[0])
-
-
-# --- 7. status --------------------------------------------------------------------------------
-
-
-def _probe_in_child(attempt: int) -> str | None:
-    """Run ``unshare(attempt)`` in a forked child; None on success, else the errno name.
-
-    Forking keeps the caller's namespaces untouched. The child only makes raw syscalls and
-    leaves through os._exit, so forking from a threaded caller is safe enough here.
-    """
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        needs_user_ns = os.geteuid() != 0
-        failed = (needs_user_ns and _libc.unshare(CLONE_NEWUSER) != 0) or _libc.unshare(attempt) != 0
-        os._exit(min(ctypes.get_errno(), 255) if failed else 0)
-    _, wait_status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(wait_status)
-    return None if code == 0 else errno.errorcode.get(code, str(code))
-
-
-def status() -> list[tuple[str, str, str]]:
-    """(layer, "available" | "missing", reason) for each layer; confines nothing."""
-    result: list[tuple[str, str, str]] = []
-
-    def report(layer: str, missing: str | None, ok: str) -> None:
-        result.append((layer, "missing", missing) if missing else (layer, "available", ok))
-
-    is_linux = _SYSTEM == "Linux"
-    not_linux = None if is_linux else "not Linux"
-    report("parent-death signal", not_linux, "prctl(PR_SET_PDEATHSIG)")
-    report("no_new_privs", not_linux, "prctl(PR_SET_NO_NEW_PRIVS)")
-
-    namespaces = not_linux or _probe_in_child(NAMESPACES)
-    report("namespaces", namespaces and f"unshare failed: {namespaces}", "unshare(NET|IPC|UTS|NS)")
-
-    root = os.geteuid() == 0
-    report("privilege drop", None if root else "not running as root", "running as root")
-
-    try:
-        abi = landlock_abi()
-        report("landlock", None, f"ABI {abi}")
-    except LayerUnavailable as exc:
-        report("landlock", exc.reason, "")
-
-    seccomp_missing: str | None = None
-    try:
-        _require_x86_64("seccomp")
-        with open("/proc/self/status", "rb") as handle:
-            if not any(line.startswith(b"Seccomp:") for line in handle):
-                seccomp_missing = "kernel built without CONFIG_SECCOMP"
-        if not seccomp_missing and _libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0:
-            seccomp_missing = _errno_reason("prctl(PR_GET_SECCOMP)")
-    except (LayerUnavailable, OSError) as exc:
-        seccomp_missing = str(exc)
-    report("seccomp", seccomp_missing, "seccomp filter mode")
-    return result
 
 
 # Keep struct packing honest: a wrong layout would hand the kernel garbage silently.

@@ -191,6 +191,22 @@ def _install_copy(source: Path, target: Path, mode: int) -> None:
     os.replace(temporary, target)
 
 
+def _no_web_storage(cache: Path) -> None:
+    """Make ``<DENO_DIR>/location_data`` a plain file, so that deno can never create the
+    directory where localStorage and the Cache API would keep a guest's data: otherwise,
+    where the worker may write (sandbox="off"), one guest could leave data on the host's disk,
+    without bound, for a later guest to read. Every use then fails inside the guest."""
+    cache.mkdir(mode=0o755, exist_ok=True)
+    blocker = cache / "location_data"
+    if blocker.is_dir() and not blocker.is_symlink():
+        shutil.rmtree(blocker)
+    elif blocker.is_symlink():
+        blocker.unlink()
+    if not blocker.exists():
+        blocker.write_bytes(b"")
+    blocker.chmod(0o444)
+
+
 def stage(deno: str, entry: Path) -> Staged:
     """Deno, the worker and a warm transpile cache, all where the confined worker can read them.
 
@@ -227,6 +243,7 @@ def stage(deno: str, entry: Path) -> Staged:
                 _install_copy(source, folder / source.name, 0o644)
             entry = folder / entry.name
         cache = base / "deno-dir"
+        _no_web_storage(cache)
         subprocess.run(
             [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
             env={"DENO_DIR": str(cache)},
@@ -302,8 +319,18 @@ def worker_command(config: WorkerConfig) -> list[str]:
     """The command line that starts a worker. Tests replace this function to start hostile
     fake workers instead; the public API has no such switch."""
     if config.sandbox == "off":
-        return config.argv(find_deno(), worker_entry())
+        staged = stage(os.path.realpath(find_deno()), worker_entry())
+        return config.argv(staged.deno, staged.entry)
     return sandboxed_command(config)
+
+
+def worker_environment(config: WorkerConfig) -> dict[str, str]:
+    """The environment the worker process starts with: nothing of the host's. With no OS
+    layers the one entry is DENO_DIR, so that deno keeps nothing in the host user's own cache
+    (the launcher sets it itself, after the layers)."""
+    if config.sandbox != "off":
+        return {}
+    return {"DENO_DIR": str(stage(os.path.realpath(find_deno()), worker_entry()).cache)}
 
 
 class _Spawner:
@@ -387,13 +414,14 @@ class WorkerProcess:
         self.config = config
         try:
             command = worker_command(config)
+            environment = worker_environment(config)
             self.popen = _spawner.spawn(
                 lambda: subprocess.Popen(
                     command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    env={},
+                    env=environment,
                     cwd="/",
                     close_fds=True,
                     start_new_session=True,
