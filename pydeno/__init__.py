@@ -6,6 +6,9 @@
 2
 """
 
+from ._agent import PausedToolCall
+from ._agent_sandbox import AgentSandbox
+from ._async_agent_sandbox import AsyncAgentSandbox
 from ._async_runtime import AsyncRuntime
 from ._errors import (
     JavaScriptError,
@@ -26,9 +29,12 @@ from ._retry import RetryPolicy, run_with_retry, run_with_retry_async
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
 from ._taxonomy import KINDS, ErrorInfo, classify_error
+from ._tools import ToolBridge
 from ._values import Undefined, undefined
 
 __all__ = [
+    "AgentSandbox",
+    "AsyncAgentSandbox",
     "AsyncRuntime",
     "ErrorInfo",
     "JavaScriptError",
@@ -36,6 +42,7 @@ __all__ = [
     "JsFunction",
     "KINDS",
     "LayerStatus",
+    "PausedToolCall",
     "PydenoError",
     "ReplayDivergence",
     "RetryPolicy",
@@ -45,6 +52,7 @@ __all__ = [
     "RuntimeTimeout",
     "SandboxStatus",
     "SnapshotAuthenticationError",
+    "ToolBridge",
     "ToolBudgetError",
     "ToolError",
     "ToolNotFoundError",

@@ -126,27 +126,64 @@ class AsyncRuntime:
             return await self._roundtrip(rid, data, timeout)
 
     async def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
-        core = self._core
-        command = core.begin(rid, timeout)
+        command = await self._begin(rid, data, timeout)
+        while (step := await self._advance(command)) is not None:
+            await self._call_host(command, *step)
+        return self._core.finish(command)
+
+    # The same steps as Runtime's (see there), awaited.
+    async def _begin(self, rid: int, data: bytes, timeout: float | None) -> Command:
+        command = self._core.begin(rid, timeout)
         try:
             await self._send(data, command)
-            outcomes = core.connection.outcomes
-            while rid not in outcomes:
-                await self._step(command)
         except BaseException as exc:
-            core.end(command)
-            # Cancelled or interrupted mid-command: the worker's state is unknown.
-            if not isinstance(exc, Exception):
-                core.interrupted()
+            self._core.abandon(command, exc)
             raise
-        return core.finish(command)
+        return command
 
-    async def _step(self, command: Command | None, startup_deadline: float = math.inf) -> None:
-        item = self._core.pump()
-        if item is NEED_DATA:
+    async def _advance(self, command: Command) -> tuple[HostCall, Callable[..., Any]] | None:
+        core = self._core
+        try:
+            while command.rid not in core.connection.outcomes:
+                item = core.pump()
+                if item is NEED_DATA:
+                    await self._receive(command, math.inf)
+                elif isinstance(item, HostCall):
+                    target = core.begin_host_call(item)
+                    if not isinstance(target, bytes):
+                        return item, target
+                    await self._send(target, command)
+        except BaseException as exc:
+            core.abandon(command, exc)
+            raise
+        return None
+
+    async def _answer(
+        self, command: Command, call: HostCall, result: Any = None, error: Exception | None = None
+    ) -> None:
+        try:
+            await self._send(self._core.finish_host_call(call, result, error), command)
+        except BaseException as exc:
+            self._core.abandon(command, exc)
+            raise
+
+    async def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
+        try:
+            result = target(*call.args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
+            await self._answer(command, call, error=exc)
+        except BaseException as exc:
+            self._core.abandon(command, exc)
+            raise
+        else:
+            await self._answer(command, call, result)
+
+    async def _step(self, command: None, startup_deadline: float) -> None:
+        """One step of the handshake, which no host call can interrupt."""
+        if self._core.pump() is NEED_DATA:
             await self._receive(command, startup_deadline)
-        elif isinstance(item, HostCall):
-            await self._run_host_call(item, command)
 
     async def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
@@ -177,19 +214,3 @@ class AsyncRuntime:
                     await anyio.wait_writable(process.stdin_fd)
                 process.drain_stderr()
                 rest = core.push(rest)
-
-    async def _run_host_call(self, call: HostCall, command: Command | None) -> None:
-        core = self._core
-        target = core.begin_host_call(call)
-        if isinstance(target, bytes):
-            await self._send(target, command)
-            return
-        try:
-            result = target(*call.args)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
-            reply = core.finish_host_call(call, error=exc)
-        else:
-            reply = core.finish_host_call(call, result)
-        await self._send(reply, command)

@@ -138,27 +138,66 @@ class Runtime:
             return self._roundtrip(rid, data, timeout)
 
     def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
-        core = self._core
-        command = core.begin(rid, timeout)
+        command = self._begin(rid, data, timeout)
+        while (step := self._advance(command)) is not None:
+            self._call_host(command, *step)
+        return self._core.finish(command)
+
+    # A command in steps: begin it, advance it to its next host call (which the caller runs,
+    # or hands to someone else, as an agent's approval flow does) and answer that, until it
+    # completes. Any failure or interruption ends the command (Core.abandon).
+    def _begin(self, rid: int, data: bytes, timeout: float | None) -> Command:
+        command = self._core.begin(rid, timeout)
         try:
             self._send(data, command)
-            outcomes = core.connection.outcomes
-            while rid not in outcomes:
-                self._step(command)
         except BaseException as exc:
-            core.end(command)
-            # Interrupted mid-command (KeyboardInterrupt, ...): the worker's state is unknown.
-            if not isinstance(exc, Exception):
-                core.interrupted()
+            self._core.abandon(command, exc)
             raise
-        return core.finish(command)
+        return command
 
-    def _step(self, command: Command | None, startup_deadline: float = math.inf) -> None:
-        item = self._core.pump()
-        if item is NEED_DATA:
+    def _advance(self, command: Command) -> tuple[HostCall, Callable[..., Any]] | None:
+        """Run the command until it needs a host function, returned with the function (its
+        time now counts as host wait), or until it completes (None)."""
+        core = self._core
+        try:
+            while command.rid not in core.connection.outcomes:
+                item = core.pump()
+                if item is NEED_DATA:
+                    self._receive(command, math.inf)
+                elif isinstance(item, HostCall):
+                    target = core.begin_host_call(item)
+                    if not isinstance(target, bytes):
+                        return item, target
+                    self._send(target, command)
+        except BaseException as exc:
+            core.abandon(command, exc)
+            raise
+        return None
+
+    def _answer(self, command: Command, call: HostCall, result: Any = None, error: Exception | None = None) -> None:
+        try:
+            self._send(self._core.finish_host_call(call, result, error), command)
+        except BaseException as exc:
+            self._core.abandon(command, exc)
+            raise
+
+    def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
+        try:
+            result = target(*call.args)
+            if inspect.isawaitable(result):
+                result = _await_sync(result)
+        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
+            self._answer(command, call, error=exc)
+        except BaseException as exc:
+            self._core.abandon(command, exc)
+            raise
+        else:
+            self._answer(command, call, result)
+
+    def _step(self, command: None, startup_deadline: float) -> None:
+        """One step of the handshake, which no host call can interrupt."""
+        if self._core.pump() is NEED_DATA:
             self._receive(command, startup_deadline)
-        elif isinstance(item, HostCall):
-            self._run_host_call(item, command)
 
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
@@ -194,19 +233,3 @@ class Runtime:
                 self._drain_stderr(process)
                 rest = core.push(rest)
         self._spin_until = time.perf_counter_ns() + SPIN_NS
-
-    def _run_host_call(self, call: HostCall, command: Command | None) -> None:
-        core = self._core
-        target = core.begin_host_call(call)
-        if isinstance(target, bytes):
-            self._send(target, command)
-            return
-        try:
-            result = target(*call.args)
-            if inspect.isawaitable(result):
-                result = _await_sync(result)
-        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
-            reply = core.finish_host_call(call, error=exc)
-        else:
-            reply = core.finish_host_call(call, result)
-        self._send(reply, command)

@@ -22,6 +22,7 @@ from typing import Any, Final, TypedDict
 
 from .._errors import PydenoError, RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
 from .._function import JsFunction
+from .._tools import HOST_FUNCTION, guest_error
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
 from ._monitor import Watch
@@ -333,6 +334,13 @@ class Core:
         self.commands.append(command)
         return command
 
+    def abandon(self, command: Command, exc: BaseException) -> None:
+        """A command's step failed or was interrupted: stop charging it; if the caller
+        abandoned it (cancellation, KeyboardInterrupt), the worker's state is unknown."""
+        self.end(command)
+        if not isinstance(exc, Exception):
+            self.interrupted()
+
     def end(self, command: Command) -> None:
         if command in self.commands:
             self.commands.remove(command)
@@ -499,15 +507,11 @@ class Core:
         )
 
     def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
-        """The reply that shows a host function's exception to the guest as an Error whose
-        name is the exception's class; the text only when the caller opted in."""
-        name = type(exc).__name__
-        if self.options.expose_host_errors:
-            message = str(exc)
-        else:
-            message = (
-                f"host function {call.name}() raised {name} (details hidden; pass expose_host_errors=True to show them)"
-            )
+        """The reply that shows a host function's exception to the guest (see guest_error)."""
+        where = f"host function {call.name}()"
+        if call.name == HOST_FUNCTION and call.args and isinstance(call.args[0], str):
+            where = f"tools.{call.args[0]}()"
+        name, message = guest_error(exc, expose=self.options.expose_host_errors, where=where)
         return self.connection.reply_error(call.call_id, name, message)
 
     # -- termination -------------------------------------------------------------------

@@ -1,0 +1,521 @@
+"""The agent session core, shared by :class:`pydeno.AgentSandbox` and its async twin.
+
+Everything that is a rule lives here, with no I/O: what each tool call of a run becomes (run
+the tool, pause for approval, a recorded answer during replay, or a refusal), what a run
+records, how a replay is checked against its record, and the signed journal format.
+The two sandboxes only move the run forward on their runtime and call the tools.
+
+Journal format (version 1): a msgpack array ``["pydeno-journal", 1, kind, body, mac]``,
+``kind`` being ``"journal"`` or ``"snapshot"`` (a session dumped while a run was paused),
+``body`` the canonical msgpack encoding of the session (maps with their keys sorted by
+encoding, sets sorted, pydeno's extension types for undefined, big integers and dates) and
+``mac`` its HMAC-SHA256 under the caller's key, over a domain tag, the format version, the
+kind and the body. A journal is refused (:class:`JournalError`) unless every byte checks;
+a snapshot whose MAC fails raises :class:`SnapshotAuthenticationError`.
+
+Determinism, so a replay asks for the same tool calls: inside an agent session
+``Math.random`` and ``crypto.getRandomValues``/``randomUUID`` draw from a generator seeded
+per session, and ``Date``/``Date.now()``/``performance.now()`` read a clock fixed at the
+session's start. Both are recorded in the journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgpack
+
+from ._errors import JavaScriptError, JournalError, ReplayDivergence, SnapshotAuthenticationError, ToolError
+from ._function import JsFunction
+from ._tools import ToolBridge, call_tool, guest_error
+from ._values import Undefined, undefined
+
+__all__ = ["Action", "PausedToolCall", "SessionCore", "decode_journal"]
+
+MAGIC: Final = "pydeno-journal"
+VERSION: Final = 1
+DEFAULT_MAX_JOURNAL_BYTES: Final = 64 * 2**20
+MIN_KEY_BYTES: Final = 16
+_EXT_UNDEFINED, _EXT_BIGINT, _EXT_DATE, _EXT_SET = 0, 1, 2, 4
+
+# Installed in every agent session before any guest code; SEED (four u32) and CLOCK (ms)
+# come from the session.
+_PRELUDE: Final = """(() => {
+  let a = %(a)d >>> 0, b = %(b)d >>> 0, c = %(c)d >>> 0, d = %(d)d >>> 0;
+  const next = () => {  // sfc32
+    a >>>= 0; b >>>= 0; c >>>= 0; d >>>= 0;
+    let t = (a + b) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    d = (d + 1) | 0;
+    t = (t + d) | 0;
+    c = (c + t) | 0;
+    return t >>> 0;
+  };
+  const random = () => next() / 4294967296;
+  Object.defineProperty(Math, "random", { value: random, writable: false, configurable: false });
+  const fill = (array) => {
+    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = next() & 0xff;
+    return array;
+  };
+  const hex = () => next().toString(16).padStart(8, "0");
+  const uuid = () => {
+    const h = hex() + hex() + hex() + hex();
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  };
+  Object.defineProperty(crypto, "getRandomValues", { value: fill, writable: false, configurable: false });
+  Object.defineProperty(crypto, "randomUUID", { value: uuid, writable: false, configurable: false });
+  const clock = %(clock)d;
+  const RealDate = Date;
+  function FixedDate(...args) {
+    if (!new.target) return new RealDate(clock).toString();
+    return args.length ? new RealDate(...args) : new RealDate(clock);
+  }
+  FixedDate.prototype = RealDate.prototype;
+  FixedDate.now = () => clock;
+  FixedDate.parse = RealDate.parse;
+  FixedDate.UTC = RealDate.UTC;
+  Object.defineProperty(globalThis, "Date", { value: FixedDate, writable: false, configurable: false });
+  Object.defineProperty(performance, "now", { value: () => 0, writable: false, configurable: false });
+})()"""
+
+
+# --- canonical values -----------------------------------------------------------------------
+
+
+def _canonical(value: Any, depth: int = 0) -> Any:
+    """value as msgpack-ready data with one encoding only; JournalError if it has none."""
+    if depth > 128:
+        raise JournalError("a value in the session is nested too deeply to be journaled")
+    if value is None or isinstance(value, (bool, str, bytes, float)):
+        return value
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**64:
+            return value
+        return msgpack.ExtType(_EXT_BIGINT, str(value).encode())
+    if isinstance(value, Undefined):
+        return msgpack.ExtType(_EXT_UNDEFINED, b"")
+    if isinstance(value, datetime.datetime):
+        return msgpack.ExtType(_EXT_DATE, struct.pack(">d", value.timestamp() * 1000))
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = sorted(_pack(_canonical(v, depth + 1)) for v in value)
+        return msgpack.ExtType(_EXT_SET, b"".join(items))
+    if isinstance(value, dict):
+        pairs = sorted((_pack(_canonical(k, depth + 1)), _canonical(v, depth + 1)) for k, v in value.items())
+        return _SortedMap(pairs)
+    if isinstance(value, JsFunction):
+        raise JournalError("a JavaScript function cannot be journaled (a tool received or returned one)")
+    raise JournalError(f"a value of type {type(value).__name__} cannot be journaled")
+
+
+class _SortedMap(list[tuple[bytes, Any]]):
+    """A map already in canonical order: (packed key, value) pairs."""
+
+
+def _default(value: Any) -> Any:
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _pack(value: Any) -> bytes:
+    packer = msgpack.Packer(use_bin_type=True, default=_default)
+    return _pack_with(packer, value)
+
+
+def _pack_with(packer: Any, value: Any) -> bytes:
+    if isinstance(value, _SortedMap):
+        out = [bytes(packer.pack_map_header(len(value)))]
+        for key, item in value:
+            out.append(key)
+            out.append(_pack_with(packer, item))
+        return b"".join(out)
+    if isinstance(value, list):
+        return bytes(packer.pack_array_header(len(value))) + b"".join(_pack_with(packer, v) for v in value)
+    return bytes(packer.pack(value))
+
+
+def encode(value: Any) -> bytes:
+    """The canonical encoding of a session value (JournalError if it has none)."""
+    return _pack(_canonical(value))
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_UNDEFINED and not data:
+        return undefined
+    if code == _EXT_BIGINT:
+        return int(data.decode("ascii"))
+    if code == _EXT_DATE and len(data) == 8:
+        (ms,) = struct.unpack(">d", data)
+        if not math.isfinite(ms):
+            raise ValueError("a date that is not finite")
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    if code == _EXT_SET:
+        unpacker = _unpacker()
+        unpacker.feed(data)
+        return set(unpacker)
+    raise ValueError(f"unknown extension type {code}")
+
+
+def _unpacker(max_buffer_size: int = DEFAULT_MAX_JOURNAL_BYTES) -> Any:
+    return msgpack.Unpacker(
+        raw=False,
+        ext_hook=_ext_hook,
+        strict_map_key=False,
+        max_buffer_size=max_buffer_size,
+        use_list=True,
+    )
+
+
+def decode(data: bytes, max_bytes: int = DEFAULT_MAX_JOURNAL_BYTES) -> Any:
+    unpacker = _unpacker(max(max_bytes, len(data)))
+    unpacker.feed(data)
+    value = unpacker.unpack()
+    if unpacker.tell() != len(data):
+        raise ValueError("trailing bytes")
+    return value
+
+
+# --- the journal ----------------------------------------------------------------------------
+
+
+@dataclass
+class CallRecord:
+    name: str
+    args: list[Any]
+    ok: bool
+    # The tool's result, or (error name, message) for a failure.
+    payload: Any
+
+    def to_data(self) -> list[Any]:
+        return [self.name, self.args, self.ok, self.payload]
+
+
+@dataclass
+class RunRecord:
+    code: str
+    calls: list[CallRecord] = field(default_factory=list)
+    complete: bool = False
+    ok: bool = True
+    # The run's value, or (error name, message) for a JavaScriptError.
+    result: Any = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "calls": [c.to_data() for c in self.calls],
+            "complete": self.complete,
+            "ok": self.ok,
+            "result": self.result,
+        }
+
+
+def _mac(key: bytes, kind: str, body: bytes) -> bytes:
+    message = b"pydeno-agent-journal\0%d\0%s\0" % (VERSION, kind.encode()) + body
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def check_key(key: Any) -> bytes:
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"key must be bytes, got {type(key).__name__}")
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(f"key must be at least {MIN_KEY_BYTES} bytes (use secrets.token_bytes(32)), got {len(key)}")
+    return bytes(key)
+
+
+@dataclass
+class Journal:
+    """A decoded, authenticated session."""
+
+    kind: Literal["journal", "snapshot"]
+    seed: int
+    clock_ms: int
+    max_tool_calls: int | None
+    spent: int
+    runs: list[RunRecord]
+    # For a snapshot: the paused call, (name, args).
+    pending: tuple[str, list[Any]] | None
+
+
+def decode_journal(data: Any, key: Any, max_bytes: int = DEFAULT_MAX_JOURNAL_BYTES) -> Journal:
+    """Authenticate and decode a journal; JournalError (or, for a snapshot whose MAC fails,
+    SnapshotAuthenticationError) on anything that does not check."""
+    key = check_key(key)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"journal must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > max_bytes:
+        raise JournalError(f"journal is {len(data)} bytes, over the limit of {max_bytes}")
+    try:
+        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises many types for bad input
+        raise JournalError(f"journal is malformed or truncated ({type(exc).__name__})") from None
+    if not (isinstance(outer, list) and len(outer) == 5 and outer[0] == MAGIC):
+        raise JournalError("journal is malformed: not a pydeno journal")
+    _, version, kind, body, mac = outer
+    if version != VERSION:
+        raise JournalError(f"journal format version {version!r} is not supported (this pydeno reads {VERSION})")
+    if kind not in ("journal", "snapshot") or not isinstance(body, bytes) or not isinstance(mac, bytes):
+        raise JournalError("journal is malformed: bad header")
+    if not hmac.compare_digest(_mac(key, kind, body), mac):
+        if kind == "snapshot":
+            raise SnapshotAuthenticationError("snapshot is not authentic: wrong key, or altered since it was signed")
+        raise JournalError("journal is not authentic: wrong key, or altered since it was signed")
+    try:
+        return _parse_body(kind, decode(body, max_bytes))
+    except JournalError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a signed but malformed body: refuse it whole
+        raise JournalError(f"journal is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_body(kind: Literal["journal", "snapshot"], body: Any) -> Journal:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise JournalError(f"journal is malformed: {what}")
+
+    need(isinstance(body, dict), "the body is not a map")
+    need(set(body) == {"seed", "clock_ms", "max_tool_calls", "spent", "runs", "pending"}, "unexpected fields")
+    seed, clock, limit, spent = body["seed"], body["clock_ms"], body["max_tool_calls"], body["spent"]
+    need(type(seed) is int and 0 <= seed < 2**128, "seed")
+    need(type(clock) is int, "clock_ms")
+    need(limit is None or (type(limit) is int and limit >= 0), "max_tool_calls")
+    need(type(spent) is int and spent >= 0 and (limit is None or spent <= limit), "spent")
+    need(isinstance(body["runs"], list), "runs")
+    runs = []
+    for item in body["runs"]:
+        need(isinstance(item, dict) and set(item) == {"code", "calls", "complete", "ok", "result"}, "a run")
+        need(isinstance(item["code"], str) and type(item["complete"]) is bool and type(item["ok"]) is bool, "a run")
+        need(isinstance(item["calls"], list), "a run's calls")
+        calls = []
+        for call in item["calls"]:
+            need(isinstance(call, list) and len(call) == 4, "a call")
+            name, args, ok, payload = call
+            need(isinstance(name, str) and isinstance(args, list) and type(ok) is bool, "a call")
+            if not ok:
+                need(_is_error_pair(payload), "a call's error")
+            calls.append(CallRecord(name, args, ok, payload))
+        if item["complete"] and not item["ok"]:
+            need(_is_error_pair(item["result"]), "a run's error")
+        runs.append(RunRecord(item["code"], calls, item["complete"], item["ok"], item["result"]))
+    need(all(r.complete for r in runs[:-1]), "an unfinished run before the last")
+    pending = body["pending"]
+    if kind == "snapshot":
+        need(bool(runs) and not runs[-1].complete, "a snapshot without a paused run")
+        need(isinstance(pending, list) and len(pending) == 2, "the paused call")
+        need(isinstance(pending[0], str) and isinstance(pending[1], list), "the paused call")
+        paused: tuple[str, list[Any]] | None = (pending[0], pending[1])
+    else:
+        need(pending is None and all(r.complete for r in runs), "a journal with a paused run")
+        paused = None
+    return Journal(kind, seed, clock, limit, spent, runs, paused)
+
+
+def _is_error_pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(x, str) for x in value)
+
+
+# --- the session ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a tool call becomes: ``run`` the tool, ``pause`` for the caller, or ``answer``
+    at once with ``value`` or ``error`` (a refusal, or a recorded answer during replay)."""
+
+    kind: Literal["run", "pause", "answer"]
+    name: str
+    args: list[Any]
+    tool: Callable[..., Any] | None = None
+    value: Any = None
+    error: Exception | None = None
+
+
+class _RecordedError(ToolError):
+    """A recorded tool failure, answered again during replay exactly as the guest saw it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.guest_error = (name, message)
+
+
+class SessionCore:
+    """One agent session's state: its tool bridge, seed and clock, and the record of its runs."""
+
+    def __init__(
+        self, bridge: ToolBridge, *, expose_errors: bool, seed: int | None = None, clock_ms: int | None = None
+    ) -> None:
+        self.bridge = bridge
+        self.expose_errors = expose_errors
+        self.seed = secrets.randbits(128) if seed is None else seed
+        self.clock_ms = int(time.time() * 1000) if clock_ms is None else clock_ms
+        self.runs: list[RunRecord] = []
+        self.run: RunRecord | None = None
+        # During replay: the record being replayed, and how many of its calls were answered.
+        self.replaying: RunRecord | None = None
+        self.replay_index = 0
+        self.pending: tuple[str, list[Any]] | None = None
+        # Loading a snapshot: the paused call the last replayed run stops at again.
+        self.pending_replay: tuple[str, list[Any]] | None = None
+
+    def prelude(self) -> str:
+        words = [(self.seed >> shift) & 0xFFFFFFFF for shift in (0, 32, 64, 96)]
+        return _PRELUDE % {"a": words[0], "b": words[1], "c": words[2], "d": words[3], "clock": self.clock_ms}
+
+    # -- runs ------------------------------------------------------------------------
+    def begin_run(self, code: str, replay: RunRecord | None = None) -> None:
+        self.run = RunRecord(code)
+        self.replaying = replay
+        self.replay_index = 0
+
+    def on_call(self, args: list[Any], *, pause: bool) -> Action:
+        """Decide what a call of the tools' host function becomes."""
+        name, call_args = (args[0], args[1]) if len(args) == 2 else (None, None)
+        display = name if isinstance(name, str) else repr(name)
+        if not isinstance(call_args, list):
+            return Action("answer", display, [], error=ToolError("a tool call arrived malformed"))
+        if self.replaying is not None:
+            return self._replayed(display, call_args)
+        try:
+            tool = self.bridge.charge(name)
+        except ToolError as exc:
+            self.record(display, call_args, error=exc)
+            return Action("answer", display, call_args, error=exc)
+        if pause:
+            self.pending = (display, call_args)
+            return Action("pause", display, call_args, tool=tool)
+        return Action("run", display, call_args, tool=tool)
+
+    def _replayed(self, name: str, args: list[Any]) -> Action:
+        assert self.replaying is not None and self.run is not None
+        calls = self.replaying.calls
+        number = len(self.runs) + 1
+        if self.replay_index >= len(calls):
+            if self.pending_replay is not None and self.pending_replay[0] == name:
+                if encode(self.pending_replay[1]) != encode(args):
+                    raise ReplayDivergence(
+                        f"replaying run {number}: the paused call tools.{name}() has other arguments"
+                    )
+                # The snapshot's paused call, reached again: pause here for the caller.
+                self.replaying, self.pending_replay = None, None
+                self.pending = (name, args)
+                return Action("pause", name, args, tool=self.bridge.charge(name))
+            raise ReplayDivergence(
+                f"replaying run {number}: the guest called tools.{name}() after the {len(calls)} recorded calls"
+            )
+        recorded = calls[self.replay_index]
+        if recorded.name != name or encode(recorded.args) != encode(args):
+            raise ReplayDivergence(
+                f"replaying run {number}: call {self.replay_index + 1} was tools.{name}(...), "
+                f"but the journal recorded tools.{recorded.name}(...) with other arguments"
+                if recorded.name == name
+                else f"replaying run {number}: call {self.replay_index + 1} was tools.{name}(), "
+                f"but the journal recorded tools.{recorded.name}()"
+            )
+        self.replay_index += 1
+        # Charged as the original call was (a refusal for budget charged nothing then, and
+        # is refused again now): a restored session never gets spent budget back.
+        with contextlib.suppress(ToolError):
+            self.bridge.charge(name)
+        self.run.calls.append(recorded)
+        if recorded.ok:
+            return Action("answer", name, args, value=recorded.payload)
+        return Action("answer", name, args, error=_RecordedError(*recorded.payload))
+
+    def call_tool(self, action: Action) -> Any:
+        """Run the tool of a "run" action with its arguments (may return an awaitable)."""
+        assert action.tool is not None
+        return call_tool(action.name, action.tool, action.args)
+
+    def record(self, name: str, args: list[Any], value: Any = None, error: BaseException | None = None) -> None:
+        """One answered call of the current run."""
+        assert self.run is not None
+        if error is None:
+            self.run.calls.append(CallRecord(name, args, True, value))
+        else:
+            # What the guest was shown, not the exception's own text, which it may not see.
+            pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
+            self.run.calls.append(CallRecord(name, args, False, list(pair)))
+        if self.pending is not None and self.pending[0] == name:
+            self.pending = None
+
+    def finish_run(self, value: Any = None, error: JavaScriptError | None = None) -> None:
+        """The current run completed with value or a guest error; check it against its record
+        when replaying."""
+        run, replayed = self.run, self.replaying
+        assert run is not None
+        run.complete = True
+        run.ok = error is None
+        run.result = value if error is None else [error.name, error.message]
+        self.run, self.replaying = None, None
+        if replayed is not None:
+            number = len(self.runs) + 1
+            if self.replay_index != len(replayed.calls):
+                raise ReplayDivergence(
+                    f"replaying run {number}: the guest made {self.replay_index} tool calls, "
+                    f"the journal recorded {len(replayed.calls)}"
+                )
+            if run.ok != replayed.ok or encode(run.result) != encode(replayed.result):
+                raise ReplayDivergence(f"replaying run {number}: the run ended differently than recorded")
+        self.runs.append(run)
+
+    def abandon_run(self) -> None:
+        self.run, self.replaying, self.pending = None, None, None
+
+    # -- journals --------------------------------------------------------------------
+    def dump(self, key: Any) -> bytes:
+        key = check_key(key)
+        runs = list(self.runs)
+        kind: Literal["journal", "snapshot"] = "journal"
+        pending: Any = None
+        if self.run is not None and self.pending is not None:
+            kind, runs, pending = "snapshot", [*runs, self.run], list(self.pending)
+        body = encode(
+            {
+                "seed": self.seed,
+                "clock_ms": self.clock_ms,
+                "max_tool_calls": self.bridge.max_calls,
+                "spent": self.bridge.calls_made,
+                "runs": [r.to_data() for r in runs],
+                "pending": pending,
+            }
+        )
+        return bytes(msgpack.packb([MAGIC, VERSION, kind, body, _mac(key, kind, body)], use_bin_type=True))
+
+
+class PausedToolCall:
+    """A run stopped at a tool call, waiting for the caller: ``.name``, ``.args``; answer it
+    with ``.resume(value=...)`` or ``.resume(error=...)`` (awaited for an async sandbox), which
+    returns the run's next step: its result, or the next PausedToolCall."""
+
+    def __init__(self, owner: Any, name: str, args: list[Any]) -> None:
+        self._owner = owner
+        self.name = name
+        self.args = args
+        self.answered = False
+
+    def __repr__(self) -> str:
+        args = json.dumps(self.args, default=repr)
+        return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
+
+    def resume(self, value: Any = None, *, error: BaseException | str | None = None) -> Any:
+        """Answer the call: value is what the tool returns to the guest, or error what it
+        throws (a str becomes a ToolError with that message)."""
+        if isinstance(error, str):
+            error = ToolError(error)
+        if error is not None and not isinstance(error, Exception):
+            raise TypeError(f"error must be an exception or a str, got {type(error).__name__}")
+        return self._owner._resume(self, value, error)

@@ -1,0 +1,245 @@
+"""``AgentSandbox``: a session where a model-written program calls the service's tools.
+
+The session's state (globals, tool budget) persists across runs. ``run(code)`` calls the
+tools directly; ``start(code)`` stops at every tool call and hands it to the caller as a
+:class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the session into a journal
+that ``AgentSandbox.load`` replays elsewhere without calling a tool again. All rules live in
+:mod:`pydeno._agent`; this driver only moves runs forward on its :class:`Runtime`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Unpack
+
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionCore, decode_journal
+from ._errors import JavaScriptError, ReplayDivergence
+from ._runtime import Runtime, _await_sync
+from ._tools import ToolBridge
+from .host._core import Command, RuntimeKwargs
+from .host._wire import HostCall
+
+__all__ = ["AgentSandbox"]
+
+
+def check_runtime_kwargs(runtime_kwargs: dict[str, Any], max_pause: float | None) -> dict[str, Any]:
+    if "max_host_wait" in runtime_kwargs:
+        raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
+    return {**runtime_kwargs, "max_host_wait": max_pause}
+
+
+class AgentSandbox:
+    """``AgentSandbox(tools=..., max_tool_calls=None, max_pause=None, **runtime_kwargs)``.
+
+    ``max_tool_calls`` bounds the session's tool calls (a journal carries what is spent);
+    ``max_pause`` bounds how long one run may wait on tool answers, paused or running, in
+    seconds (past it the run fails with the host-wait timeout, which
+    ``classify_error(exc, via_agent=True)`` reports as ``max_pause``).
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        max_tool_calls: int | None = None,
+        max_pause: float | None = None,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> None:
+        self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs), None, None)
+
+    def _setup(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        seed: int | None,
+        clock_ms: int | None,
+    ) -> None:
+        self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
+        options = check_runtime_kwargs(runtime_kwargs, max_pause)
+        self._session = SessionCore(
+            self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms
+        )
+        self._lock = threading.RLock()
+        self._paused: PausedToolCall | None = None
+        self._waiting: tuple[Command, HostCall] | None = None
+        self._closed = False
+        self._rt = Runtime(**options)
+        try:
+            self._rt.eval(self._session.prelude())
+            self._bridge.attach(self._rt)
+        except BaseException:
+            self._rt.close()
+            raise
+
+    # -- public API -------------------------------------------------------------------
+    def run(self, code: str) -> Any:
+        """Run code to completion, calling tools directly; return its value."""
+        return self._execute(code, pause=False)
+
+    def start(self, code: str) -> Any:
+        """Run code until its first tool call: return that as a PausedToolCall, or the
+        value if it finishes without one."""
+        return self._execute(code, pause=True)
+
+    @property
+    def paused(self) -> PausedToolCall | None:
+        """The tool call the current run waits on, if any."""
+        return self._paused
+
+    @property
+    def tool_calls_made(self) -> int:
+        return self._bridge.calls_made
+
+    def describe_tools(self) -> list[dict[str, Any]]:
+        return self._bridge.describe_tools()
+
+    def typescript(self) -> str:
+        return self._bridge.typescript()
+
+    def dump(self, key: bytes) -> bytes:
+        """The session as a signed journal (a snapshot if a run is paused)."""
+        with self._lock:
+            self._check_open()
+            return self._session.dump(key)
+
+    @classmethod
+    def load(
+        cls,
+        journal: bytes,
+        *,
+        key: bytes,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        max_pause: float | None = None,
+        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> AgentSandbox:
+        """Restore a dumped session on a fresh worker by replaying its runs with the recorded
+        tool results (no tool is called). A snapshot comes back paused at the same call."""
+        parsed = decode_journal(journal, key, max_journal_bytes)
+        self = cls.__new__(cls)
+        self._setup(tools, parsed.max_tool_calls, max_pause, dict(runtime_kwargs), parsed.seed, parsed.clock_ms)
+        try:
+            for run in parsed.runs:
+                self._replay(run, parsed.pending)
+            if self._bridge.calls_made != parsed.spent:
+                raise ReplayDivergence(
+                    f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {parsed.spent}"
+                )
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Kill the session's worker. Idempotent."""
+        self._closed = True
+        self._paused = None
+        self._rt.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._rt.closed
+
+    def __enter__(self) -> AgentSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- the driver ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("the session is closed")
+
+    def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
+        code = self._rt._core.check_code(code)
+        with self._lock:
+            self._check_open()
+            if self._paused is not None:
+                raise RuntimeError("a run is paused at a tool call: resume it (or close the session) first")
+            rt = self._rt
+            with rt._lock:
+                rid, data = rt._core.connection.eval(code)
+                command = rt._begin(rid, data, None)
+            self._session.begin_run(code, replay)
+            return self._drive(command, pause)
+
+    def _drive(self, command: Command, pause: bool) -> Any:
+        rt, session = self._rt, self._session
+        try:
+            while True:
+                with rt._lock:
+                    step = rt._advance(command)
+                if step is None:
+                    try:
+                        value = rt._core.finish(command)
+                    except JavaScriptError as exc:
+                        session.finish_run(error=exc)
+                        raise
+                    session.finish_run(value)
+                    return value
+                call = step[0]
+                action = session.on_call(call.args, pause=pause)
+                if action.kind == "pause":
+                    self._paused = PausedToolCall(self, action.name, action.args)
+                    self._waiting = (command, call)
+                    return self._paused
+                self._answer(command, call, action)
+        except JavaScriptError:
+            raise
+        except BaseException:
+            session.abandon_run()
+            if rt._core.commands:
+                # Left mid-command (a divergence, an interrupted tool): its state is unknown.
+                rt.close()
+            raise
+
+    def _answer(self, command: Command, call: HostCall, action: Action) -> None:
+        rt, session = self._rt, self._session
+        if action.kind == "answer":
+            with rt._lock:
+                rt._answer(command, call, action.value, action.error)
+            return
+        try:
+            result = session.call_tool(action)
+            if inspect.isawaitable(result):
+                result = _await_sync(result)
+        except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+            session.record(action.name, action.args, error=exc)
+            with rt._lock:
+                rt._answer(command, call, error=exc)
+        else:
+            session.record(action.name, action.args, result)
+            with rt._lock:
+                rt._answer(command, call, result)
+
+    def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
+        with self._lock:
+            if paused is not self._paused or self._waiting is None:
+                raise RuntimeError("this tool call was already answered")
+            self._check_open()
+            command, call = self._waiting
+            self._paused, self._waiting = None, None
+            self._session.record(paused.name, paused.args, value, error)
+            try:
+                with self._rt._lock:
+                    self._rt._answer(command, call, value, error)
+            except BaseException:
+                self._session.abandon_run()
+                raise
+            return self._drive(command, pause=True)
+
+    def _replay(self, run: RunRecord, pending: tuple[str, list[Any]] | None) -> None:
+        if not run.complete:
+            self._session.pending_replay = pending
+            if not isinstance(self._execute(run.code, pause=True, replay=run), PausedToolCall):
+                raise ReplayDivergence("replaying the paused run: it finished instead of reaching its paused call")
+            return
+        # A run recorded as failing fails again; finish_run has checked it is the same error.
+        with contextlib.suppress(JavaScriptError):
+            self._execute(run.code, pause=False, replay=run)

@@ -1,0 +1,284 @@
+"""``ToolBridge``: a service's functions as ``tools.<name>(...)`` in guest code, on a budget.
+
+The guest sees one frozen global, ``tools``, whose members are async functions. Each call
+first meets a counter kept in the guest's closure: past ``max_calls`` it throws a catchable
+``ToolBudgetError`` and never reaches Python. The host counts too (a guest that forges frames
+gets the same answer) and runs the tool. What the guest receives when a tool fails:
+
+* ``ToolError``, ``ToolNotFoundError``, ``ToolBudgetError`` (and subclasses): an ``Error``
+  named after the pydeno class, with the message as written: tools raise these on purpose,
+  for the guest to read and handle;
+* any other exception: an ``Error`` named after its class, message hidden unless the runtime
+  has ``expose_host_errors=True``;
+* a result that cannot cross the wire: a ``TypeError`` saying so (the worker lives on).
+
+Tools may be plain or async functions. ``describe_tools()`` and ``typescript()`` describe
+them for a model's prompt, from their signatures, docstrings and type hints.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import json
+import re
+import threading
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, overload
+
+from ._errors import ToolBudgetError, ToolError, ToolNotFoundError
+
+if TYPE_CHECKING:
+    from ._async_runtime import AsyncRuntime
+    from ._runtime import Runtime
+
+__all__ = ["ToolBridge"]
+
+# The one host function behind every tool; the installer takes it off the global object.
+HOST_FUNCTION: Final = "__pydeno_tool_call"
+_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+
+# Runs once per runtime, before any guest code that uses tools. LEFT is the budget still
+# available (null: none), NAMES the tools' names.
+_INSTALL: Final = """(() => {
+  const call = globalThis.%(host)s;
+  delete globalThis.%(host)s;
+  let left = %(left)s;
+  const spent = %(message)s;
+  const make = (name) => async (...args) => {
+    if (left !== null) {
+      if (left <= 0) {
+        const error = new Error(spent);
+        error.name = "ToolBudgetError";
+        throw error;
+      }
+      left -= 1;
+    }
+    return call(name, args);
+  };
+  const tools = Object.create(null);
+  for (const name of %(names)s) tools[name] = make(name);
+  Object.defineProperty(globalThis, "tools", {
+    value: Object.freeze(tools), writable: false, enumerable: false, configurable: false,
+  });
+})()"""
+
+
+def budget_message(limit: int) -> str:
+    return f"the tool-call budget of {limit} calls is spent"
+
+
+class ToolBridge:
+    """``ToolBridge(tools, max_calls=None)``: ``tools`` maps names (JavaScript identifiers) to
+    functions; ``max_calls`` bounds how many tool calls the guest may make in total.
+
+    ``attach(rt)`` installs ``tools`` in a runtime (``await bridge.attach(rt)`` for an
+    :class:`~pydeno.AsyncRuntime`). One bridge's budget is shared by every runtime it is
+    attached to.
+    """
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]], max_calls: int | None = None) -> None:
+        if not isinstance(tools, Mapping):
+            raise TypeError(f"tools must be a mapping of name to function, got {type(tools).__name__}")
+        for name, fn in tools.items():
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise ValueError(f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $)")
+            if not callable(fn):
+                raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
+        if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int)):
+            raise TypeError(f"max_calls must be an int or None, got {type(max_calls).__name__}")
+        if max_calls is not None and max_calls < 0:
+            raise ValueError(f"max_calls must be at least 0, got {max_calls}")
+        self._tools = dict(tools)
+        self.max_calls = max_calls
+        self._spent = 0
+        self._lock = threading.Lock()
+
+    @property
+    def calls_made(self) -> int:
+        """Tool calls that reached the host so far (refused ones included)."""
+        return self._spent
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    # -- installing ------------------------------------------------------------------
+    def install_script(self) -> str:
+        """The guest code that defines ``tools``, with the budget left now."""
+        left = "null" if self.max_calls is None else str(max(0, self.max_calls - self._spent))
+        message = json.dumps(budget_message(self.max_calls or 0))
+        return _INSTALL % {"host": HOST_FUNCTION, "left": left, "message": message, "names": json.dumps(self.names)}
+
+    @overload
+    def attach(self, rt: Runtime) -> None: ...
+    @overload
+    def attach(self, rt: AsyncRuntime) -> Awaitable[None]: ...
+    def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
+        """Install ``tools`` in rt (a coroutine to await for an AsyncRuntime)."""
+        from ._async_runtime import AsyncRuntime
+
+        if HOST_FUNCTION in rt._core.functions:
+            raise RuntimeError("a ToolBridge is already attached to this runtime")
+        if isinstance(rt, AsyncRuntime):
+            return self._attach_async(rt)
+        rt.bind_function(HOST_FUNCTION, self.dispatch)
+        rt.eval(self.install_script())
+        return None
+
+    async def _attach_async(self, rt: AsyncRuntime) -> None:
+        await rt.bind_function(HOST_FUNCTION, self.dispatch)
+        await rt.eval(self.install_script())
+
+    # -- calls -----------------------------------------------------------------------
+    def charge(self, name: Any) -> Callable[..., Any]:
+        """Count one call to name against the budget and return its tool; raise the
+        ToolBudgetError or ToolNotFoundError the guest should get instead."""
+        with self._lock:
+            if self.max_calls is not None and self._spent >= self.max_calls:
+                raise ToolBudgetError(budget_message(self.max_calls))
+            self._spent += 1
+        tool = self._tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise ToolNotFoundError(f"there is no tool named {name!r}")
+        return tool
+
+    def dispatch(self, name: Any, args: Any) -> Any:
+        """The host function behind ``tools``: charge the call, check the arguments against
+        the tool's signature, and run it (an awaitable for an async tool)."""
+        tool = self.charge(name)
+        return call_tool(name, tool, args)
+
+    # -- descriptions ----------------------------------------------------------------
+    def describe_tools(self) -> list[dict[str, Any]]:
+        """Each tool's name, description and parameters, for a model's prompt."""
+        return [_describe(name, fn) for name, fn in self._tools.items()]
+
+    def typescript(self) -> str:
+        """TypeScript declarations of ``tools``, for a model writing guest code."""
+        lines = ["declare const tools: {"]
+        for name, fn in self._tools.items():
+            info = _describe(name, fn)
+            if info["description"]:
+                lines.append(f"  /** {info['description']} */")
+            params = ", ".join(f"{p['name']}{'' if p['required'] else '?'}: {p['type']}" for p in info["parameters"])
+            lines.append(f"  {name}({params}): Promise<{info['returns']}>;")
+        lines.append("};")
+        return "\n".join(lines)
+
+
+_TOOL_FAMILY: Final = (ToolBudgetError, ToolNotFoundError, ToolError)
+
+
+def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, str]:
+    """(name, message) of the Error a guest receives for a host function's exception.
+
+    A replayed answer carries its recorded pair. The tool errors are raised on purpose for
+    the guest to read: the family's name (so a subclass still classifies as its kind) and
+    the message as written. Any other exception: its class name, and its text only when the
+    runtime exposes host errors; ``where`` names the function in the hidden-details message.
+    """
+    recorded = getattr(exc, "guest_error", None)
+    if isinstance(recorded, tuple):
+        return recorded
+    if isinstance(exc, ToolError):
+        return next(c.__name__ for c in type(exc).__mro__ if c in _TOOL_FAMILY), str(exc)
+    name = type(exc).__name__
+    if expose:
+        return name, str(exc)
+    return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"
+
+
+def call_tool(name: str, tool: Callable[..., Any], args: Any) -> Any:
+    """Run one tool with the guest's arguments, checked against its signature first."""
+    if not isinstance(args, list):
+        raise ToolError(f"tools.{name}() was called with malformed arguments")
+    try:
+        signature = inspect.signature(tool)
+    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args)
+        except TypeError as exc:
+            raise ToolError(f"tools.{name}(): {exc}") from None
+    return tool(*args)
+
+
+# --- descriptions ---------------------------------------------------------------------------
+
+_SIMPLE: Final[dict[Any, str]] = {
+    int: "number",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    bytes: "Uint8Array",
+    type(None): "null",
+    datetime.datetime: "Date",
+    Any: "unknown",
+}
+
+
+def ts_type(hint: Any) -> str:
+    """A TypeScript type for a Python type hint (``unknown`` where there is none)."""
+    if hint is inspect.Parameter.empty:
+        return "unknown"
+    if hint is None:
+        return "null"
+    if hint in _SIMPLE:
+        return _SIMPLE[hint]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(dict.fromkeys(ts_type(a) for a in args))
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"{_paren(ts_type(args[0]))}[]"
+        return "[" + ", ".join(ts_type(a) for a in args) + "]" if args else "unknown[]"
+    if origin is list or hint in (list, tuple):
+        return f"{_paren(ts_type(args[0]) if args else 'unknown')}[]"
+    if origin in (set, frozenset) or hint in (set, frozenset):
+        return f"Set<{ts_type(args[0]) if args else 'unknown'}>"
+    if origin in (dict, Mapping) or hint is dict:
+        return f"Record<string, {ts_type(args[1]) if len(args) == 2 else 'unknown'}>"
+    return "unknown"
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if " | " in text else text
+
+
+def _describe(name: str, fn: Callable[..., Any]) -> dict[str, Any]:
+    doc = inspect.getdoc(fn) or ""
+    description = doc.split("\n\n")[0].replace("\n", " ").strip()
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: describe without types
+        hints = {}
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    described = []
+    for p in parameters:
+        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            continue  # the guest passes positional arguments only
+        described.append(
+            {
+                "name": p.name if p.kind is not p.VAR_POSITIONAL else f"...{p.name}",
+                "type": ts_type(hints.get(p.name, inspect.Parameter.empty))
+                + ("[]" if p.kind is p.VAR_POSITIONAL else ""),
+                "required": p.default is p.empty and p.kind is not p.VAR_POSITIONAL,
+            }
+        )
+    returns = hints.get("return", inspect.Parameter.empty)
+    return {
+        "name": name,
+        "description": description,
+        "parameters": described,
+        "returns": ts_type(returns),
+        "async": inspect.iscoroutinefunction(fn),
+    }
