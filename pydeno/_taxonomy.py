@@ -147,7 +147,7 @@ Catalog: Final[dict[str, Kind]] = {
         "The tool-call budget (max_calls / max_tool_calls) is spent.",
         "ToolBudgetError; a JavaScriptError that names or starts with ToolBudgetError",
         "Raise the tool budget (max_calls= / max_tool_calls=), or make fewer tool calls.",
-        "a host function raising pydeno.ToolBudgetError('budget spent') that the guest does not catch",
+        "ToolBridge(tools, max_calls=1) and a guest that calls a tool twice without catching",
     ),
     "tool_not_found": Kind(
         False,
@@ -155,7 +155,7 @@ Catalog: Final[dict[str, Kind]] = {
         "A tool reported that what it was asked for is missing.",
         "ToolNotFoundError; a JavaScriptError that names ToolNotFoundError",
         "Ask the tool for something that exists.",
-        "a host function raising pydeno.ToolNotFoundError('no such user') that the guest does not catch",
+        "a tool raising pydeno.ToolNotFoundError('no such user') that the guest does not catch",
     ),
     "tool_failed": Kind(
         False,
@@ -163,7 +163,7 @@ Catalog: Final[dict[str, Kind]] = {
         "A host tool raised an error.",
         "ToolError; a JavaScriptError that names ToolError",
         "See the tool's error; fix its input or the tool.",
-        "a host function raising pydeno.ToolError('upstream refused') that the guest does not catch",
+        "a tool raising pydeno.ToolError('upstream refused') that the guest does not catch",
     ),
     "protocol_violation": Kind(
         False,
@@ -219,7 +219,7 @@ Catalog: Final[dict[str, Kind]] = {
         "A signed snapshot failed authentication.",
         "SnapshotAuthenticationError",
         "Resume only snapshots this service signed, with the same key.",
-        "resuming a paused run from a snapshot whose bytes were changed",
+        "AgentSandbox.load(snapshot_dumped_while_paused_then_altered, key=key)",
     ),
     "deno_unavailable": Kind(
         False,

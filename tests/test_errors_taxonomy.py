@@ -160,6 +160,58 @@ def deno_missing(env: Env) -> BaseException:
     return exc
 
 
+KEY = bytes(range(32))
+BUDGET_SPENT = r"Evaluation failed: ToolBudgetError: the tool-call budget of 1 calls is spent"
+JOURNAL_NOT_AUTHENTIC = r"journal is not authentic: wrong key, or altered since it was signed"
+SNAPSHOT_NOT_AUTHENTIC = r"snapshot is not authentic: wrong key, or altered since it was signed"
+DIVERGED = r"replaying run 1: call 1 was tools\.add\(\), but the journal recorded tools\.weather\(\)"
+
+
+def paused_too_long(env: Env) -> BaseException:
+    with pydeno.AgentSandbox({"approve": lambda: True}, max_pause=0.2, timeout=10) as session:
+        paused = session.start("await tools.approve()")
+        assert isinstance(paused, pydeno.PausedToolCall)
+        time.sleep(0.6)  # the approver is slower than max_pause
+        return failure(lambda: paused.resume(value=True))
+
+
+def bridge_over_budget(env: Env) -> BaseException:
+    calls: list[int] = []
+    bridge = pydeno.ToolBridge({"ping": lambda: calls.append(1)}, max_calls=1)
+    with pydeno.Runtime() as rt:
+        bridge.attach(rt)
+        exc = failure(lambda: rt.eval("await tools.ping(); await tools.ping()"))
+    assert calls == [1]  # the refused call never reached Python
+    return exc
+
+
+SHOPPING = "('weather' in tools) ? await tools.weather('Oslo') : await tools.add(1, 2)"
+
+
+def replay_with_other_tools(env: Env) -> BaseException:
+    tools = {"weather": lambda city: {"city": city}, "add": lambda a, b: a + b}
+    with pydeno.AgentSandbox(tools) as session:
+        session.run(SHOPPING)
+        journal = session.dump(KEY)
+    # Loaded where the service no longer offers "weather": the guest takes the other branch.
+    return failure(lambda: pydeno.AgentSandbox.load(journal, key=KEY, tools={"add": tools["add"]}))
+
+
+def journal_with_wrong_key(env: Env) -> BaseException:
+    with pydeno.AgentSandbox() as session:
+        session.run("let kept = 1")
+        journal = session.dump(KEY)
+    return failure(lambda: pydeno.AgentSandbox.load(journal, key=bytes(32)))
+
+
+def tampered_snapshot(env: Env) -> BaseException:
+    with pydeno.AgentSandbox({"approve": lambda: True}) as session:
+        assert isinstance(session.start("await tools.approve()"), pydeno.PausedToolCall)
+        snapshot = bytearray(session.dump(KEY))
+    snapshot[-40] ^= 1  # a byte of the signed body
+    return failure(lambda: pydeno.AgentSandbox.load(bytes(snapshot), key=KEY, tools={"approve": lambda: True}))
+
+
 def layer_missing(env: Env) -> BaseException:
     # A simulated kernel without Landlock (the launcher's private test switch).
     env.monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", "landlock_create_ruleset failed: ENOSYS")
@@ -337,14 +389,24 @@ TABLE = [
         id="host_wait: a slow bound function",
     ),
     pytest.param(
-        Case(
-            "max_pause",
-            pydeno.RuntimeTimeout,
-            lambda env: bound_failure(sleeper(0.6), "await tool()", max_host_wait=0.2, timeout=10),
-            HOST_WAIT,
-            via_agent=True,
-        ),
-        id="max_pause: the host_wait timeout via an agent",
+        Case("max_pause", pydeno.RuntimeTimeout, paused_too_long, HOST_WAIT, via_agent=True),
+        id="max_pause: an approval that came too late",
+    ),
+    pytest.param(
+        Case("tool_budget", pydeno.JavaScriptError, bridge_over_budget, BUDGET_SPENT),
+        id="tool_budget: a ToolBridge call past max_calls",
+    ),
+    pytest.param(
+        Case("journal_invalid", pydeno.JournalError, journal_with_wrong_key, JOURNAL_NOT_AUTHENTIC),
+        id="journal_invalid: a journal loaded with another key",
+    ),
+    pytest.param(
+        Case("replay_divergence", pydeno.ReplayDivergence, replay_with_other_tools, DIVERGED),
+        id="replay_divergence: a guest that asks for other tools on replay",
+    ),
+    pytest.param(
+        Case("snapshot_invalid", pydeno.SnapshotAuthenticationError, tampered_snapshot, SNAPSHOT_NOT_AUTHENTIC),
+        id="snapshot_invalid: a paused session's snapshot altered after signing",
     ),
     pytest.param(
         Case(
@@ -490,14 +552,6 @@ TABLE = [
     pytest.param(Case("unknown", KeyError, unknown, "'x'"), id="unknown: a KeyError"),
 ]
 
-# Kinds whose feature does not exist in this codebase yet, so nothing can produce them end
-# to end: they arrive with the agent-journal work (journal_invalid, replay_divergence,
-# snapshot_invalid).
-NOT_YET_PRODUCIBLE = {
-    "journal_invalid",
-    "replay_divergence",
-    "snapshot_invalid",
-}
 
 
 def assert_explained(exc: BaseException, kind: str, *, via_agent: bool = False) -> pydeno.ErrorInfo:
@@ -539,10 +593,9 @@ def test_each_kind_is_produced_end_to_end_and_explained_as_the_catalog_says(
     assert_explained(exc, case.kind, via_agent=case.via_agent)
 
 
-def test_every_kind_has_an_end_to_end_scenario_except_the_five_whose_features_are_not_built_yet() -> None:
+def test_every_kind_has_an_end_to_end_scenario_except_unknown_which_is_anything_else() -> None:
     covered = {param.values[0].kind for param in TABLE}
-    assert covered <= set(pydeno.KINDS)
-    assert set(pydeno.KINDS) - covered == NOT_YET_PRODUCIBLE
+    assert covered == set(pydeno.KINDS)
 
 
 @pytest.mark.parametrize(
