@@ -553,7 +553,6 @@ TABLE = [
 ]
 
 
-
 def assert_explained(exc: BaseException, kind: str, *, via_agent: bool = False) -> pydeno.ErrorInfo:
     """exc classifies as kind, agrees with the catalog, and (a pydeno error) carries the
     same kind, its hint, its page and a note that str(exc) does not contain."""
