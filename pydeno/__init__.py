@@ -9,8 +9,10 @@
 from ._agent import PausedToolCall
 from ._agent_sandbox import AgentSandbox
 from ._async_agent_sandbox import AsyncAgentSandbox
+from ._async_pool import AsyncSandboxPool
 from ._async_runtime import AsyncRuntime
 from ._errors import (
+    CheckoutTimeout,
     JavaScriptError,
     JournalError,
     PydenoError,
@@ -25,6 +27,7 @@ from ._errors import (
     WorkerCrashed,
 )
 from ._function import JsFunction
+from ._pool import SandboxPool
 from ._retry import RetryPolicy, run_with_retry, run_with_retry_async
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
@@ -36,6 +39,8 @@ __all__ = [
     "AgentSandbox",
     "AsyncAgentSandbox",
     "AsyncRuntime",
+    "AsyncSandboxPool",
+    "CheckoutTimeout",
     "ErrorInfo",
     "JavaScriptError",
     "JournalError",
@@ -50,6 +55,7 @@ __all__ = [
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SandboxPool",
     "SandboxStatus",
     "SnapshotAuthenticationError",
     "ToolBridge",

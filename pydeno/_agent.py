@@ -30,7 +30,7 @@ import math
 import secrets
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -41,7 +41,7 @@ from ._function import JsFunction
 from ._tools import ToolBridge, call_tool, guest_error
 from ._values import Undefined, undefined
 
-__all__ = ["Action", "PausedToolCall", "SessionCore", "decode_journal"]
+__all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal"]
 
 MAGIC: Final = "pydeno-journal"
 VERSION: Final = 1
@@ -519,3 +519,84 @@ class PausedToolCall:
         if error is not None and not isinstance(error, Exception):
             raise TypeError(f"error must be an exception or a str, got {type(error).__name__}")
         return self._owner._resume(self, value, error)
+
+
+class SessionDriver:
+    """What the sync and async sandboxes share beyond the core: set-up, the paused call's
+    bookkeeping, and the read-only API. Subclasses own a runtime (``_rt``) and move runs."""
+
+    _rt: Any
+
+    def _setup_session(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        seed: int | None,
+        clock_ms: int | None,
+    ) -> dict[str, Any]:
+        """Set up the bridge and the session core; return the runtime's options."""
+        if "max_host_wait" in runtime_kwargs:
+            raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
+        options = {**runtime_kwargs, "max_host_wait": max_pause}
+        self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
+        self._session = SessionCore(
+            self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms
+        )
+        self._paused: PausedToolCall | None = None
+        self._waiting: tuple[Any, Any] | None = None
+        self._closed = False
+        return options
+
+    @property
+    def paused(self) -> PausedToolCall | None:
+        """The tool call the current run waits on, if any."""
+        return self._paused
+
+    @property
+    def tool_calls_made(self) -> int:
+        """Tool calls the session has charged to its budget (a restored one included)."""
+        return self._bridge.calls_made
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or bool(self._rt.closed)
+
+    def describe_tools(self) -> list[dict[str, Any]]:
+        """Each tool's name, description and parameters, for a model's prompt."""
+        return self._bridge.describe_tools()
+
+    def typescript(self) -> str:
+        """TypeScript declarations of ``tools``, for a model writing guest code."""
+        return self._bridge.typescript()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("the session is closed")
+
+    def _check_idle(self) -> None:
+        self._check_open()
+        if self._paused is not None:
+            raise RuntimeError("a run is paused at a tool call: resume it (or close the session) first")
+
+    def _pause(self, action: Action, command: Any, call: Any) -> PausedToolCall:
+        self._paused = PausedToolCall(self, action.name, action.args)
+        self._waiting = (command, call)
+        return self._paused
+
+    def _take_waiting(self, paused: PausedToolCall, value: Any, error: Exception | None) -> tuple[Any, Any]:
+        """The command and call a resume answers, recorded; RuntimeError if already answered."""
+        if paused is not self._paused or self._waiting is None:
+            raise RuntimeError("this tool call was already answered")
+        self._check_open()
+        waiting = self._waiting
+        self._paused, self._waiting = None, None
+        self._session.record(paused.name, paused.args, value, error)
+        return waiting
+
+    def _check_replayed(self, journal: Journal) -> None:
+        if self._bridge.calls_made != journal.spent:
+            raise ReplayDivergence(
+                f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {journal.spent}"
+            )

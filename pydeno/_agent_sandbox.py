@@ -15,23 +15,16 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionCore, decode_journal
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._errors import JavaScriptError, ReplayDivergence
 from ._runtime import Runtime, _await_sync
-from ._tools import ToolBridge
 from .host._core import Command, RuntimeKwargs
 from .host._wire import HostCall
 
 __all__ = ["AgentSandbox"]
 
 
-def check_runtime_kwargs(runtime_kwargs: dict[str, Any], max_pause: float | None) -> dict[str, Any]:
-    if "max_host_wait" in runtime_kwargs:
-        raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
-    return {**runtime_kwargs, "max_host_wait": max_pause}
-
-
-class AgentSandbox:
+class AgentSandbox(SessionDriver):
     """``AgentSandbox(tools=..., max_tool_calls=None, max_pause=None, **runtime_kwargs)``.
 
     ``max_tool_calls`` bounds the session's tool calls (a journal carries what is spent);
@@ -59,15 +52,8 @@ class AgentSandbox:
         seed: int | None,
         clock_ms: int | None,
     ) -> None:
-        self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
-        options = check_runtime_kwargs(runtime_kwargs, max_pause)
-        self._session = SessionCore(
-            self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms
-        )
+        options = self._setup_session(tools, max_tool_calls, max_pause, runtime_kwargs, seed, clock_ms)
         self._lock = threading.RLock()
-        self._paused: PausedToolCall | None = None
-        self._waiting: tuple[Command, HostCall] | None = None
-        self._closed = False
         self._rt = Runtime(**options)
         try:
             self._rt.eval(self._session.prelude())
@@ -85,21 +71,6 @@ class AgentSandbox:
         """Run code until its first tool call: return that as a PausedToolCall, or the
         value if it finishes without one."""
         return self._execute(code, pause=True)
-
-    @property
-    def paused(self) -> PausedToolCall | None:
-        """The tool call the current run waits on, if any."""
-        return self._paused
-
-    @property
-    def tool_calls_made(self) -> int:
-        return self._bridge.calls_made
-
-    def describe_tools(self) -> list[dict[str, Any]]:
-        return self._bridge.describe_tools()
-
-    def typescript(self) -> str:
-        return self._bridge.typescript()
 
     def dump(self, key: bytes) -> bytes:
         """The session as a signed journal (a snapshot if a run is paused)."""
@@ -126,10 +97,7 @@ class AgentSandbox:
         try:
             for run in parsed.runs:
                 self._replay(run, parsed.pending)
-            if self._bridge.calls_made != parsed.spent:
-                raise ReplayDivergence(
-                    f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {parsed.spent}"
-                )
+            self._check_replayed(parsed)
         except BaseException:
             self.close()
             raise
@@ -141,10 +109,6 @@ class AgentSandbox:
         self._paused = None
         self._rt.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed or self._rt.closed
-
     def __enter__(self) -> AgentSandbox:
         return self
 
@@ -152,16 +116,10 @@ class AgentSandbox:
         self.close()
 
     # -- the driver ---------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError("the session is closed")
-
     def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
         code = self._rt._core.check_code(code)
         with self._lock:
-            self._check_open()
-            if self._paused is not None:
-                raise RuntimeError("a run is paused at a tool call: resume it (or close the session) first")
+            self._check_idle()
             rt = self._rt
             with rt._lock:
                 rid, data = rt._core.connection.eval(code)
@@ -186,9 +144,7 @@ class AgentSandbox:
                 call = step[0]
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
-                    self._paused = PausedToolCall(self, action.name, action.args)
-                    self._waiting = (command, call)
-                    return self._paused
+                    return self._pause(action, command, call)
                 self._answer(command, call, action)
         except JavaScriptError:
             raise
@@ -220,12 +176,7 @@ class AgentSandbox:
 
     def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         with self._lock:
-            if paused is not self._paused or self._waiting is None:
-                raise RuntimeError("this tool call was already answered")
-            self._check_open()
-            command, call = self._waiting
-            self._paused, self._waiting = None, None
-            self._session.record(paused.name, paused.args, value, error)
+            command, call = self._take_waiting(paused, value, error)
             try:
                 with self._rt._lock:
                     self._rt._answer(command, call, value, error)

@@ -14,18 +14,16 @@ from typing import Any, Unpack
 
 import anyio
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionCore, decode_journal
-from ._agent_sandbox import check_runtime_kwargs
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._async_runtime import AsyncRuntime
 from ._errors import JavaScriptError, ReplayDivergence
-from ._tools import ToolBridge
 from .host._core import Command, RuntimeKwargs
 from .host._wire import HostCall
 
 __all__ = ["AsyncAgentSandbox"]
 
 
-class AsyncAgentSandbox:
+class AsyncAgentSandbox(SessionDriver):
     """The async twin of :class:`pydeno.AgentSandbox`: ``await s.run(code)``,
     ``await s.start(code)``, ``await paused.resume(...)``, ``await AsyncAgentSandbox.load(...)``."""
 
@@ -48,15 +46,8 @@ class AsyncAgentSandbox:
         seed: int | None,
         clock_ms: int | None,
     ) -> None:
-        self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
-        options = check_runtime_kwargs(runtime_kwargs, max_pause)
-        self._session = SessionCore(
-            self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms
-        )
+        options = self._setup_session(tools, max_tool_calls, max_pause, runtime_kwargs, seed, clock_ms)
         self._lock = anyio.Lock()
-        self._paused: PausedToolCall | None = None
-        self._waiting: tuple[Command, HostCall] | None = None
-        self._closed = False
         self._set_up = False
         self._rt = AsyncRuntime(**options)
 
@@ -77,20 +68,6 @@ class AsyncAgentSandbox:
 
     async def start(self, code: str) -> Any:
         return await self._execute(code, pause=True)
-
-    @property
-    def paused(self) -> PausedToolCall | None:
-        return self._paused
-
-    @property
-    def tool_calls_made(self) -> int:
-        return self._bridge.calls_made
-
-    def describe_tools(self) -> list[dict[str, Any]]:
-        return self._bridge.describe_tools()
-
-    def typescript(self) -> str:
-        return self._bridge.typescript()
 
     def dump(self, key: bytes) -> bytes:
         self._check_open()
@@ -113,10 +90,7 @@ class AsyncAgentSandbox:
         try:
             for run in parsed.runs:
                 await self._replay(run, parsed.pending)
-            if self._bridge.calls_made != parsed.spent:
-                raise ReplayDivergence(
-                    f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {parsed.spent}"
-                )
+            self._check_replayed(parsed)
         except BaseException:
             await self.close()
             raise
@@ -127,10 +101,6 @@ class AsyncAgentSandbox:
         self._paused = None
         await self._rt.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed or self._rt.closed
-
     async def __aenter__(self) -> AsyncAgentSandbox:
         async with self._lock:
             await self._ready()
@@ -140,10 +110,6 @@ class AsyncAgentSandbox:
         await self.close()
 
     # -- the driver (the steps of AgentSandbox's, awaited) -------------------------------
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError("the session is closed")
-
     async def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
         code = self._rt._core.check_code(code)
         async with self._lock:
@@ -175,9 +141,7 @@ class AsyncAgentSandbox:
                 call = step[0]
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
-                    self._paused = PausedToolCall(self, action.name, action.args)
-                    self._waiting = (command, call)
-                    return self._paused
+                    return self._pause(action, command, call)
                 await self._answer(command, call, action)
         except JavaScriptError:
             raise
@@ -208,12 +172,7 @@ class AsyncAgentSandbox:
 
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
-            if paused is not self._paused or self._waiting is None:
-                raise RuntimeError("this tool call was already answered")
-            self._check_open()
-            command, call = self._waiting
-            self._paused, self._waiting = None, None
-            self._session.record(paused.name, paused.args, value, error)
+            command, call = self._take_waiting(paused, value, error)
             try:
                 async with self._rt._lock:
                     await self._rt._answer(command, call, value, error)

@@ -11,6 +11,7 @@ or cancellation::
     │                           anyio.fail_after raising TimeoutError means *your* deadline fired)
     ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
     ├── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
+    ├── CheckoutTimeout         a pool had no fresh worker within checkout_timeout (nothing ran)
     ├── ToolError               a host tool failed (raise it from a tool; the guest sees its name)
     │   ├── ToolBudgetError     the tool-call budget is spent
     │   └── ToolNotFoundError   what the tool was asked for does not exist
@@ -31,6 +32,7 @@ from __future__ import annotations
 import sys
 
 __all__ = [
+    "CheckoutTimeout",
     "JavaScriptError",
     "JournalError",
     "PydenoError",
@@ -99,6 +101,11 @@ class RuntimeTerminated(PydenoError):
 
 class RuntimeForceKilled(PydenoError):
     """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""
+
+
+class CheckoutTimeout(PydenoError):
+    """A pool had no fresh worker to hand out within its ``checkout_timeout``; nothing ran.
+    Not a builtin ``TimeoutError``: that stays the caller's own deadline."""
 
 
 class ToolError(PydenoError):

@@ -11,8 +11,9 @@ every pydeno error), and ``exclude`` wins.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -83,10 +84,48 @@ def _gave_up(exc: BaseException, attempt: int, max_attempts: int) -> None:
         exc.add_note(f"pydeno: failed on attempt {attempt} of {max_attempts}, each on a fresh runtime")
 
 
+def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """Where each attempt's fresh runtime comes from, as a context manager that closes it."""
+    if pool is not None:
+        if factory is not None:
+            raise TypeError("pass factory= or pool=, not both")
+        return pool.checkout  # type: ignore[no-any-return]
+    if factory is None:
+        from ._runtime import Runtime
+
+        factory = Runtime
+    return lambda: contextlib.closing(factory())
+
+
+def _async_source(
+    factory: Callable[[], Any] | None, pool: Any
+) -> Callable[[], contextlib.AbstractAsyncContextManager[Any]]:
+    if pool is not None:
+        if factory is not None:
+            raise TypeError("pass factory= or pool=, not both")
+        return pool.checkout  # type: ignore[no-any-return]
+    if factory is None:
+        from ._async_runtime import AsyncRuntime
+
+        factory = AsyncRuntime
+
+    @contextlib.asynccontextmanager
+    async def fresh() -> AsyncIterator[Any]:
+        runtime = factory()
+        try:
+            yield runtime
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runtime.close()
+
+    return fresh
+
+
 def run_with_retry(
     fn: Callable[[Any], T],
     *,
     factory: Callable[[], Any] | None = None,
+    pool: Any = None,
     max_attempts: int = 3,
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
@@ -95,21 +134,16 @@ def run_with_retry(
     via_agent: bool = False,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> T:
-    """Call ``fn(runtime)`` on a fresh runtime from ``factory`` (default ``pydeno.Runtime``)
-    until it succeeds, the failure is not one to retry, or ``max_attempts`` are used. The
-    runtime is closed when fn returns, so return plain values, not handles into it."""
+    """Call ``fn(runtime)`` on a fresh runtime, from ``pool`` (a :class:`~pydeno.SandboxPool`:
+    warm) or ``factory`` (default ``pydeno.Runtime``), until it succeeds, the failure is not
+    one to retry, or ``max_attempts`` are used. The runtime is closed when fn returns, so
+    return plain values, not handles into it."""
     policy = _policy(max_attempts, backoff, max_backoff, include, exclude, via_agent)
-    if factory is None:
-        from ._runtime import Runtime
-
-        factory = Runtime
+    checkout = _source(factory, pool)
     for attempt in range(1, max_attempts + 1):
         try:
-            runtime = factory()
-            try:
+            with checkout() as runtime:
                 return fn(runtime)
-            finally:
-                runtime.close()
         except Exception as exc:
             if attempt == max_attempts or not policy.should_retry(exc):
                 _gave_up(exc, attempt, max_attempts)
@@ -123,6 +157,7 @@ async def run_with_retry_async(
     fn: Callable[[Any], Awaitable[T]],
     *,
     factory: Callable[[], Any] | None = None,
+    pool: Any = None,
     max_attempts: int = 3,
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
@@ -130,21 +165,15 @@ async def run_with_retry_async(
     max_backoff: float = 10.0,
     via_agent: bool = False,
 ) -> T:
-    """The async twin of :func:`run_with_retry`; ``factory`` defaults to ``pydeno.AsyncRuntime``
-    and the backoff sleeps with ``anyio.sleep``."""
+    """The async twin of :func:`run_with_retry`: ``pool`` is an
+    :class:`~pydeno.AsyncSandboxPool`, ``factory`` defaults to ``pydeno.AsyncRuntime``, and
+    the backoff sleeps with ``anyio.sleep``."""
     policy = _policy(max_attempts, backoff, max_backoff, include, exclude, via_agent)
-    if factory is None:
-        from ._async_runtime import AsyncRuntime
-
-        factory = AsyncRuntime
+    checkout = _async_source(factory, pool)
     for attempt in range(1, max_attempts + 1):
         try:
-            runtime = factory()
-            try:
+            async with checkout() as runtime:
                 return await fn(runtime)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await runtime.close()
         except Exception as exc:
             if attempt == max_attempts or not policy.should_retry(exc):
                 _gave_up(exc, attempt, max_attempts)

@@ -229,6 +229,14 @@ Catalog: Final[dict[str, Kind]] = {
         "pip install deno (or set PYDENO_DENO to a deno binary that this user can run).",
         "PYDENO_DENO=/nonexistent python -c 'import pydeno; pydeno.Runtime()'",
     ),
+    "checkout_timeout": Kind(
+        True,
+        False,
+        "A pool had no fresh worker to hand out within checkout_timeout; nothing ran.",
+        "CheckoutTimeout (no fresh sandbox within checkout_timeout=...s)",
+        "Retry (nothing ran); or raise max_workers= / size=, or checkout_timeout=, of the pool.",
+        "pydeno.SandboxPool(size=0, max_workers=1, checkout_timeout=0.1) with its one worker checked out",
+    ),
     "invalid_input": Kind(
         False,
         False,
@@ -345,6 +353,7 @@ def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterato
 
 def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
     from ._errors import (
+        CheckoutTimeout,
         JavaScriptError,
         JournalError,
         ReplayDivergence,
@@ -369,6 +378,7 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
         (SnapshotAuthenticationError, "snapshot_invalid"),
         (RuntimeTerminated, "terminated"),
         (RuntimeForceKilled, "force_killed"),
+        (CheckoutTimeout, "checkout_timeout"),
     )
     for cls, kind in by_type:
         if isinstance(exc, cls):

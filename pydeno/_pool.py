@@ -1,0 +1,231 @@
+"""``SandboxPool``: fresh workers, started, handshaken and self-tested before anyone asks.
+
+``with pool.checkout() as rt:`` hands out a runtime no one has used and closes it afterwards:
+a worker never serves two checkouts. A background thread keeps ``size`` idle workers ready
+and never more than ``max_workers`` alive (idle, starting and checked out); a checkout that
+gets none within ``checkout_timeout`` raises :class:`~pydeno.CheckoutTimeout`. A worker that
+died while idle is replaced, not handed out. The bookkeeping is :class:`PoolCore`, shared
+with :class:`~pydeno.AsyncSandboxPool`; the drivers only start runtimes and wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar, Unpack
+
+from ._errors import CheckoutTimeout, PydenoError
+from ._runtime import Runtime
+from .host._core import RuntimeKwargs, RuntimeOptions
+
+__all__ = ["PoolCore", "SandboxPool"]
+
+R = TypeVar("R")
+
+
+class PoolCore(Generic[R]):
+    """A pool's state and rules, with no I/O: how many workers to start, which idle one to
+    hand out, when a checkout has waited too long. Callers hold the driver's lock."""
+
+    def __init__(self, size: Any, max_workers: Any, checkout_timeout: Any) -> None:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"size must be an int, got {type(size).__name__}")
+        if size < 0:
+            raise ValueError(f"size must be at least 0, got {size}")
+        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)):
+            raise TypeError(f"max_workers must be an int or None, got {type(max_workers).__name__}")
+        if max_workers is not None and max_workers < max(1, size):
+            raise ValueError(f"max_workers must be at least 1 and at least size={size}, got {max_workers}")
+        if isinstance(checkout_timeout, bool) or not isinstance(checkout_timeout, (int, float)):
+            raise TypeError(f"checkout_timeout must be a number of seconds, got {type(checkout_timeout).__name__}")
+        if not math.isfinite(checkout_timeout) or checkout_timeout <= 0:
+            raise ValueError(f"checkout_timeout must be a positive, finite number of seconds, got {checkout_timeout!r}")
+        self.size = size
+        self.max_workers = max_workers
+        self.checkout_timeout = float(checkout_timeout)
+        self.idle: deque[R] = deque()
+        self.starting = 0
+        self.checked_out: set[R] = set()
+        self.waiting = 0
+        self.requests = 0
+        self.closed = False
+        # The last start failure and how many there were: a checkout waiting on a start that
+        # fails gets that failure rather than a timeout.
+        self.failure: PydenoError | None = None
+        self.failures = 0
+
+    @property
+    def live(self) -> int:
+        return len(self.idle) + self.starting + len(self.checked_out)
+
+    def wanted(self) -> int:
+        """How many workers to start now: enough for ``size`` idle ones plus every waiting
+        checkout, within ``max_workers``."""
+        if self.closed:
+            return 0
+        want = self.size + self.waiting - len(self.idle) - self.starting
+        if self.max_workers is not None:
+            want = min(want, self.max_workers - self.live)
+        return max(0, want)
+
+    def take(self, alive: Any) -> tuple[R | None, list[R]]:
+        """An idle worker to hand out (or None), and the dead ones found on the way, which the
+        caller closes. ``alive(worker)`` says whether a worker is still usable."""
+        dead: list[R] = []
+        while self.idle:
+            worker = self.idle.popleft()
+            if alive(worker):
+                self.checked_out.add(worker)
+                return worker, dead
+            dead.append(worker)
+        return None, dead
+
+    def timeout(self) -> CheckoutTimeout:
+        cap = "no cap" if self.max_workers is None else f"max_workers={self.max_workers}"
+        return CheckoutTimeout(
+            f"no fresh sandbox within checkout_timeout={self.checkout_timeout}s ({cap}, "
+            f"{len(self.checked_out)} checked out, {self.starting} starting); nothing ran",
+            hint=(
+                f"retry (nothing ran); or raise max_workers= (now {self.max_workers}) or "
+                f"checkout_timeout= (now {self.checkout_timeout}) of the pool"
+            ),
+        )
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("the pool is closed")
+
+
+def alive(rt: Any) -> bool:
+    """Whether a pooled runtime is still fit to hand out: open, its worker running."""
+    process = rt._core.process
+    return not rt.closed and process is not None and process.poll() is None
+
+
+class SandboxPool:
+    """``SandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``.
+
+    ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
+    no cap). Use it as a context manager, or call :meth:`close`: closing kills every worker
+    the pool started, checked out or not.
+    """
+
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        max_workers: int | None = None,
+        checkout_timeout: float = 30.0,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> None:
+        RuntimeOptions(**runtime_kwargs)  # a bad option fails here, not in the background
+        self._core: PoolCore[Runtime] = PoolCore(size, max_workers, checkout_timeout)
+        self._options = runtime_kwargs
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._replenish, name="pydeno-pool", daemon=True)
+        self._thread.start()
+
+    @contextlib.contextmanager
+    def checkout(self, *, timeout: float | None = None) -> Iterator[Runtime]:
+        """A fresh runtime for this block, closed when it ends."""
+        rt = self._take(self._core.checkout_timeout if timeout is None else timeout)
+        try:
+            yield rt
+        finally:
+            rt.close()
+            with self._cond:
+                self._core.checked_out.discard(rt)
+                self._cond.notify_all()
+
+    def _take(self, wait: float) -> Runtime:
+        core = self._core
+        deadline = time.monotonic() + wait
+        dead: list[Runtime] = []
+        try:
+            with self._cond:
+                core.check_open()
+                core.waiting += 1
+                core.requests += 1
+                failures = core.failures
+                try:
+                    self._cond.notify_all()
+                    while True:
+                        rt, found = core.take(alive)
+                        dead += found
+                        if rt is not None:
+                            return rt
+                        core.check_open()
+                        if core.failures != failures and core.failure is not None:
+                            # The start this checkout waited on failed: that is its answer.
+                            raise core.failure
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise core.timeout()
+                        if found:
+                            self._cond.notify_all()
+                        self._cond.wait(left)
+                finally:
+                    core.waiting -= 1
+        finally:
+            for worker in dead:
+                worker.close()
+
+    def _replenish(self) -> None:
+        core = self._core
+        while True:
+            with self._cond:
+                while not core.closed and core.wanted() == 0:
+                    self._cond.wait()
+                if core.closed:
+                    return
+                core.starting += 1
+            try:
+                rt: Runtime | PydenoError = Runtime(**self._options)
+            except PydenoError as exc:
+                rt = exc
+            with self._cond:
+                core.starting -= 1
+                if isinstance(rt, PydenoError):
+                    core.failure, core.failures = rt, core.failures + 1
+                    self._cond.notify_all()
+                    # Start again only when a new checkout asks: a machine that refuses
+                    # workers must not be hammered in the background.
+                    requests = core.requests
+                    while not core.closed and core.requests == requests:
+                        self._cond.wait()
+                    continue
+                core.failure = None
+                if core.closed:
+                    closing = rt
+                else:
+                    core.idle.append(rt)
+                    closing = None
+                    self._cond.notify_all()
+            if closing is not None:
+                closing.close()
+
+    def close(self) -> None:
+        """Stop replenishing and kill every worker the pool started. Idempotent."""
+        with self._cond:
+            self._core.closed = True
+            workers = [*self._core.idle, *self._core.checked_out]
+            self._core.idle.clear()
+            self._cond.notify_all()
+        for rt in workers:
+            rt.close()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
