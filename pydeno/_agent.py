@@ -47,7 +47,7 @@ MAGIC: Final = "pydeno-journal"
 VERSION: Final = 1
 DEFAULT_MAX_JOURNAL_BYTES: Final = 64 * 2**20
 MIN_KEY_BYTES: Final = 16
-_EXT_UNDEFINED, _EXT_BIGINT, _EXT_DATE, _EXT_SET = 0, 1, 2, 4
+_EXT_UNDEFINED, _EXT_BIGINT, _EXT_DATE, _EXT_FUNCTION_MARK, _EXT_SET = 0, 1, 2, 3, 4
 
 # Installed in every agent session before any guest code; SEED (four u32) and CLOCK (ms)
 # come from the session.
@@ -102,6 +102,8 @@ def _canonical(value: Any, depth: int = 0) -> Any:
         raise JournalError("a value in the session is nested too deeply to be journaled")
     if value is None or isinstance(value, (bool, str, bytes, float)):
         return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)  # the guest received a Uint8Array either way
     if isinstance(value, int):
         if -(2**63) <= value < 2**64:
             return value
@@ -118,9 +120,26 @@ def _canonical(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         pairs = sorted((_pack(_canonical(k, depth + 1)), _canonical(v, depth + 1)) for k, v in value.items())
         return _SortedMap(pairs)
-    if isinstance(value, JsFunction):
-        raise JournalError("a JavaScript function cannot be journaled (a tool received or returned one)")
+    if isinstance(value, (JsFunction, FunctionMark)):
+        # A handle into one worker means nothing in another: journaled as "a function was
+        # here", which a replay compares but cannot call.
+        return msgpack.ExtType(_EXT_FUNCTION_MARK, b"")
     raise JournalError(f"a value of type {type(value).__name__} cannot be journaled")
+
+
+class FunctionMark:
+    """Where a journaled value held a JavaScript function."""
+
+    def __repr__(self) -> str:
+        return "<a JavaScript function>"
+
+
+FUNCTION_MARK: Final = FunctionMark()
+
+
+def snapshot(value: Any) -> Any:
+    """A copy of value as the journal will hold it: later changes to value do not reach it."""
+    return decode(encode(value))
 
 
 class _SortedMap(list[tuple[bytes, Any]]):
@@ -163,6 +182,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
         if not math.isfinite(ms):
             raise ValueError("a date that is not finite")
         return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    if code == _EXT_FUNCTION_MARK and not data:
+        return FUNCTION_MARK
     if code == _EXT_SET:
         unpacker = _unpacker()
         unpacker.feed(data)
@@ -370,6 +391,8 @@ class SessionCore:
         self.pending: tuple[str, list[Any]] | None = None
         # Loading a snapshot: the paused call the last replayed run stops at again.
         self.pending_replay: tuple[str, list[Any]] | None = None
+        # The arguments of the call being answered, as the guest sent them.
+        self._call_args: list[Any] = []
 
     def prelude(self) -> str:
         words = [(self.seed >> shift) & 0xFFFFFFFF for shift in (0, 32, 64, 96)]
@@ -387,17 +410,20 @@ class SessionCore:
         display = name if isinstance(name, str) else repr(name)
         if not isinstance(call_args, list):
             return Action("answer", display, [], error=ToolError("a tool call arrived malformed"))
+        # As the guest sent them: the tool (or an approver) may change the list it is given.
+        call_args = snapshot(call_args)
         if self.replaying is not None:
             return self._replayed(display, call_args)
         try:
             tool = self.bridge.charge(name)
         except ToolError as exc:
-            self.record(display, call_args, error=exc)
+            self.record(display, call_args, exc)
             return Action("answer", display, call_args, error=exc)
+        self._call_args = call_args
         if pause:
             self.pending = (display, call_args)
-            return Action("pause", display, call_args, tool=tool)
-        return Action("run", display, call_args, tool=tool)
+            return Action("pause", display, snapshot(call_args), tool=tool)
+        return Action("run", display, snapshot(call_args), tool=tool)
 
     def _replayed(self, name: str, args: list[Any]) -> Action:
         assert self.replaying is not None and self.run is not None
@@ -412,7 +438,7 @@ class SessionCore:
                 # The snapshot's paused call, reached again: pause here for the caller.
                 self.replaying, self.pending_replay = None, None
                 self.pending = (name, args)
-                return Action("pause", name, args, tool=self.bridge.charge(name))
+                return Action("pause", name, snapshot(args), tool=self.bridge.charge(name))
             raise ReplayDivergence(
                 f"replaying run {number}: the guest called tools.{name}() after the {len(calls)} recorded calls"
             )
@@ -440,17 +466,36 @@ class SessionCore:
         assert action.tool is not None
         return call_tool(action.name, action.tool, action.args)
 
-    def record(self, name: str, args: list[Any], value: Any = None, error: BaseException | None = None) -> None:
-        """One answered call of the current run."""
+    def settle(
+        self,
+        name: str,
+        value: Any = None,
+        error: Exception | None = None,
+        *,
+        convertible: Callable[[Any], tuple[str, str] | None],
+    ) -> tuple[Any, Exception | None]:
+        """Record the answer to the current call as the guest will receive it, and return
+        what to send: (value, None), or (None, error). ``convertible(value)`` says whether the
+        value can cross the wire (else the Error the guest gets instead, recorded as such)."""
         assert self.run is not None
+        args = self.pending[1] if self.pending is not None else self._call_args
+        self.pending = None
         if error is None:
-            self.run.calls.append(CallRecord(name, args, True, value))
-        else:
-            # What the guest was shown, not the exception's own text, which it may not see.
-            pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
-            self.run.calls.append(CallRecord(name, args, False, list(pair)))
-        if self.pending is not None and self.pending[0] == name:
-            self.pending = None
+            refused = convertible(value)
+            if refused is None:
+                self.run.calls.append(CallRecord(name, args, True, snapshot(value)))
+                return value, None
+            error = _RecordedError(*refused)
+        # What the guest was shown, not the exception's own text, which it may not see.
+        pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
+        self.run.calls.append(CallRecord(name, args, False, list(pair)))
+        return None, error
+
+    def record(self, name: str, args: list[Any], error: BaseException) -> None:
+        """A call refused before any tool ran (budget, unknown tool)."""
+        assert self.run is not None
+        pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
+        self.run.calls.append(CallRecord(name, args, False, list(pair)))
 
     def finish_run(self, value: Any = None, error: JavaScriptError | None = None) -> None:
         """The current run completed with value or a guest error; check it against its record
@@ -459,7 +504,7 @@ class SessionCore:
         assert run is not None
         run.complete = True
         run.ok = error is None
-        run.result = value if error is None else [error.name, error.message]
+        run.result = snapshot(value) if error is None else [error.name, error.message]
         self.run, self.replaying = None, None
         if replayed is not None:
             number = len(self.runs) + 1
@@ -585,15 +630,20 @@ class SessionDriver:
         self._waiting = (command, call)
         return self._paused
 
-    def _take_waiting(self, paused: PausedToolCall, value: Any, error: Exception | None) -> tuple[Any, Any]:
-        """The command and call a resume answers, recorded; RuntimeError if already answered."""
+    def _take_waiting(
+        self, paused: PausedToolCall, value: Any, error: Exception | None
+    ) -> tuple[Any, Any, Any, Exception | None]:
+        """The command and call a resume answers, and the answer to send, recorded as the guest
+        will receive it; RuntimeError if the call was already answered."""
         if paused is not self._paused or self._waiting is None:
             raise RuntimeError("this tool call was already answered")
         self._check_open()
-        waiting = self._waiting
+        command, call = self._waiting
         self._paused, self._waiting = None, None
-        self._session.record(paused.name, paused.args, value, error)
-        return waiting
+        value, error = self._session.settle(
+            paused.name, value, error, convertible=self._rt._core.connection.convertible
+        )
+        return command, call, value, error
 
     def _check_replayed(self, journal: Journal) -> None:
         if self._bridge.calls_made != journal.spent:

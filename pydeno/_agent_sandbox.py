@@ -166,17 +166,15 @@ class AgentSandbox(SessionDriver):
             if inspect.isawaitable(result):
                 result = _await_sync(result)
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            session.record(action.name, action.args, error=exc)
-            with rt._lock:
-                rt._answer(command, call, error=exc)
+            value, error = session.settle(action.name, error=exc, convertible=rt._core.connection.convertible)
         else:
-            session.record(action.name, action.args, result)
-            with rt._lock:
-                rt._answer(command, call, result)
+            value, error = session.settle(action.name, result, convertible=rt._core.connection.convertible)
+        with rt._lock:
+            rt._answer(command, call, value, error)
 
     def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         with self._lock:
-            command, call = self._take_waiting(paused, value, error)
+            command, call, value, error = self._take_waiting(paused, value, error)
             try:
                 with self._rt._lock:
                     self._rt._answer(command, call, value, error)

@@ -162,17 +162,15 @@ class AsyncAgentSandbox(SessionDriver):
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            session.record(action.name, action.args, error=exc)
-            async with rt._lock:
-                await rt._answer(command, call, error=exc)
+            value, error = session.settle(action.name, error=exc, convertible=rt._core.connection.convertible)
         else:
-            session.record(action.name, action.args, result)
-            async with rt._lock:
-                await rt._answer(command, call, result)
+            value, error = session.settle(action.name, result, convertible=rt._core.connection.convertible)
+        async with rt._lock:
+            await rt._answer(command, call, value, error)
 
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
-            command, call = self._take_waiting(paused, value, error)
+            command, call, value, error = self._take_waiting(paused, value, error)
             try:
                 async with self._rt._lock:
                     await self._rt._answer(command, call, value, error)

@@ -8,6 +8,8 @@ task and, on the way out, kills every worker the pool started.
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
 
@@ -16,7 +18,7 @@ import anyio.abc
 
 from ._async_runtime import AsyncRuntime
 from ._errors import PydenoError
-from ._pool import PoolCore, alive
+from ._pool import WARM_UP, PoolCore, alive
 from .host._core import RuntimeKwargs, RuntimeOptions
 
 __all__ = ["AsyncSandboxPool"]
@@ -63,7 +65,7 @@ class AsyncSandboxPool:
             await rt.close()
             with anyio.CancelScope(shield=True):
                 async with self._cond:
-                    self._core.checked_out.discard(rt)
+                    self._core.release(rt)
                     self._cond.notify_all()
 
     async def _take(self, wait: float) -> AsyncRuntime:
@@ -98,8 +100,10 @@ class AsyncSandboxPool:
         core = self._core
         while True:
             async with self._cond:
-                while not core.closed and core.wanted() == 0:
-                    await self._cond.wait()
+                while not core.closed and core.wanted(time.monotonic()) == 0:
+                    delay = core.refill_after - time.monotonic()
+                    with anyio.move_on_after(delay if delay > 0 else math.inf):
+                        await self._cond.wait()
                 if core.closed:
                     return
                 core.starting += 1
@@ -107,8 +111,7 @@ class AsyncSandboxPool:
             try:
                 rt = AsyncRuntime(**self._options)
                 try:
-                    async with rt._lock:
-                        await rt._ready()
+                    await rt.eval(WARM_UP)  # the handshake, and the first evaluation's cold paths
                 except BaseException:
                     await rt.close()
                     raise

@@ -16,13 +16,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar, Unpack
+from typing import Any, Final, Generic, TypeVar, Unpack
 
 from ._errors import CheckoutTimeout, PydenoError
 from ._runtime import Runtime
 from .host._core import RuntimeKwargs, RuntimeOptions
 
 __all__ = ["PoolCore", "SandboxPool"]
+
+# After a checkout, starting a spare waits this long (or until the checkout ends): a worker
+# starting up takes a core, and on a small machine it would double the latency of the first
+# evaluations of the runtime just handed out (about 2.3 ms instead of 0.8 ms here).
+REFILL_DELAY: Final = 0.05
 
 R = TypeVar("R")
 
@@ -52,6 +57,7 @@ class PoolCore(Generic[R]):
         self.checked_out: set[R] = set()
         self.waiting = 0
         self.requests = 0
+        self.refill_after = 0.0
         self.closed = False
         # The last start failure and how many there were: a checkout waiting on a start that
         # fails gets that failure rather than a timeout.
@@ -62,10 +68,11 @@ class PoolCore(Generic[R]):
     def live(self) -> int:
         return len(self.idle) + self.starting + len(self.checked_out)
 
-    def wanted(self) -> int:
+    def wanted(self, now: float) -> int:
         """How many workers to start now: enough for ``size`` idle ones plus every waiting
-        checkout, within ``max_workers``."""
-        if self.closed:
+        checkout, within ``max_workers``. Refilling spares waits a moment after a checkout
+        (see REFILL_DELAY) unless a checkout is waiting."""
+        if self.closed or (self.waiting == 0 and now < self.refill_after):
             return 0
         want = self.size + self.waiting - len(self.idle) - self.starting
         if self.max_workers is not None:
@@ -80,6 +87,7 @@ class PoolCore(Generic[R]):
             worker = self.idle.popleft()
             if alive(worker):
                 self.checked_out.add(worker)
+                self.refill_after = time.monotonic() + REFILL_DELAY
                 return worker, dead
             dead.append(worker)
         return None, dead
@@ -95,9 +103,29 @@ class PoolCore(Generic[R]):
             ),
         )
 
+    def release(self, worker: R) -> None:
+        """A checkout ended (its worker is closed): refill now."""
+        self.checked_out.discard(worker)
+        self.refill_after = 0.0
+
     def check_open(self) -> None:
         if self.closed:
             raise RuntimeError("the pool is closed")
+
+
+# Evaluated once by the pool on each new worker, before anyone checks it out: the first
+# evaluation in a fresh worker pays for code paths that are cold on both sides (about 2 ms
+# here, against 0.1 ms warm). It runs no guest code and leaves no state behind.
+WARM_UP: Final = "void 0"
+
+
+def _warm(rt: Runtime) -> Runtime:
+    try:
+        rt.eval(WARM_UP)
+    except BaseException:
+        rt.close()
+        raise
+    return rt
 
 
 def alive(rt: Any) -> bool:
@@ -138,7 +166,7 @@ class SandboxPool:
         finally:
             rt.close()
             with self._cond:
-                self._core.checked_out.discard(rt)
+                self._core.release(rt)
                 self._cond.notify_all()
 
     def _take(self, wait: float) -> Runtime:
@@ -178,13 +206,14 @@ class SandboxPool:
         core = self._core
         while True:
             with self._cond:
-                while not core.closed and core.wanted() == 0:
-                    self._cond.wait()
+                while not core.closed and core.wanted(time.monotonic()) == 0:
+                    self._cond.wait(max(0.0, core.refill_after - time.monotonic()) or None)
                 if core.closed:
                     return
                 core.starting += 1
+            rt: Runtime | PydenoError
             try:
-                rt: Runtime | PydenoError = Runtime(**self._options)
+                rt = _warm(Runtime(**self._options))
             except PydenoError as exc:
                 rt = exc
             with self._cond:

@@ -163,7 +163,11 @@ class ToolBridge:
             info = _describe(name, fn)
             if info["description"]:
                 lines.append(f"  /** {info['description']} */")
-            params = ", ".join(f"{p['name']}{'' if p['required'] else '?'}: {p['type']}" for p in info["parameters"])
+            # A rest parameter is never marked optional: TypeScript refuses "...args?".
+            params = ", ".join(
+                f"{p['name']}{'' if p['required'] or p['name'].startswith('...') else '?'}: {p['type']}"
+                for p in info["parameters"]
+            )
             lines.append(f"  {name}({params}): Promise<{info['returns']}>;")
         lines.append("};")
         return "\n".join(lines)

@@ -75,6 +75,7 @@ const IsPromise: (v: any) => boolean = denoCore.isPromise;
 const ObjectPrototype = Object.prototype;
 const ArrayPrototype = Array.prototype;
 const JSONStringify = JSON.stringify;
+const JSONParse = JSON.parse;
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
@@ -616,6 +617,13 @@ export class Reader {
         const id = DVGetUint32(this.view, start);
         this.pos += n;
         return this.hooks.lookupFunction(id);
+      }
+      case EXT_JSON: {
+        // The host's fast lane for a large, plain JSON-shaped value (already checked for
+        // depth by the host): native JSON.parse beats a msgpack walk in jitless JavaScript.
+        const text = decodeUtf8(decoder, U8Subarray(this.buf, start, start + n));
+        this.pos += n;
+        return JSONParse(text);
       }
       case EXT_SET: {
         const items = this.value(depth);

@@ -78,6 +78,11 @@ def clean_text(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def unconvertible(exc: BaseException) -> tuple[str, str]:
+    """The Error a guest receives for a host function result that cannot cross the wire."""
+    return "TypeError", f"the host function's result could not be converted: {exc}"
+
+
 @dataclass(frozen=True, slots=True)
 class Hello:
     protocol: int
@@ -185,8 +190,17 @@ class Connection:
         try:
             body = self.codec.pack_frame([H_REPLY, call_id, True], value)
         except (ValueError, TypeError, OverflowError) as exc:
-            return self.reply_error(call_id, "TypeError", f"the host function's result could not be converted: {exc}")
+            return self.reply_error(call_id, *unconvertible(exc))
         return self._with_releases(frame(body))
+
+    def convertible(self, value: Any) -> tuple[str, str] | None:
+        """None if value can be a host function's result, else the (name, message) of the
+        Error the guest would receive instead (what reply() would send)."""
+        try:
+            self.codec.pack_frame([H_REPLY, 0, True], value)
+        except (ValueError, TypeError, OverflowError) as exc:
+            return unconvertible(exc)
+        return None
 
     def reply_error(self, call_id: int, name: str, message: str) -> bytes:
         self.host_calls.discard(call_id)
