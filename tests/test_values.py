@@ -993,3 +993,49 @@ def test_poisoning_a_builtin_outside_the_codec_does_not_break_the_worker(poison:
 @pytest.mark.parametrize("poison", list(DENO_INTERNALS.values()), ids=list(DENO_INTERNALS))
 def test_poisoning_what_deno_itself_uses_breaks_only_the_guests_own_runtime(poison: str) -> None:
     _survives(poison)
+
+
+# A frame over JSON_LANE_BYTES goes as JSON when its value is plain JSON: every documented
+# value must still reach the guest as the same type, inside a large value as well.
+PADDING = ["x" * 100] * 1000
+
+
+@pytest.mark.parametrize(("value", "expected", "js_kind"), PY_TO_JS_PARAMS, ids=PY_TO_JS_IDS)
+def test_a_value_inside_a_large_argument_reaches_the_guest_as_it_would_alone(
+    rt: pydeno.Runtime, ident: pydeno.JsFunction, value: Any, expected: Any, js_kind: str
+) -> None:
+    first = rt.eval("(v) => kind(v[0])")
+    assert first([value, *PADDING]) == js_kind
+    back = ident([value, *PADDING])
+    assert_same(back[0], expected)
+    assert back[1:] == PADDING
+
+
+@pytest.mark.parametrize(
+    ("value", "lane"),
+    [
+        pytest.param([{"id": i, "name": f"n{i}", "ok": True, "x": i / 3} for i in range(5000)], True, id="plain"),
+        pytest.param([{1: "int key"}, *PADDING], False, id="int keys"),
+        pytest.param([2**53, *PADDING], False, id="unsafe int"),
+        pytest.param([float("nan"), *PADDING], False, id="nan"),
+        pytest.param(["\ud800", *PADDING], False, id="lone surrogate"),
+        pytest.param([b"bytes", *PADDING], False, id="bytes"),
+        pytest.param([pydeno.undefined, *PADDING], False, id="undefined"),
+    ],
+)
+def test_only_plain_json_values_take_the_json_lane(
+    rt: pydeno.Runtime, ident: pydeno.JsFunction, monkeypatch: pytest.MonkeyPatch, value: Any, lane: bool
+) -> None:
+    taken: list[bool] = []
+    codec = rt._core.codec
+    real = codec._pack_json_lane
+
+    def spy(head: list[Any], item: Any, limit: int) -> bytes | None:
+        data = real(head, item, limit)
+        taken.append(data is not None)
+        return data
+
+    monkeypatch.setattr(codec, "_pack_json_lane", spy)
+    back = ident(value)
+    assert taken == [lane]
+    assert len(back) == len(value)
