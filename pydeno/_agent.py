@@ -635,9 +635,9 @@ class SessionDriver:
     ) -> tuple[Any, Any, Any, Exception | None]:
         """The command and call a resume answers, and the answer to send, recorded as the guest
         will receive it; RuntimeError if the call was already answered."""
+        self._check_open()
         if paused is not self._paused or self._waiting is None:
             raise RuntimeError("this tool call was already answered")
-        self._check_open()
         command, call = self._waiting
         self._paused, self._waiting = None, None
         value, error = self._session.settle(

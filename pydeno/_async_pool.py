@@ -8,7 +8,6 @@ task and, on the way out, kills every worker the pool started.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
@@ -41,6 +40,8 @@ class AsyncSandboxPool:
         self._options = runtime_kwargs
         self._cond = anyio.Condition()
         self._group: anyio.abc.TaskGroup | None = None
+        # Workers mid-handshake: close() kills them too, without waiting for the task.
+        self._starting: set[AsyncRuntime] = set()
 
     async def __aenter__(self) -> AsyncSandboxPool:
         self._group = anyio.create_task_group()
@@ -48,17 +49,20 @@ class AsyncSandboxPool:
         self._group.start_soon(self._replenish)
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> None:
+        # The block's own exception is the caller's: it must not come out wrapped in the
+        # task group's exception group, so the group is cancelled and left cleanly.
         await self.close()
         assert self._group is not None
-        return await self._group.__aexit__(*exc_info)
+        self._group.cancel_scope.cancel()
+        await self._group.__aexit__(None, None, None)
 
     @contextlib.asynccontextmanager
     async def checkout(self, *, timeout: float | None = None) -> AsyncIterator[AsyncRuntime]:
         """A fresh runtime for this block, closed when it ends."""
         if self._group is None:
             raise RuntimeError("use the pool as `async with AsyncSandboxPool(...) as pool:`")
-        rt = await self._take(self._core.checkout_timeout if timeout is None else timeout)
+        rt = await self._take(self._core.wait_for(timeout))
         try:
             yield rt
         finally:
@@ -68,7 +72,7 @@ class AsyncSandboxPool:
                     self._core.release(rt)
                     self._cond.notify_all()
 
-    async def _take(self, wait: float) -> AsyncRuntime:
+    async def _take(self, limit: tuple[str, float]) -> AsyncRuntime:
         core = self._core
         dead: list[AsyncRuntime] = []
         try:
@@ -79,7 +83,7 @@ class AsyncSandboxPool:
                 failures = core.failures
                 try:
                     self._cond.notify_all()
-                    with anyio.move_on_after(wait):
+                    with anyio.move_on_after(limit[1]):
                         while True:
                             rt, found = core.take(alive)
                             dead += found
@@ -89,7 +93,7 @@ class AsyncSandboxPool:
                             if core.failures != failures and core.failure is not None:
                                 raise core.failure
                             await self._cond.wait()
-                    raise core.timeout()
+                    raise core.timeout(limit)
                 finally:
                     core.waiting -= 1
         finally:
@@ -99,22 +103,28 @@ class AsyncSandboxPool:
     async def _replenish(self) -> None:
         core = self._core
         while True:
+            dead: list[AsyncRuntime] = []
             async with self._cond:
                 while not core.closed and core.wanted(time.monotonic()) == 0:
-                    delay = core.refill_after - time.monotonic()
-                    with anyio.move_on_after(delay if delay > 0 else math.inf):
+                    with anyio.move_on_after(core.next_look(time.monotonic())):
                         await self._cond.wait()
+                    dead += core.prune(alive)
                 if core.closed:
                     return
                 core.starting += 1
+            for worker in dead:
+                await worker.close()
             rt: AsyncRuntime | PydenoError
             try:
                 rt = AsyncRuntime(**self._options)
+                self._starting.add(rt)
                 try:
                     await rt.eval(WARM_UP)  # the handshake, and the first evaluation's cold paths
                 except BaseException:
                     await rt.close()
                     raise
+                finally:
+                    self._starting.discard(rt)
             except PydenoError as exc:
                 rt = exc
             async with self._cond:
@@ -138,7 +148,7 @@ class AsyncSandboxPool:
         with anyio.CancelScope(shield=True):
             async with self._cond:
                 self._core.closed = True
-                workers = [*self._core.idle, *self._core.checked_out]
+                workers = [*self._core.idle, *self._core.checked_out, *self._starting]
                 self._core.idle.clear()
                 self._cond.notify_all()
             for rt in workers:

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, Final, Generic, TypeVar, Unpack
 
-from ._errors import CheckoutTimeout, PydenoError
+from ._errors import CheckoutTimeout, PydenoError, WorkerCrashed
 from ._runtime import Runtime
 from .host._core import RuntimeKwargs, RuntimeOptions
 
@@ -28,8 +28,19 @@ __all__ = ["PoolCore", "SandboxPool"]
 # starting up takes a core, and on a small machine it would double the latency of the first
 # evaluations of the runtime just handed out (about 2.3 ms instead of 0.8 ms here).
 REFILL_DELAY: Final = 0.05
+# How often the replenisher looks for idle workers that died, at most.
+PRUNE_INTERVAL: Final = 0.5
 
 R = TypeVar("R")
+
+
+def seconds(name: str, value: Any) -> float:
+    """A positive, finite number of seconds, or TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
 
 
 class PoolCore(Generic[R]):
@@ -45,13 +56,9 @@ class PoolCore(Generic[R]):
             raise TypeError(f"max_workers must be an int or None, got {type(max_workers).__name__}")
         if max_workers is not None and max_workers < max(1, size):
             raise ValueError(f"max_workers must be at least 1 and at least size={size}, got {max_workers}")
-        if isinstance(checkout_timeout, bool) or not isinstance(checkout_timeout, (int, float)):
-            raise TypeError(f"checkout_timeout must be a number of seconds, got {type(checkout_timeout).__name__}")
-        if not math.isfinite(checkout_timeout) or checkout_timeout <= 0:
-            raise ValueError(f"checkout_timeout must be a positive, finite number of seconds, got {checkout_timeout!r}")
         self.size = size
         self.max_workers = max_workers
-        self.checkout_timeout = float(checkout_timeout)
+        self.checkout_timeout = seconds("checkout_timeout", checkout_timeout)
         self.idle: deque[R] = deque()
         self.starting = 0
         self.checked_out: set[R] = set()
@@ -92,16 +99,37 @@ class PoolCore(Generic[R]):
             dead.append(worker)
         return None, dead
 
-    def timeout(self) -> CheckoutTimeout:
+    def wait_for(self, timeout: Any) -> tuple[str, float]:
+        """Which limit a checkout waits under, and for how long: its own ``timeout=``, or the
+        pool's ``checkout_timeout``."""
+        if timeout is None:
+            return "checkout_timeout", self.checkout_timeout
+        return "timeout", seconds("timeout", timeout)
+
+    def timeout(self, limit: tuple[str, float]) -> CheckoutTimeout:
+        name, wait = limit
         cap = "no cap" if self.max_workers is None else f"max_workers={self.max_workers}"
         return CheckoutTimeout(
-            f"no fresh sandbox within checkout_timeout={self.checkout_timeout}s ({cap}, "
+            f"no fresh sandbox within {name}={wait}s ({cap}, "
             f"{len(self.checked_out)} checked out, {self.starting} starting); nothing ran",
             hint=(
                 f"retry (nothing ran); or raise max_workers= (now {self.max_workers}) or "
-                f"checkout_timeout= (now {self.checkout_timeout}) of the pool"
+                f"{name}= (now {wait}) of the {'pool' if name == 'checkout_timeout' else 'checkout'}"
             ),
         )
+
+    def next_look(self, now: float) -> float:
+        """How long the replenisher may sleep: until a deferred refill is due, and at most
+        PRUNE_INTERVAL, so that a worker dying while idle is replaced without waiting for a
+        checkout to find it."""
+        return min(PRUNE_INTERVAL, max(0.0, self.refill_after - now) or PRUNE_INTERVAL)
+
+    def prune(self, alive: Any) -> list[R]:
+        """Take the dead workers out of the idle queue; the caller closes them."""
+        dead = [worker for worker in self.idle if not alive(worker)]
+        for worker in dead:
+            self.idle.remove(worker)
+        return dead
 
     def release(self, worker: R) -> None:
         """A checkout ended (its worker is closed): refill now."""
@@ -160,7 +188,7 @@ class SandboxPool:
     @contextlib.contextmanager
     def checkout(self, *, timeout: float | None = None) -> Iterator[Runtime]:
         """A fresh runtime for this block, closed when it ends."""
-        rt = self._take(self._core.checkout_timeout if timeout is None else timeout)
+        rt = self._take(self._core.wait_for(timeout))
         try:
             yield rt
         finally:
@@ -169,9 +197,9 @@ class SandboxPool:
                 self._core.release(rt)
                 self._cond.notify_all()
 
-    def _take(self, wait: float) -> Runtime:
+    def _take(self, limit: tuple[str, float]) -> Runtime:
         core = self._core
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + limit[1]
         dead: list[Runtime] = []
         try:
             with self._cond:
@@ -192,7 +220,7 @@ class SandboxPool:
                             raise core.failure
                         left = deadline - time.monotonic()
                         if left <= 0:
-                            raise core.timeout()
+                            raise core.timeout(limit)
                         if found:
                             self._cond.notify_all()
                         self._cond.wait(left)
@@ -205,17 +233,23 @@ class SandboxPool:
     def _replenish(self) -> None:
         core = self._core
         while True:
+            dead: list[Runtime] = []
             with self._cond:
                 while not core.closed and core.wanted(time.monotonic()) == 0:
-                    self._cond.wait(max(0.0, core.refill_after - time.monotonic()) or None)
+                    self._cond.wait(core.next_look(time.monotonic()))
+                    dead += core.prune(alive)
                 if core.closed:
                     return
                 core.starting += 1
+            for worker in dead:
+                worker.close()
             rt: Runtime | PydenoError
             try:
                 rt = _warm(Runtime(**self._options))
             except PydenoError as exc:
                 rt = exc
+            except BaseException as exc:  # noqa: BLE001 - the thread must never die silently
+                rt = WorkerCrashed(f"worker failed to start: {type(exc).__name__}")
             with self._cond:
                 core.starting -= 1
                 if isinstance(rt, PydenoError):
