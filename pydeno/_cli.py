@@ -1,35 +1,419 @@
-"""The command line: ``python -m pydeno doctor``.
+"""The command line: the ``pydeno`` console script and ``python -m pydeno``.
 
-``doctor`` starts one real worker with every OS layer this system allows and prints one line
-per protection (applied, missing, not applicable) with the reason, then whether
+::
+
+    pydeno [--timeout S] [--max-memory SIZE] [--sandbox MODE] [--json] CODE
+    pydeno [options] -          # the code is all of stdin (UTF-8)
+    pydeno doctor [--json]      # which OS sandbox layers a worker gets here
+    pydeno errors [KIND] [--json]
+
+Evaluating code
+---------------
+``pydeno CODE`` starts one worker, evaluates CODE (a returned promise is awaited), prints
+the value as one line of JSON on stdout and exits. Exit codes:
+
+* 0: the value, as JSON, on stdout; nothing else is written anywhere.
+* 1: the guest threw or failed to compile (kind ``js_error``): ``str(exc)`` (``Evaluation
+  failed: TypeError: ...``) and the stack's ``at ...`` frames on stderr, nothing on stdout.
+* 2: anything else (a limit, a crash, no sandbox, no deno, undecodable stdin): on stderr
+  ``pydeno: <exception type>: <message>``, then the exception's own note (``Kind:`` with
+  whether a retry can help, ``Fix:`` its ``.hint``), ``Option:`` the command-line option
+  that raises the limit where there is one, and ``Docs:`` its page, with the command that
+  prints it (``pydeno errors <kind>``). Nothing on stdout. A bad option exits 2 as well.
+* 130: interrupted (Ctrl-C); the worker is killed.
+
+Nothing is printed while the code runs, so stdout stays pipeable: the guest's console
+output goes to stderr (as the text only, one line per call), and so do Python warnings and
+log records. Options are validated before any worker starts; a bad value is an argparse
+error (exit 2, usage on stderr).
+
+* ``--timeout S``: seconds the eval may take (a positive float; default: the runtime's 30).
+* ``--max-memory SIZE``: bytes (``268435456``), or a number with ``K``, ``M`` or ``G``
+  (optionally ``KiB``/``MiB``/``GiB``; case-insensitive; powers of 1024): ``256M``, ``1.5G``.
+  A fraction of a byte is dropped. At least 32M (the runtime's minimum); default 512M.
+* ``--sandbox {require,best_effort,off}``: the runtime's ``sandbox=`` (default ``require``).
+* ``--json``: the outcome as one JSON object on stdout, with the same exit codes:
+  ``{"ok": true, "value": V}`` or ``{"ok": false, "error": E, "classification":
+  classify_error(exc).to_dict(), "hint": ..., "docs": "docs/errors/<kind>.md",
+  "option": "--timeout" | null}``. ``E`` is ``{"type": <exception class>, "message":
+  str(exc)}``; for a JavaScriptError ``message`` is the guest's own ``.message`` and ``E``
+  adds ``"name"`` and ``"stack"`` (the JavaScript error object's three fields).
+
+Subcommands are recognised only as the first argument (``pydeno doctor``, ``pydeno errors``),
+so they and a positional CODE share one command line. Code that is literally ``doctor`` or
+``errors``, or that starts with ``-``, goes through stdin (``echo doctor | pydeno -``) or after
+``--`` (``pydeno -- -1``).
+
+Values as JSON
+--------------
+A value JSON can hold prints as itself (object keys in the guest's order; integers of any
+size, BigInts included, as exact digits, so a consumer may lose precision past 2**53). The
+rest, with the rule that makes the choice:
+
+* ``undefined`` -> ``null``, as ``JSON.stringify`` writes it inside an array.
+* NaN, Infinity, -Infinity -> ``null``, as ``JSON.stringify`` writes them; ``-0`` -> ``-0.0``.
+* a Date (an aware UTC ``datetime``) -> its ISO string ``"2024-01-02T03:04:05.678Z"``,
+  exactly ``Date.prototype.toJSON``.
+* bytes (Uint8Array, ArrayBuffer) -> ``{"$bytes": "<standard base64>"}``: JSON has no bytes
+  and ``JSON.stringify`` of a Uint8Array (an object of indices) cannot be told from data.
+* a Set -> an array, sorted by each element's JSON text (Python sets keep no order).
+* a function (a ``JsFunction`` handle) -> the string ``"<function>"``; it cannot be called
+  once the process exits.
+* a Map key that is not a string -> a string: a Date's ISO string, anything else the JSON
+  text of the key (``1`` -> ``"1"``, ``true`` -> ``"true"``, ``null`` -> ``"null"``,
+  NaN -> ``"NaN"``). Keys that collide that way keep the last value.
+
+A guest can return ``{"$bytes": ...}`` or ``"<function>"`` itself; output that must be
+unambiguous should come from values JSON holds. The JSON is UTF-8 whatever the locale.
+
+``pydeno errors``
+-----------------
+``pydeno errors`` prints the kind table (kind, retryable, larger limits, summary) from the
+catalog (:data:`pydeno._taxonomy.Catalog`); ``pydeno errors KIND`` prints that kind's page,
+the same text as ``docs/errors/KIND.md`` (which scripts/gen_error_docs.py generates from the
+same catalog) without its generated-file comment. An unknown kind exits 2 and lists the
+kinds. ``--json`` prints the rows (or the one row) as JSON instead.
+
+``pydeno doctor``
+-----------------
+Starts one real worker with every OS layer this system allows and prints one line per
+protection (applied, missing, not applicable) with the reason, then whether
 ``sandbox="require"`` would start here. It exits 0 when it would, 1 when it would refuse.
+``--json`` prints the report as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import datetime as _dt
 import json
+import math
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, Final
 
+from ._errors import JavaScriptError, PydenoError
+from ._function import JsFunction
+from ._runtime import Runtime
 from ._sandbox import sandbox_status
+from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for
+from ._values import Undefined
+from .host._core import RuntimeKwargs, RuntimeOptions
+from .host._process import SANDBOX_MODES
+
+__all__ = ["error_page", "main", "parse_size", "to_json_value"]
+
+EXIT_OK: Final = 0
+EXIT_JS_ERROR: Final = 1
+EXIT_FAILURE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+# The command-line option that raises the limit behind a kind, where there is one.
+OPTIONS: Final[dict[str, str]] = {
+    "timeout": "--timeout",
+    "memory_limit": "--max-memory",
+    "sandbox_unavailable": "--sandbox",
+    "limits_unmeasurable": "--sandbox",
+}
+
+# -- values as JSON --------------------------------------------------------------------
+
+FUNCTION_TEXT: Final = "<function>"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pydeno", description="Run untrusted JavaScript in sandboxed Deno workers.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    doctor = commands.add_parser("doctor", help="report the OS sandbox layers in force on this machine")
-    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+def _iso(value: _dt.datetime) -> str:
+    """Date.prototype.toJSON's text: UTC, milliseconds, ``Z``."""
+    utc = value.astimezone(_dt.UTC) if value.tzinfo is not None else value
+    return utc.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, _dt.datetime):
+        return _iso(key)
+    if isinstance(key, float):
+        return json.dumps(key)  # NaN, Infinity, -Infinity, 1.5, -0.0
+    return _compact(to_json_value(key))
+
+
+def to_json_value(value: Any) -> Any:
+    """value (as an eval returns it) as something :func:`json.dumps` writes as strict JSON;
+    the module docstring gives the rules."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Undefined):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {_key(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, _dt.datetime):
+        return _iso(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted((to_json_value(item) for item in value), key=_compact)
+    if isinstance(value, JsFunction):
+        return FUNCTION_TEXT
+    # No other type comes back from an eval; never fail on output all the same.
+    return repr(value)
+
+
+def _write_json(value: Any, *, indent: int | None = None) -> None:
+    """One JSON document and a newline on stdout, as UTF-8 whatever the locale."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent) + "\n"
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    # Lone surrogates cannot come back from an eval; if one did, it is written as the
+    # JSON escape it stands for instead of failing.
+    buffer.write(text.encode("utf-8", "backslashreplace"))
+    buffer.flush()
+
+
+# -- option values ---------------------------------------------------------------------
+
+_SIZE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmg])(?:ib)?)?", re.IGNORECASE)
+_UNITS: Final = {"k": 2**10, "m": 2**20, "g": 2**30}
+SIZE_FORMS: Final = "bytes (268435456) or a number with K, M or G, powers of 1024 (256M, 1.5G, 512MiB)"
+
+
+def parse_size(text: str) -> int:
+    """``--max-memory``'s value in bytes: ``268435456``, ``256M``, ``1.5G``, ``512MiB``."""
+    found = _SIZE.fullmatch(text.strip())
+    if found is None or (found.group(2) is None and "." in found.group(1)):
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: give {SIZE_FORMS}")
+    number, unit = found.groups()
+    return int(float(number) * _UNITS[unit.lower()]) if unit else int(number)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid timeout {text!r}: give a positive number of seconds (0.5, 30)")
+    return value
+
+
+# -- pydeno CODE -----------------------------------------------------------------------
+
+_EVAL_EPILOG = """\
+commands:
+  pydeno doctor [--json]         report the OS sandbox layers in force on this machine
+  pydeno errors [KIND] [--json]  the error-kind table, or one kind's page
+
+exit codes:
+  0  the value, as one line of JSON, on stdout
+  1  the JavaScript threw or failed to compile: the error on stderr
+  2  any other failure: its kind, hint and docs page on stderr (or a bad argument)
+
+Values JSON cannot hold: undefined, NaN and Infinity -> null; a Date -> its ISO string;
+bytes -> {"$bytes": base64}; a Set -> a sorted array; a function -> "<function>".
+The guest's console output goes to stderr. Code that starts with "-" or is literally
+"doctor" or "errors" goes through stdin ("pydeno -") or after "--".
+"""
+
+
+_FLAGS: Final = {"timeout": "--timeout", "max_memory": "--max-memory", "sandbox": "--sandbox"}
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pydeno",
+        description="Run untrusted JavaScript in a sandboxed Deno worker and print its value as JSON.",
+        epilog=_EVAL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("code", metavar="CODE", help='JavaScript to evaluate, or "-" to read it from stdin')
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds the eval may take (default 30)")
+    parser.add_argument(
+        "--max-memory", type=parse_size, metavar="SIZE", help=f"the worker's memory cap: {SIZE_FORMS}; default 512M"
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=SANDBOX_MODES,
+        help="OS sandbox: require every layer (default), best_effort, or off",
+    )
+    parser.add_argument("--json", action="store_true", help="print the outcome as one JSON object on stdout")
     return parser
 
 
+def _console(level: str, text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _hint(exc: BaseException, kind: str) -> str:
+    hint = getattr(exc, "hint", None) if isinstance(exc, PydenoError) else None
+    return hint if isinstance(hint, str) and hint else Catalog[kind].fix
+
+
+def _error_object(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, JavaScriptError):
+        return {"type": type(exc).__name__, "message": exc.message, "name": exc.name, "stack": exc.stack}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _fail(exc: BaseException, as_json: bool) -> int:
+    info = classify_error(exc)
+    status = EXIT_JS_ERROR if info.kind == "js_error" else EXIT_FAILURE
+    hint = _hint(exc, info.kind)
+    if as_json:
+        _write_json(
+            {
+                "ok": False,
+                "error": _error_object(exc),
+                "classification": info.to_dict(),
+                "hint": hint,
+                "docs": docs_page(info.kind),
+                "option": OPTIONS.get(info.kind),
+            }
+        )
+    elif status == EXIT_JS_ERROR:
+        lines = [str(exc)]
+        if isinstance(exc, JavaScriptError):
+            lines += [line for line in exc.stack.splitlines() if line.lstrip().startswith("at ")]
+        print("\n".join(lines), file=sys.stderr)
+    else:
+        # The note every PydenoError carries (Kind, Fix, Docs), with the option that raises
+        # the limit and the command that prints the docs page.
+        *note, docs = note_for(info, hint).splitlines()
+        lines = [f"pydeno: {type(exc).__name__}: {exc}", *note]
+        if info.kind in OPTIONS:
+            lines.append(f"Option: {OPTIONS[info.kind]}")
+        lines.append(f"{docs} (or run: pydeno errors {info.kind})")
+        print("\n".join(lines), file=sys.stderr)
+    return status
+
+
+def _evaluate(argv: Sequence[str]) -> int:
+    parser = _eval_parser()
+    args = parser.parse_args(argv)
+    options: RuntimeKwargs = {}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    if args.max_memory is not None:
+        options["max_memory"] = args.max_memory
+    if args.sandbox is not None:
+        options["sandbox"] = args.sandbox
+    try:
+        RuntimeOptions(**options)  # the runtime's own checks (max_memory's minimum), before any worker
+    except (TypeError, ValueError) as exc:
+        # The runtime's messages start with the parameter's name: name the option instead.
+        message = str(exc)
+        flag = next((f for name, f in _FLAGS.items() if message.startswith(f"{name} ")), None)
+        parser.error(f"argument {flag}: {message}" if flag else message)
+    try:
+        code = sys.stdin.buffer.read().decode("utf-8") if args.code == "-" else args.code
+        options["on_console"] = _console
+        with Runtime(**options) as rt:
+            value = to_json_value(rt.eval(code))
+    except KeyboardInterrupt:
+        print("pydeno: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - every failure is reported with its kind
+        return _fail(exc, args.json)
+    _write_json({"ok": True, "value": value} if args.json else value)
+    return EXIT_OK
+
+
+# -- pydeno doctor ---------------------------------------------------------------------
+
+
+def _doctor(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pydeno doctor",
+        description="Report the OS sandbox layers a worker gets on this machine. "
+        "Exits 0 when sandbox='require' would start here, 1 when it would refuse.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    status = sandbox_status()
+    print(json.dumps(status.to_dict(), indent=2) if args.json else status)
+    return 0 if status.require_would_start else 1
+
+
+# -- pydeno errors ---------------------------------------------------------------------
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def error_page(kind: str) -> str:
+    """docs/errors/<kind>.md without its generated-file comment."""
+    return kind_page(kind)
+
+
+def _error_table() -> str:
+    header = ("kind", "retryable", "larger limits", "summary")
+    rows = [(kind, _yes(k.retryable), _yes(k.retry_with_larger_limits), k.summary) for kind, k in Catalog.items()]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)), row[3]])
+        for row in [header, *rows]
+    )
+
+
+def _error_row(kind: str, *, full: bool) -> dict[str, Any]:
+    row = Catalog[kind]
+    out: dict[str, Any] = {
+        "kind": kind,
+        "retryable": row.retryable,
+        "retry_with_larger_limits": row.retry_with_larger_limits,
+        "summary": row.summary,
+    }
+    if full:
+        out.update(raised_as=row.raised_as, fix=row.fix, example=row.example)
+    out["docs"] = docs_page(kind)
+    return out
+
+
+def _errors(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="pydeno errors",
+        description="Print the error-kind table, or one kind's page (what it means, retry, fix, example).",
+    )
+    parser.add_argument("kind", nargs="?", metavar="KIND", help="an error kind, as classify_error(exc).kind names it")
+    parser.add_argument("--json", action="store_true", help="print the rows (or the one row) as JSON")
+    args = parser.parse_args(argv)
+    if args.kind is None:
+        if args.json:
+            _write_json([_error_row(kind, full=False) for kind in Catalog], indent=2)
+        else:
+            print(_error_table())
+        return EXIT_OK
+    if args.kind not in Catalog:
+        parser.error(f"unknown kind {args.kind!r}; the kinds are: {', '.join(Catalog)}")
+    if args.json:
+        _write_json(_error_row(args.kind, full=True), indent=2)
+    else:
+        print(error_page(args.kind), end="")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "doctor":
-        status = sandbox_status()
-        print(json.dumps(status.to_dict(), indent=2) if args.json else status)
-        return 0 if status.require_would_start else 1
-    return 2  # pragma: no cover - argparse refuses unknown commands
+    """Run the command line on argv (default ``sys.argv[1:]``) and return the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # A subcommand only as the first argument; anything else is code and its options.
+    commands = {"doctor": _doctor, "errors": _errors}
+    if args and args[0] in commands:
+        return commands[args[0]](args[1:])
+    return _evaluate(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
 
-__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "note_for"]
+__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "kind_page", "note_for"]
 
 
 class Kind(NamedTuple):
@@ -262,6 +262,38 @@ Catalog: Final[dict[str, Kind]] = {
         "classify_error(KeyError('x')).kind == 'unknown'",
     ),
 }
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def kind_page(kind: str) -> str:
+    """One kind's reference page in Markdown: docs/errors/<kind>.md (written by
+    scripts/gen_error_docs.py) and ``pydeno errors <kind>`` both print this."""
+    row = Catalog[kind]
+    if row.retryable:
+        retry = "Yes: the worker died or failed to start, so the same work may succeed on a **fresh** runtime."
+    else:
+        retry = "No: the same work under the same limits fails the same way."
+    larger = (
+        "Yes: a larger limit could let the work finish; whether to grant it is your decision."
+        if row.retry_with_larger_limits
+        else "No."
+    )
+    return (
+        f"# `{kind}`\n\n{row.summary}\n\n"
+        f"| | |\n|---|---|\n"
+        f"| retryable | {_yes(row.retryable)} |\n"
+        f"| retry with larger limits | {_yes(row.retry_with_larger_limits)} |\n"
+        f"| raised as | {row.raised_as} |\n\n"
+        f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
+        f"## Fix\n\n{row.fix}\n\n"
+        f"## Example\n\n```python\n{row.example}\n```\n\n"
+        f"## Classifying it\n\n```python\ninfo = pydeno.classify_error(exc)\n"
+        f"assert info.kind == {kind!r}\n```\n"
+    )
+
 
 KINDS: Final[dict[str, tuple[bool, bool, str]]] = {
     name: (kind.retryable, kind.retry_with_larger_limits, kind.summary) for name, kind in Catalog.items()

@@ -167,6 +167,16 @@ SNAPSHOT_NOT_AUTHENTIC = r"snapshot is not authentic: wrong key, or altered sinc
 DIVERGED = r"replaying run 1: call 1 was tools\.add\(\), but the journal recorded tools\.weather\(\)"
 
 
+CHECKOUT_TIMED_OUT = (
+    r"no fresh sandbox within checkout_timeout=0\.2s \(max_workers=1, 1 checked out, 0 starting\); nothing ran"
+)
+
+
+def pool_exhausted(env: Env) -> BaseException:
+    with pydeno.SandboxPool(size=0, max_workers=1, checkout_timeout=0.2) as pool, pool.checkout():
+        return failure(lambda: pool.checkout().__enter__())
+
+
 def paused_too_long(env: Env) -> BaseException:
     with pydeno.AgentSandbox({"approve": lambda: True}, max_pause=0.2, timeout=10) as session:
         paused = session.start("await tools.approve()")
@@ -391,6 +401,10 @@ TABLE = [
     pytest.param(
         Case("max_pause", pydeno.RuntimeTimeout, paused_too_long, HOST_WAIT, via_agent=True),
         id="max_pause: an approval that came too late",
+    ),
+    pytest.param(
+        Case("checkout_timeout", pydeno.CheckoutTimeout, pool_exhausted, CHECKOUT_TIMED_OUT),
+        id="checkout_timeout: a pool whose one worker is checked out",
     ),
     pytest.param(
         Case("tool_budget", pydeno.JavaScriptError, bridge_over_budget, BUDGET_SPENT),
