@@ -84,12 +84,17 @@ def _gave_up(exc: BaseException, attempt: int, max_attempts: int) -> None:
         exc.add_note(f"pydeno: failed on attempt {attempt} of {max_attempts}, each on a fresh runtime")
 
 
+def _checkout(factory: Callable[[], Any] | None, pool: Any) -> Any:
+    """The pool's checkout, if a pool was given (then no factory may be)."""
+    if pool is not None and factory is not None:
+        raise TypeError("pass factory= or pool=, not both")
+    return None if pool is None else pool.checkout
+
+
 def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contextlib.AbstractContextManager[Any]]:
     """Where each attempt's fresh runtime comes from, as a context manager that closes it."""
-    if pool is not None:
-        if factory is not None:
-            raise TypeError("pass factory= or pool=, not both")
-        return pool.checkout  # type: ignore[no-any-return]
+    if (checkout := _checkout(factory, pool)) is not None:
+        return checkout  # type: ignore[no-any-return]
     if factory is None:
         from ._runtime import Runtime
 
@@ -100,10 +105,8 @@ def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contex
 def _async_source(
     factory: Callable[[], Any] | None, pool: Any
 ) -> Callable[[], contextlib.AbstractAsyncContextManager[Any]]:
-    if pool is not None:
-        if factory is not None:
-            raise TypeError("pass factory= or pool=, not both")
-        return pool.checkout  # type: ignore[no-any-return]
+    if (checkout := _checkout(factory, pool)) is not None:
+        return checkout  # type: ignore[no-any-return]
     if factory is None:
         from ._async_runtime import AsyncRuntime
 
