@@ -57,7 +57,7 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         True,
         "A deadline passed before the work finished.",
-        "RuntimeTimeout (command exceeded timeout=...); TimeoutError / asyncio.TimeoutError",
+        "RuntimeTimeout (command exceeded timeout=...); TimeoutError / asyncio.TimeoutError / trio.TooSlowError",
         "Raise timeout= (per runtime or per eval), or make the code finish sooner.",
         'rt.eval("while (true) {}", timeout=0.5)  # RuntimeTimeout: command exceeded timeout=0.5s; worker killed',
     ),
@@ -434,7 +434,7 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
         ):
             return "deno_unavailable"
         return "worker_crashed"
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or _is_backend_timeout(exc):
         return "timeout"
     if isinstance(exc, asyncio.CancelledError) or _is_backend_cancellation(exc):
         return "cancelled"
@@ -464,6 +464,12 @@ def _javascript_kind(exc: BaseException) -> str:
     if _JS_INFLIGHT.match(message):
         return "inflight_limit"
     return "js_error"
+
+
+def _is_backend_timeout(exc: BaseException) -> bool:
+    # trio.fail_after raises TooSlowError, which is not a TimeoutError: the caller's deadline.
+    cls = type(exc)
+    return cls.__name__ == "TooSlowError" and cls.__module__.startswith("trio")
 
 
 def _is_backend_cancellation(exc: BaseException) -> bool:

@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+import trio
 
 import pydeno
 from pydeno.host import _monitor, _process
@@ -285,6 +286,20 @@ def cancelled_async_eval(env: Env) -> BaseException:
     return asyncio.run(main())
 
 
+def outer_trio_deadline(env: Env) -> BaseException:
+    async def main() -> BaseException:
+        async with pydeno.AsyncRuntime(timeout=10) as rt:
+            try:
+                with trio.fail_after(0.3):
+                    await rt.eval("await new Promise(() => {})")
+            except trio.TooSlowError as exc:
+                assert rt.closed
+                return exc
+        pytest.fail("the outer deadline did not fire")
+
+    return trio.run(main)
+
+
 def outer_deadline(env: Env) -> BaseException:
     async def main() -> BaseException:
         async with pydeno.AsyncRuntime(timeout=10) as rt:
@@ -326,6 +341,7 @@ TABLE = [
         id="timeout: a busy loop",
     ),
     pytest.param(Case("timeout", TimeoutError, outer_deadline, ""), id="timeout: an outer anyio.fail_after"),
+    pytest.param(Case("timeout", trio.TooSlowError, outer_trio_deadline, ""), id="timeout: an outer trio.fail_after"),
     pytest.param(
         Case(
             "cpu_limit",

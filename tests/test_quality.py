@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-m", "ruff", "check", "pydeno", "tests", "benchmarks", "scripts"],
-        [sys.executable, "-m", "ruff", "format", "--check", "pydeno", "tests", "benchmarks", "scripts"],
+        [sys.executable, "-m", "ruff", "check", "pydeno", "tests", "benchmarks", "scripts", "examples"],
+        [sys.executable, "-m", "ruff", "format", "--check", "pydeno", "tests", "benchmarks", "scripts", "examples"],
         [sys.executable, "-m", "mypy"],
         [find_deno(), "check", "--quiet", "--no-config", "worker/main.ts"],
         [find_deno(), "lint", "--quiet", "--no-config", "worker"],
