@@ -572,16 +572,16 @@ class SessionDriver:
 
     _rt: Any
 
-    def _setup_session(
+    def _setup(
         self,
         tools: Mapping[str, Callable[..., Any]] | None,
         max_tool_calls: int | None,
         max_pause: float | None,
         runtime_kwargs: dict[str, Any],
-        seed: int | None,
-        clock_ms: int | None,
-    ) -> dict[str, Any]:
-        """Set up the bridge and the session core; return the runtime's options."""
+        seed: int | None = None,
+        clock_ms: int | None = None,
+    ) -> None:
+        """Set up the bridge and the session core, then the driver's runtime."""
         if "max_host_wait" in runtime_kwargs:
             raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
         options = {**runtime_kwargs, "max_host_wait": max_pause}
@@ -592,7 +592,10 @@ class SessionDriver:
         self._paused: PausedToolCall | None = None
         self._waiting: tuple[Any, Any] | None = None
         self._closed = False
-        return options
+        self._start_runtime(options)
+
+    def _start_runtime(self, options: dict[str, Any]) -> None:
+        raise NotImplementedError  # pragma: no cover - each driver starts its own runtime
 
     @property
     def paused(self) -> PausedToolCall | None:

@@ -35,18 +35,9 @@ class AsyncAgentSandbox(SessionDriver):
         max_pause: float | None = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs), None, None)
+        self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
-    def _setup(
-        self,
-        tools: Mapping[str, Callable[..., Any]] | None,
-        max_tool_calls: int | None,
-        max_pause: float | None,
-        runtime_kwargs: dict[str, Any],
-        seed: int | None,
-        clock_ms: int | None,
-    ) -> None:
-        options = self._setup_session(tools, max_tool_calls, max_pause, runtime_kwargs, seed, clock_ms)
+    def _start_runtime(self, options: dict[str, Any]) -> None:
         self._lock = anyio.Lock()
         self._set_up = False
         self._rt = AsyncRuntime(**options)
