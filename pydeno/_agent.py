@@ -38,7 +38,7 @@ import msgpack
 
 from ._errors import JavaScriptError, JournalError, ReplayDivergence, SnapshotAuthenticationError, ToolError
 from ._function import JsFunction
-from ._tools import ToolBridge, call_tool, guest_error
+from ._tools import ToolBridge, guest_error
 from ._values import Undefined, undefined
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal"]
@@ -360,7 +360,6 @@ class Action:
     kind: Literal["run", "pause", "answer"]
     name: str
     args: list[Any]
-    tool: Callable[..., Any] | None = None
     value: Any = None
     error: Exception | None = None
 
@@ -415,15 +414,15 @@ class SessionCore:
         if self.replaying is not None:
             return self._replayed(display, call_args)
         try:
-            tool = self.bridge.charge(name)
+            self.bridge.charge(name)
         except ToolError as exc:
             self.record(display, call_args, exc)
             return Action("answer", display, call_args, error=exc)
         self._call_args = call_args
         if pause:
             self.pending = (display, call_args)
-            return Action("pause", display, snapshot(call_args), tool=tool)
-        return Action("run", display, snapshot(call_args), tool=tool)
+            return Action("pause", display, snapshot(call_args))
+        return Action("run", display, snapshot(call_args))
 
     def _replayed(self, name: str, args: list[Any]) -> Action:
         assert self.replaying is not None and self.run is not None
@@ -438,7 +437,8 @@ class SessionCore:
                 # The snapshot's paused call, reached again: pause here for the caller.
                 self.replaying, self.pending_replay = None, None
                 self.pending = (name, args)
-                return Action("pause", name, snapshot(args), tool=self.bridge.charge(name))
+                self.bridge.charge(name)
+                return Action("pause", name, snapshot(args))
             raise ReplayDivergence(
                 f"replaying run {number}: the guest called tools.{name}() after the {len(calls)} recorded calls"
             )
@@ -463,8 +463,7 @@ class SessionCore:
 
     def call_tool(self, action: Action) -> Any:
         """Run the tool of a "run" action with its arguments (may return an awaitable)."""
-        assert action.tool is not None
-        return call_tool(action.name, action.tool, action.args)
+        return self.bridge.run(action.name, action.args)
 
     def settle(
         self,

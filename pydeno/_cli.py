@@ -98,12 +98,12 @@ from ._errors import JavaScriptError, PydenoError
 from ._function import JsFunction
 from ._runtime import Runtime
 from ._sandbox import sandbox_status
-from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for
+from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
 from .host._core import RuntimeKwargs, RuntimeOptions
 from .host._process import SANDBOX_MODES
 
-__all__ = ["error_page", "main", "parse_size", "to_json_value"]
+__all__ = ["main", "parse_size", "to_json_value"]
 
 EXIT_OK: Final = 0
 EXIT_JS_ERROR: Final = 1
@@ -350,18 +350,9 @@ def _doctor(argv: Sequence[str]) -> int:
 # -- pydeno errors ---------------------------------------------------------------------
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def error_page(kind: str) -> str:
-    """docs/errors/<kind>.md without its generated-file comment."""
-    return kind_page(kind)
-
-
 def _error_table() -> str:
     header = ("kind", "retryable", "larger limits", "summary")
-    rows = [(kind, _yes(k.retryable), _yes(k.retry_with_larger_limits), k.summary) for kind, k in Catalog.items()]
+    rows = [(kind, yes_no(k.retryable), yes_no(k.retry_with_larger_limits), k.summary) for kind, k in Catalog.items()]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
     return "\n".join(
         "  ".join([*(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)), row[3]])
@@ -402,7 +393,7 @@ def _errors(argv: Sequence[str]) -> int:
     if args.json:
         _write_json(_error_row(args.kind, full=True), indent=2)
     else:
-        print(error_page(args.kind), end="")
+        print(kind_page(args.kind), end="")
     return EXIT_OK
 
 

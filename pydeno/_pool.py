@@ -11,13 +11,13 @@ with :class:`~pydeno.AsyncSandboxPool`; the drivers only start runtimes and wait
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from typing import Any, Final, Generic, TypeVar, Unpack
 
+from ._checks import count, optional_count, seconds
 from ._errors import CheckoutTimeout, PydenoError, WorkerCrashed
 from ._runtime import Runtime
 from .host._core import RuntimeKwargs, RuntimeOptions
@@ -34,30 +34,16 @@ PRUNE_INTERVAL: Final = 0.5
 R = TypeVar("R")
 
 
-def seconds(name: str, value: Any) -> float:
-    """A positive, finite number of seconds, or TypeError/ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
-    return float(value)
-
-
 class PoolCore(Generic[R]):
     """A pool's state and rules, with no I/O: how many workers to start, which idle one to
     hand out, when a checkout has waited too long. Callers hold the driver's lock."""
 
     def __init__(self, size: Any, max_workers: Any, checkout_timeout: Any) -> None:
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"size must be an int, got {type(size).__name__}")
-        if size < 0:
-            raise ValueError(f"size must be at least 0, got {size}")
-        if max_workers is not None and (isinstance(max_workers, bool) or not isinstance(max_workers, int)):
-            raise TypeError(f"max_workers must be an int or None, got {type(max_workers).__name__}")
-        if max_workers is not None and max_workers < max(1, size):
+        self.size = count("size", size, 0)
+        # Its lower bound depends on size, so the message names both.
+        self.max_workers = optional_count("max_workers", max_workers, None)
+        if self.max_workers is not None and self.max_workers < max(1, self.size):
             raise ValueError(f"max_workers must be at least 1 and at least size={size}, got {max_workers}")
-        self.size = size
-        self.max_workers = max_workers
         self.checkout_timeout = seconds("checkout_timeout", checkout_timeout)
         self.idle: deque[R] = deque()
         self.starting = 0

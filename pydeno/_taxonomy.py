@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
 
-__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "kind_page", "note_for"]
+__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "kind_page", "note_for", "yes_no"]
 
 
 class Kind(NamedTuple):
@@ -264,7 +264,7 @@ Catalog: Final[dict[str, Kind]] = {
 }
 
 
-def _yes(flag: bool) -> str:
+def yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
@@ -284,8 +284,8 @@ def kind_page(kind: str) -> str:
     return (
         f"# `{kind}`\n\n{row.summary}\n\n"
         f"| | |\n|---|---|\n"
-        f"| retryable | {_yes(row.retryable)} |\n"
-        f"| retry with larger limits | {_yes(row.retry_with_larger_limits)} |\n"
+        f"| retryable | {yes_no(row.retryable)} |\n"
+        f"| retry with larger limits | {yes_no(row.retry_with_larger_limits)} |\n"
         f"| raised as | {row.raised_as} |\n\n"
         f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
         f"## Fix\n\n{row.fix}\n\n"

@@ -28,6 +28,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
+from ._checks import optional_count
 from ._errors import ToolBudgetError, ToolError, ToolNotFoundError
 
 if TYPE_CHECKING:
@@ -87,11 +88,10 @@ class ToolBridge:
                 raise ValueError(f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $)")
             if not callable(fn):
                 raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
-        if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int)):
-            raise TypeError(f"max_calls must be an int or None, got {type(max_calls).__name__}")
-        if max_calls is not None and max_calls < 0:
-            raise ValueError(f"max_calls must be at least 0, got {max_calls}")
+        max_calls = optional_count("max_calls", max_calls, 0)
         self._tools = dict(tools)
+        # Once, not per call: a tool's signature does not change.
+        self._signatures = {name: _signature(fn) for name, fn in self._tools.items()}
         self.max_calls = max_calls
         self._spent = 0
         self._lock = threading.Lock()
@@ -133,23 +133,33 @@ class ToolBridge:
         await rt.eval(self.install_script())
 
     # -- calls -----------------------------------------------------------------------
-    def charge(self, name: Any) -> Callable[..., Any]:
-        """Count one call to name against the budget and return its tool; raise the
-        ToolBudgetError or ToolNotFoundError the guest should get instead."""
+    def charge(self, name: Any) -> None:
+        """Count one call to name against the budget; raise the ToolBudgetError or
+        ToolNotFoundError the guest should get instead."""
         with self._lock:
             if self.max_calls is not None and self._spent >= self.max_calls:
                 raise ToolBudgetError(budget_message(self.max_calls))
             self._spent += 1
-        tool = self._tools.get(name) if isinstance(name, str) else None
-        if tool is None:
+        if not isinstance(name, str) or name not in self._tools:
             raise ToolNotFoundError(f"there is no tool named {name!r}")
-        return tool
+
+    def run(self, name: str, args: Any) -> Any:
+        """Run a charged call with the guest's arguments, checked against the tool's signature
+        first (an awaitable for an async tool)."""
+        if not isinstance(args, list):
+            raise ToolError(f"tools.{name}() was called with malformed arguments")
+        signature = self._signatures[name]
+        if signature is not None:
+            try:
+                signature.bind(*args)
+            except TypeError as exc:
+                raise ToolError(f"tools.{name}(): {exc}") from None
+        return self._tools[name](*args)
 
     def dispatch(self, name: Any, args: Any) -> Any:
-        """The host function behind ``tools``: charge the call, check the arguments against
-        the tool's signature, and run it (an awaitable for an async tool)."""
-        tool = self.charge(name)
-        return call_tool(name, tool, args)
+        """The host function behind ``tools``: charge the call and run it."""
+        self.charge(name)
+        return self.run(name, args)
 
     # -- descriptions ----------------------------------------------------------------
     def describe_tools(self) -> list[dict[str, Any]]:
@@ -195,20 +205,11 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
     return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"
 
 
-def call_tool(name: str, tool: Callable[..., Any], args: Any) -> Any:
-    """Run one tool with the guest's arguments, checked against its signature first."""
-    if not isinstance(args, list):
-        raise ToolError(f"tools.{name}() was called with malformed arguments")
+def _signature(tool: Callable[..., Any]) -> inspect.Signature | None:
     try:
-        signature = inspect.signature(tool)
+        return inspect.signature(tool)
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        signature = None
-    if signature is not None:
-        try:
-            signature.bind(*args)
-        except TypeError as exc:
-            raise ToolError(f"tools.{name}(): {exc}") from None
-    return tool(*args)
+        return None
 
 
 # --- descriptions ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno._taxonomy import Catalog
+from pydeno._taxonomy import Catalog, kind_page
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "pydeno"
@@ -151,7 +151,7 @@ def test_the_command_line(case: Case) -> None:
 @pytest.mark.parametrize("command", [[str(SCRIPT)], MODULE], ids=["script", "module"])
 @pytest.mark.parametrize(
     ("args", "stdout"),
-    [(("6 * 7",), "42\n"), (("errors", "unknown"), _cli.error_page("unknown"))],
+    [(("6 * 7",), "42\n"), (("errors", "unknown"), kind_page("unknown"))],
     ids=["eval", "errors"],
 )
 def test_both_entry_points(command: list[str], args: tuple[str, ...], stdout: str) -> None:
@@ -219,7 +219,7 @@ def test_the_page_matches_the_generated_docs(kind: str) -> None:
     generated = (ROOT / "docs" / "errors" / f"{kind}.md").read_text()
     comment, blank, body = generated.split("\n", 2)
     assert comment.startswith("<!-- Generated") and blank == ""
-    assert _cli.error_page(kind) == body
+    assert kind_page(kind) == body
 
 
 UTC = dt.UTC

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
+from .._checks import count, optional_count, optional_seconds, seconds
 from .._errors import PydenoError, RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
 from .._function import JsFunction
 from .._tools import HOST_FUNCTION, guest_error
@@ -107,28 +108,6 @@ class _NeedData:
 NEED_DATA: Final = _NeedData()
 
 
-def _seconds(name: str, value: Any, *, allow_none: bool) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        alternative = " or None" if allow_none else ""
-        raise TypeError(f"{name} must be a number of seconds{alternative}, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: Any, minimum: int, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        alternative = " or None" if allow_none else ""
-        raise TypeError(f"{name} must be an int{alternative}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    return value
-
-
 class RuntimeKwargs(TypedDict, total=False):
     """The keyword arguments of :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`;
     docs/limits.md says exactly what each bounds."""
@@ -172,20 +151,20 @@ class RuntimeOptions:
         expose_host_errors: bool = False,
         sandbox: SandboxMode = "require",
     ) -> None:
-        self.timeout = _seconds("timeout", timeout, allow_none=True)
-        self.cpu_limit = _seconds("cpu_limit", cpu_limit, allow_none=True)
-        self.max_memory = _count("max_memory", max_memory, 32 * 2**20, allow_none=True)
-        self.max_threads = _count("max_threads", max_threads, 1, allow_none=True)
-        self.max_host_calls = _count("max_host_calls", max_host_calls, 0, allow_none=True)
-        self.max_host_wait = _seconds("max_host_wait", max_host_wait, allow_none=True)
-        self.max_inflight_host_calls: int = _count("max_inflight_host_calls", max_inflight_host_calls, 1) or 1
-        self.max_message_bytes: int = _count("max_message_bytes", max_message_bytes, 1024) or 1024
-        self.max_console_bytes: int = _count("max_console_bytes", max_console_bytes, 0) or 0
+        self.timeout = optional_seconds("timeout", timeout)
+        self.cpu_limit = optional_seconds("cpu_limit", cpu_limit)
+        self.max_memory = optional_count("max_memory", max_memory, 32 * 2**20)
+        self.max_threads = optional_count("max_threads", max_threads, 1)
+        self.max_host_calls = optional_count("max_host_calls", max_host_calls, 0)
+        self.max_host_wait = optional_seconds("max_host_wait", max_host_wait)
+        self.max_inflight_host_calls = count("max_inflight_host_calls", max_inflight_host_calls, 1)
+        self.max_message_bytes = count("max_message_bytes", max_message_bytes, 1024)
+        self.max_console_bytes = count("max_console_bytes", max_console_bytes, 0)
         if not isinstance(jitless, bool):
             raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
         self.jitless = jitless
-        self.startup_timeout: float = _seconds("startup_timeout", startup_timeout, allow_none=False) or 0.0
-        self.terminate_grace: float = _seconds("terminate_grace", terminate_grace, allow_none=False) or 0.0
+        self.startup_timeout = seconds("startup_timeout", startup_timeout)
+        self.terminate_grace = seconds("terminate_grace", terminate_grace)
         if on_console is not None and not callable(on_console):
             raise TypeError("on_console must be a callable (level, text) or None")
         self.on_console = on_console
@@ -326,7 +305,7 @@ class Core:
     # -- commands --------------------------------------------------------------------
     def begin(self, rid: int, timeout: float | None) -> Command:
         """Start charging a command: its deadline and, for the outermost one, CPU."""
-        limit = self.options.timeout if timeout is None else _seconds("timeout", timeout, allow_none=False)
+        limit = self.options.timeout if timeout is None else seconds("timeout", timeout)
         deadline = math.inf if limit is None else time.monotonic() + limit
         command = Command(rid, limit, deadline)
         if not self.commands and self.watch is not None:

@@ -32,6 +32,11 @@ __all__ = ["INTERVAL", "Watch", "watch"]
 INTERVAL: Final = 0.05
 
 
+# What a reading raises where this system will not tell (a psutil refusal, a missing /proc
+# file, a platform without the counter); NoSuchProcess, a subclass, is caught first.
+UNREADABLE: Final = (psutil.Error, OSError, NotImplementedError)
+
+
 # The three readings, one function each: where psutil would be refused on some system, a
 # test replaces one of these to run on such a "system".
 def memory_of(process: psutil.Process) -> int:
@@ -98,7 +103,7 @@ class Watch:
                 cpu = cpu_of(self.process)
         except psutil.NoSuchProcess:
             return
-        except (psutil.Error, OSError, NotImplementedError) as exc:
+        except UNREADABLE as exc:
             self.unmeasurable = f"{type(exc).__name__}"
             return
         self.last_cpu = cpu
@@ -156,7 +161,7 @@ class Watch:
                 read(self.process or psutil.Process(self.pid))
             except psutil.NoSuchProcess:
                 return failed  # it died: the driver will report that instead
-            except (psutil.Error, OSError, NotImplementedError) as exc:
+            except UNREADABLE as exc:
                 self.unmeasurable = type(exc).__name__
                 failed.append(name)
         return failed
@@ -169,7 +174,7 @@ class Watch:
             if self.process is None:
                 self.process = psutil.Process(self.pid)
             self.command_cpu_start = cpu_of(self.process)
-        except (psutil.Error, OSError, NotImplementedError):
+        except UNREADABLE:
             self.command_cpu_start = self.last_cpu
 
     def command_finished(self) -> None:

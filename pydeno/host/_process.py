@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import marshal
@@ -256,7 +257,8 @@ def stage(deno: str, entry: Path) -> Staged:
         return _staged[key]
 
 
-def _library_dirs() -> list[str]:
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
     """The directories holding the C libraries deno links against (resolved: on merged-/usr
     systems /lib is a link into /usr/lib)."""
     found: list[str] = []
@@ -265,7 +267,7 @@ def _library_dirs() -> list[str]:
             real = os.path.realpath(candidate)
             if real not in found:
                 found.append(real)
-    return found
+    return tuple(found)
 
 
 def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
@@ -319,9 +321,13 @@ def worker_command(config: WorkerConfig) -> list[str]:
     """The command line that starts a worker. Tests replace this function to start hostile
     fake workers instead; the public API has no such switch."""
     if config.sandbox == "off":
-        staged = stage(os.path.realpath(find_deno()), worker_entry())
+        staged = _staged_here()
         return config.argv(staged.deno, staged.entry)
     return sandboxed_command(config)
+
+
+def _staged_here() -> Staged:
+    return stage(os.path.realpath(find_deno()), worker_entry())
 
 
 def worker_environment(config: WorkerConfig) -> dict[str, str]:
@@ -330,7 +336,7 @@ def worker_environment(config: WorkerConfig) -> dict[str, str]:
     (the launcher sets it itself, after the layers)."""
     if config.sandbox != "off":
         return {}
-    return {"DENO_DIR": str(stage(os.path.realpath(find_deno()), worker_entry()).cache)}
+    return {"DENO_DIR": str(_staged_here().cache)}
 
 
 class _Spawner:
@@ -391,17 +397,28 @@ class _Spawner:
                 future.set_exception(exc)
 
 
-def _reap(popen: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(popen.pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        popen.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        popen.wait(timeout=10)
+def _kill(popen: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group and reap it. Idempotent, never raises."""
+    if popen.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            popen.kill()
+        # SIGKILL cannot be ignored; the bound only guards against a kernel that stalls.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(timeout=10)
+
+
+def _close_pipes(popen: subprocess.Popen[bytes]) -> None:
     for stream in (popen.stdin, popen.stdout, popen.stderr):
         if stream is not None:
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+def _reap(popen: subprocess.Popen[bytes]) -> None:
+    _kill(popen)
+    _close_pipes(popen)
 
 
 _spawner = _Spawner()
@@ -499,14 +516,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL the worker's process group and reap it. Idempotent, never raises."""
-        if self.popen.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                self.popen.kill()
-            # SIGKILL cannot be ignored; the bound only guards against a kernel that stalls.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=10)
+        _kill(self.popen)
 
     def close(self) -> None:
         """Kill, reap and close every descriptor."""
@@ -515,10 +525,7 @@ class WorkerProcess:
         self.closed = True
         self.kill()
         self.drain_stderr()
-        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        _close_pipes(self.popen)
         _spawner.release()
 
     # -- the launcher's reports --------------------------------------------------------

@@ -1,0 +1,45 @@
+"""Argument checks shared by every public constructor: a bad value raises TypeError or
+ValueError that names the argument, what it must be, and what it got."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["count", "optional_count", "optional_seconds", "seconds"]
+
+
+def optional_seconds(name: str, value: Any) -> float | None:
+    """A positive, finite number of seconds, or None."""
+    return None if value is None else _seconds(name, value, " or None")
+
+
+def seconds(name: str, value: Any) -> float:
+    """A positive, finite number of seconds."""
+    return _seconds(name, value, "")
+
+
+def _seconds(name: str, value: Any, alternative: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds{alternative}, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def optional_count(name: str, value: Any, minimum: int | None) -> int | None:
+    """An int of at least ``minimum`` (any int for None), or None."""
+    return None if value is None else _count(name, value, minimum, " or None")
+
+
+def count(name: str, value: Any, minimum: int) -> int:
+    """An int of at least ``minimum``."""
+    return _count(name, value, minimum, "")
+
+
+def _count(name: str, value: Any, minimum: int | None, alternative: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int{alternative}, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return value
