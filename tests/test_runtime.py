@@ -72,6 +72,54 @@ def test_the_inspector_permission_is_revoked_before_guest_code_runs(rt: pydeno.R
         rt.eval("const { Session } = await import('node:inspector'); new Session().connect()")
 
 
+@pytest.mark.parametrize("name", ["Deno", "process", "require"])
+def test_the_guest_still_sees_no_deno_process_or_require_after_a_top_level_await(rt: pydeno.Runtime, name: str) -> None:
+    # The first top-level-await eval loads Deno's node:process, which needs the Deno global
+    # for a moment: that moment must not outlive the load.
+    assert rt.eval("await null; 1") == 1
+    assert rt.eval(f"typeof {name}") == "undefined"
+    assert rt.eval(f"await null; typeof {name}") == "undefined"
+
+
+def test_a_guest_global_named_deno_survives_the_first_top_level_await(rt: pydeno.Runtime) -> None:
+    rt.eval("globalThis.Deno = 'mine'")
+    assert rt.eval("await null; Deno") == "mine"
+    assert rt.eval("Deno") == "mine"
+
+
+# -- the worker's read loop: synchronous reads only when nothing else can run ----------------
+def test_a_command_waiting_on_a_host_call_still_runs_its_timers(rt: pydeno.Runtime) -> None:
+    rt.bind_function("slow", lambda: "host")
+    code = "let ticks = 0; const t = setInterval(() => ticks++, 1); slow().then(v => { clearInterval(t); return v })"
+    assert rt.eval(code) == "host"
+    assert rt.eval("new Promise(r => setTimeout(() => r(ticks >= 0), 5))") is True
+
+
+def test_a_command_settled_by_a_node_next_tick_completes(rt: pydeno.Runtime) -> None:
+    # process.nextTick callbacks share Deno's tick queue with the worker's own read loop.
+    code = "const { nextTick } = await import('node:process'); await new Promise(r => nextTick(() => r('ticked')))"
+    assert rt.eval(code) == "ticked"
+    assert rt.eval("new Promise(r => nextTick(() => r('again')))") == "again"
+
+
+def test_a_chain_of_microtasks_after_a_host_call_completes(rt: pydeno.Runtime) -> None:
+    rt.bind_function("one", lambda: 1)
+    code = (
+        "one().then(v => v + 1).then(v => Promise.resolve(v + 1))"
+        ".then(async v => { await null; await null; return v + 1 })"
+    )
+    for _ in range(3):
+        assert rt.eval(code) == 4
+
+
+def test_an_unhandled_rejection_is_reported_by_the_next_command_without_a_timer() -> None:
+    seen: list[tuple[str, str]] = []
+    with pydeno.Runtime(on_console=lambda level, text: seen.append((level, text))) as runtime:
+        runtime.eval("Promise.reject(new Error('early')); 1")
+        assert runtime.eval("2") == 2
+        assert ("error", "Uncaught (in promise) Error: early") in seen
+
+
 # -- errors ----------------------------------------------------------------------------------
 def test_a_thrown_error_becomes_javascript_error_with_name_message_and_stack(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError) as info:

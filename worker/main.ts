@@ -8,9 +8,6 @@
 // needed, hide Deno/process from the guest, and only then announce readiness.
 
 // deno-lint-ignore-file no-explicit-any
-// node:process first: the inspector loads it lazily on the first message, and that load
-// reads the Deno global, which the guest must not see by then.
-import "node:process";
 import { Session } from "node:inspector";
 import { CodecError, Reader, Writer } from "./codec.ts";
 
@@ -42,6 +39,9 @@ const coreWriteSync: (rid: number, b: Uint8Array) => number = core.writeSync;
 const readSync = (b: Uint8Array): number => coreReadSync(STDIN_RID, b);
 const readAsync = (b: Uint8Array): Promise<number> => coreRead(STDIN_RID, b);
 const writeSync = (b: Uint8Array): number => coreWriteSync(STDOUT_RID, b);
+const drainTicks: () => void = core.runNextTicks;
+const eventLoopHasMoreWork: () => boolean = core.eventLoopHasMoreWork;
+const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
@@ -65,6 +65,7 @@ const ArrayJoin = uncurry(Array.prototype.join);
 const ArrayPush = uncurry(Array.prototype.push);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
+const PromiseThen = uncurry(Promise.prototype.then);
 // Unguessable names and tokens: Math.random's state can be recovered from its outputs.
 const getRandomValues = crypto.getRandomValues.bind(crypto);
 const NumberToString = uncurry(Number.prototype.toString);
@@ -75,10 +76,6 @@ function randomHex(): string {
   return out;
 }
 const Uint8ArrayCtor = Uint8Array;
-const realSetTimeout = globalThis.setTimeout;
-const realClearTimeout = globalThis.clearTimeout;
-const realSetInterval = globalThis.setInterval;
-const realClearInterval = globalThis.clearInterval;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
@@ -222,8 +219,31 @@ let capturePromise = false;
 let capturedPromise: any = undefined;
 let hookInstalled = false;
 
+// The inspector loads node:process on its first message, and that load reads the Deno
+// global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
+// only runtimes that use top-level await ever send a message; so the first REPL-mode eval
+// loads it, with the global back for exactly that synchronous load and a message that runs
+// no guest code. Guest code could observe that moment only through accessors it planted on
+// shared prototypes; what it would see is the Deno namespace with every permission revoked.
+let nodeProcessLoaded = false;
+function loadNodeProcess(): void {
+  if (nodeProcessLoaded) return;
+  nodeProcessLoaded = true;
+  const had = ObjectGetOwnPropertyDescriptor(globalThis, "Deno");
+  try {
+    ObjectDefineProperty(globalThis, "Deno", { value: D, writable: true, enumerable: false, configurable: true });
+    post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
+  } catch { /* the REPL eval that follows reports what is broken */ } finally {
+    try {
+      if (had === undefined) delete (globalThis as any).Deno;
+      else ObjectDefineProperty(globalThis, "Deno", had);
+    } catch { /* a guest that made Deno non-configurable keeps its own */ }
+  }
+}
+
 /** Evaluates code in REPL mode; resolves [value] or rejects with the thrown value. */
 async function replEval(code: string): Promise<any> {
+  loadNodeProcess();
   if (!hookInstalled) {
     hookInstalled = true;
     setPromiseHooks((promise: any) => {
@@ -395,27 +415,6 @@ for (const noop of ["group", "groupEnd", "groupCollapsed", "time", "timeEnd", "t
   guestConsole[noop] = function () {};
 }
 
-// Timers are counted so that the read loop knows when nothing can happen without input and
-// may block in a synchronous read, which is several times faster than an async one.
-const liveTimers: any = ObjectCreate(null);
-let liveTimerCount = 0;
-function track(id: any): void { if (liveTimers[id] !== true) { liveTimers[id] = true; liveTimerCount++; } }
-function untrack(id: any): void { if (liveTimers[id] === true) { delete liveTimers[id]; liveTimerCount--; } }
-const guestSetTimeout = function (cb: any, ms?: any, ...args: any[]) {
-  if (typeof cb !== "function") return 0;
-  const id: any = realSetTimeout(() => { untrack(id); ReflectApply(cb, undefined, args); }, ms);
-  track(id);
-  return id;
-};
-const guestClearTimeout = function (id?: any) { untrack(id); realClearTimeout(id); };
-const guestSetInterval = function (cb: any, ms?: any, ...args: any[]) {
-  if (typeof cb !== "function") return 0;
-  const id: any = realSetInterval(() => { ReflectApply(cb, undefined, args); }, ms);
-  track(id);
-  return id;
-};
-const guestClearInterval = function (id?: any) { untrack(id); realClearInterval(id); };
-
 // Errors thrown from timers and unhandled rejections would end a Deno process; here they
 // are reported on the console channel and the worker carries on.
 addEventListener("error", (ev: any) => {
@@ -476,8 +475,7 @@ function isNativePromise(value: any): boolean {
 }
 
 /** Runs one command and answers request id with its value or its error. A value that is
- * not a promise is answered before this returns: no microtask hop, so the read loop sees
- * the worker idle again and blocks in the fast synchronous read. */
+ * not a promise is answered before this returns, without a microtask hop. */
 function answer(id: number, run: () => any): void {
   commandStarts();
   let value: any;
@@ -598,10 +596,6 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
 const g: any = globalThis;
 ObjectDefineProperty(g, "console", { value: guestConsole, writable: true, enumerable: false, configurable: true });
-g.setTimeout = guestSetTimeout;
-g.clearTimeout = guestClearTimeout;
-g.setInterval = guestSetInterval;
-g.clearInterval = guestClearInterval;
 delete g.Deno;
 delete g.process;
 delete g.require;
@@ -617,57 +611,84 @@ flushWriter();
 let rbuf = new Uint8ArrayCtor(1 << 16);
 let rcap = 1 << 16;
 let rstart = 0, rend = 0;
-let pendingRead: Promise<number> | null = null;
 
-async function serve(): Promise<void> {
-  for (;;) {
-    // Parse every complete frame in the buffer.
-    while (rend - rstart >= 4) {
-      const len = ((rbuf[rstart] << 24) >>> 0) + (rbuf[rstart + 1] << 16) + (rbuf[rstart + 2] << 8) + rbuf[rstart + 3];
-      if (rend - rstart - 4 < len) {
-        if (len + 4 > rcap) {
-          let size = rcap * 2;
-          while (size < len + 4) size *= 2;
-          const next = new Uint8ArrayCtor(size);
-          U8Set(next, U8Subarray(rbuf, rstart, rend));
-          rbuf = next; rcap = size; rend -= rstart; rstart = 0;
-        }
-        break;
+/** Dispatches every complete frame in the buffer and makes room for the next read. */
+function takeFrames(): void {
+  while (rend - rstart >= 4) {
+    const len = ((rbuf[rstart] << 24) >>> 0) + (rbuf[rstart + 1] << 16) + (rbuf[rstart + 2] << 8) + rbuf[rstart + 3];
+    if (rend - rstart - 4 < len) {
+      if (len + 4 > rcap) {
+        let size = rcap * 2;
+        while (size < len + 4) size *= 2;
+        const next = new Uint8ArrayCtor(size);
+        U8Set(next, U8Subarray(rbuf, rstart, rend));
+        rbuf = next; rcap = size; rend -= rstart; rstart = 0;
       }
-      const start = rstart + 4;
-      rstart = start + len;
-      dispatch(rbuf, start, start + len);
+      break;
     }
-    if (rstart === rend) { rstart = 0; rend = 0; }
-    else if (rcap - rend < 4096) {
-      U8Set(rbuf, U8Subarray(rbuf, rstart, rend));
-      rend -= rstart; rstart = 0;
-    }
-    let n: number;
-    if (pendingRead === null && inflight === 0 && liveTimerCount === 0) {
-      // Nothing can make progress without input: block in the fast synchronous read, after
-      // one microtask checkpoint so that anything just resolved has run.
-      await null;
-      if (inflight === 0 && liveTimerCount === 0) {
-        n = readSync(U8Subarray(rbuf, rend));
-      } else {
-        pendingRead = readAsync(U8Subarray(rbuf, rend));
-        n = await pendingRead;
-        pendingRead = null;
-      }
-    } else {
-      if (pendingRead === null) pendingRead = readAsync(U8Subarray(rbuf, rend));
-      n = await pendingRead;
-      pendingRead = null;
-    }
-    if (n === 0) exit(0);
-    rend += n;
+    const start = rstart + 4;
+    rstart = start + len;
+    dispatch(rbuf, start, start + len);
+  }
+  if (rstart === rend) { rstart = 0; rend = 0; }
+  else if (rcap - rend < 4096) {
+    U8Set(rbuf, U8Subarray(rbuf, rstart, rend));
+    rend -= rstart; rstart = 0;
   }
 }
 
-serve().catch((e) => {
+// The read loop. A synchronous read of stdin is several times faster than Deno's async one
+// (which hops to a blocking thread and back), but blocks the whole isolate: it is safe only
+// when nothing can happen without input, that is when no microtask is queued and the event
+// loop has nothing pending (no timer, no async operation). pump runs as a nextTick callback,
+// which Deno calls outside any microtask checkpoint, so draining the queue there really drains
+// it, and eventLoopHasMoreWork() then tells the rest. A command waiting on a host call
+// waits in the synchronous read too. Otherwise one async read is left pending and, once it
+// completes, pump is queued again; the two kinds of read are never mixed, since a pending
+// async read would take the bytes a synchronous one waits for.
+function pump(): void {
+  try {
+    for (;;) {
+      takeFrames();
+      // Inside a nextTick callback the tick flag is still up and other ticks (node: modules
+      // queue them) may wait behind this one: run them, the microtasks and the report of
+      // unhandled rejections now, which also lowers the flag.
+      drainTicks();
+      if (eventLoopHasMoreWork()) {
+        readInBackground();
+        return;
+      }
+      const n = readSync(U8Subarray(rbuf, rend));
+      if (n === 0) exit(0);
+      rend += n;
+    }
+  } catch (e) {
+    loopFailed(e);
+  }
+}
+
+function readInBackground(): void {
+  PromiseThen(readAsync(U8Subarray(rbuf, rend)), (n: number) => {
+    if (n === 0) exit(0);
+    rend += n;
+    try {
+      takeFrames();
+    } catch (e) {
+      loopFailed(e);
+    }
+    atTick(pump);
+  }, loopFailed);
+}
+
+function atTick(fn: () => void): void {
+  queueNextTick({ callback: fn, args: undefined, snapshot: undefined, asyncId: 0, triggerAsyncId: 0 });
+}
+
+function loopFailed(e: any): void {
   // A frame the worker cannot parse means the two ends disagree; the host will see the exit.
   const d = describe(e);
   try { sendConsole("error", `worker loop failed: ${d[0]}: ${d[1]}`); } catch { /* ignore */ }
   exit(70);
-});
+}
+
+atTick(pump);
