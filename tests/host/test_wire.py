@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import json
 import struct
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pydeno import JavaScriptError, undefined
-from pydeno._values import Codec
+from pydeno._values import EXT_JSON, Codec, json_depth
 from pydeno.host._wire import (
     Completed,
     Connection,
@@ -330,6 +334,171 @@ def test_a_set_nested_inside_a_set_is_refused_before_it_is_decoded() -> None:
     with pytest.raises(ProtocolError) as info:
         conn.next_event()
     assert (info.value.malformed, info.value.detail) == (True, "ValueError: a Set nested inside a Set")
+
+
+# -- the JSON lane from the worker ----------------------------------------------------------------
+# An EXT_JSON payload is decoded by msgspec and its depth read from the raw bytes (json_depth),
+# not walked after decoding; whatever msgspec refuses goes to json.loads. None of that may
+# change what the host accepts, refuses or returns.
+def _json(value: Any) -> msgpack.ExtType:
+    return msgpack.ExtType(EXT_JSON, json.dumps(value).encode())
+
+
+def _outcome(data: bytes) -> tuple[str, str]:
+    """What a connection that sent one eval makes of data: the repr of the value, or the refusal."""
+    conn = shaken()
+    conn.eval("1")
+    conn.feed(data)
+    try:
+        conn.next_event()
+    except ProtocolError as exc:
+        return "refused", f"{exc.malformed} {exc.detail}"
+    return "value", repr(conn.take(1))
+
+
+def _nested_dicts(depth: int, leaf: Any = None) -> Any:
+    value: Any = {"k": leaf}
+    for _ in range(depth - 1):
+        value = {"k": value, "s": "[{"}
+    return value
+
+
+@pytest.mark.parametrize("depth", [1, 2, 64, 128, 129, 130, 131, 300, 600])
+@pytest.mark.parametrize("make", [_nested, _nested_dicts], ids=["arrays", "objects"])
+def test_a_json_payload_is_accepted_or_refused_at_the_depth_the_msgpack_lane_is(
+    make: Callable[[int], Any], depth: int
+) -> None:
+    value = make(depth)
+    as_msgpack = _outcome(wire([1, 1, value]))
+    assert _outcome(wire([1, 1, _json(value)])) == as_msgpack
+    # The whole frame as one JSON payload: the frame's own array counts as a level too.
+    assert _outcome(frame(pack(_json([1, 1, value])))) == as_msgpack
+    assert as_msgpack[0] == ("value" if depth <= 129 else "refused")
+
+
+@pytest.mark.parametrize(("outer", "inner"), [(1, 128), (1, 129), (64, 65), (64, 66), (127, 2), (128, 2), (128, 1)])
+def test_a_json_payload_inside_nested_msgpack_counts_the_levels_above_it(outer: int, inner: int) -> None:
+    value: Any = _json(_nested(inner))
+    for _ in range(outer):
+        value = [value]
+    assert _outcome(wire([1, 1, value])) == _outcome(wire([1, 1, _nested(outer + inner)]))
+
+
+def test_a_json_value_dropped_by_a_repeated_key_lends_its_depth_to_nothing() -> None:
+    # The first "a" is decoded from JSON and measured, then replaced: the list freed is the one
+    # Python hands out next, to the outermost of the deep lists after it.
+    items = [pack("a"), pack(_json([])), pack("a"), pack(1), pack("b"), pack(_nested(200))]
+    data = _result_raw(b"\x83" + b"".join(items))
+    assert _outcome(data) == ("refused", "True a value is nested deeper than 128 levels")
+
+
+def test_brackets_quotes_and_escapes_inside_strings_do_not_count_as_nesting() -> None:
+    tricky = ['"[', "\\", '\\"]]', "[[[[" * 100, "}}}", "{", "\u2028é😀", "\\u005b"]
+    for depth in (128, 129, 130):
+        value = _nested(depth)
+        leaf = value
+        while leaf:
+            leaf = leaf[0]
+        leaf.extend(tricky)
+        value = [tricky, {"[": "]", '"{': tricky}, value]
+        for text in (
+            json.dumps(value),
+            json.dumps(value, ensure_ascii=False, indent=1),
+            json.dumps(value, separators=(",", ":")),
+        ):
+            payload = msgpack.ExtType(EXT_JSON, text.encode())
+            assert _outcome(wire([1, 1, payload])) == _outcome(wire([1, 1, value])), (depth, text[:40])
+
+
+JSON_ONLY_JSON_LOADS_TAKES = [
+    # (payload, repr of the value, the same as before msgspec decoded the lane)
+    pytest.param(b"[NaN, Infinity, -Infinity]", "[nan, inf, -inf]", id="non-finite"),
+    pytest.param(b"[1e400, -1e400]", "[inf, -inf]", id="overflow"),
+    pytest.param(b'["\\ud800x", "\\udc00", {"\\udbff": 1}]', "['\ufffdx', '\ufffd', {'\ufffd': 1}]", id="lone"),
+    pytest.param(b'["\\ud83d\\ude00"]', "['😀']", id="surrogate-pair"),
+    pytest.param(b"\xef\xbb\xbf[1]", "[1]", id="bom"),
+    pytest.param("[1]".encode("utf-16"), "[1]", id="utf-16"),
+    pytest.param(b"[" + b"1" * 4300 + b"]", "[" + "1" * 4300 + "]", id="4300-digits"),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), JSON_ONLY_JSON_LOADS_TAKES)
+def test_a_json_payload_msgspec_refuses_is_decoded_by_json_loads_as_before(payload: bytes, expected: str) -> None:
+    assert _outcome(wire([1, 1, msgpack.ExtType(EXT_JSON, payload)])) == ("value", expected)
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        pytest.param(b"[123456789012345678901234567890, -9223372036854775809]", None, id="big-ints"),
+        pytest.param(b"[-0, -0.0, 0.0, 1E2, 5e-324, 2.2250738585072011e-308, 0.1]", None, id="numbers"),
+        pytest.param(b' { "a" : 1 , "b" : [ ] , "a" : 2 } ', None, id="repeated-key"),
+        pytest.param(b'"\\u0000\\"\\\\\\/\\b\\f\\n\\r\\t"', None, id="escapes"),
+        pytest.param(b"[1] x", "refused", id="trailing"),
+        pytest.param(b"[1,]", "refused", id="trailing-comma"),
+        pytest.param(b'"\xff"', "refused", id="bad-utf8"),
+        pytest.param(b"[" + b"1" * 4301 + b"]", "refused", id="4301-digits"),
+    ],
+)
+def test_a_json_payload_decodes_exactly_as_json_loads_would(payload: bytes, expected: str | None) -> None:
+    got = _outcome(wire([1, 1, msgpack.ExtType(EXT_JSON, payload)]))
+    if expected is None:
+        assert got == ("value", repr(json.loads(payload)))
+    else:
+        assert got[0] == expected
+
+
+def test_a_json_payload_too_deep_for_msgspec_and_json_loads_is_refused_as_before() -> None:
+    payload = msgpack.ExtType(EXT_JSON, b"[" * 5000 + b"]" * 5000)
+    assert _outcome(wire([1, 1, payload])) == ("refused", "True ValueError: JSON payload nested too deeply")
+
+
+def _depth(value: Any) -> int:
+    """The reference: levels of lists and dicts, counted a level at a time."""
+    depth, level = 0, [value]
+    while level := [x for x in level if isinstance(x, (list, dict))]:
+        depth += 1
+        level = [c for x in level for c in (x.values() if isinstance(x, dict) else x)]
+    return depth
+
+
+_JSON_TEXT = st.text(alphabet=st.sampled_from(list('[]{}"\\/,: ab\n\u2028é😀\x00\x1f')), max_size=8)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _JSON_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_JSON_TEXT, inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@given(
+    value=_JSON_VALUES,
+    indent=st.none() | st.integers(0, 2),
+    ensure_ascii=st.booleans(),
+    wrap=st.integers(0, 40),
+)
+def test_json_depth_is_the_nesting_of_the_decoded_value(
+    value: Any, indent: int | None, ensure_ascii: bool, wrap: int
+) -> None:
+    for _ in range(wrap):
+        value = [value, "]"] if wrap % 2 else {"k": value}
+    text = json.dumps(value, indent=indent, ensure_ascii=ensure_ascii).encode()
+    assert json_depth(text) == _depth(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _nested(600),
+        [_nested(300), [[[]]], "[[[[[["],
+        [[_nested(50)] * 30, _nested(200)],
+        [_nested(129)] * 100,
+        [[{"a": [1, {}]}] * 50, 3],
+    ],
+    ids=["chain", "chain-and-twigs", "broad-then-deep", "combs", "broad"],
+)
+def test_json_depth_of_deep_narrow_and_broad_values(value: Any) -> None:
+    for text in (json.dumps(value), json.dumps(value, indent=2)):
+        assert json_depth(text.encode()) == _depth(value)
 
 
 # -- text from the worker -------------------------------------------------------------------------
