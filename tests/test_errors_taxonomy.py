@@ -10,7 +10,7 @@
    A worker that exits cleanly with a whole host message as its last stderr line is the
    hostile fake ``tests/fake_workers/forged_clean_exit.py``.
 3. Typed evidence: a start failure's cause is read by its type, never its text; real spawn
-   failures come from fault injection at ``subprocess.Popen`` in ``pydeno.host._process``.
+   failures come from fault injection at ``start_process`` in ``pydeno.host._process``.
 
 What a guest can reach from inside the worker (found with real workers, pinned below):
 ``(await import('node:process')).default.stderr.write`` and ``node:fs`` ``writeSync(2, ..)``
@@ -26,7 +26,6 @@ import asyncio
 import errno
 import json
 import re
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -1158,11 +1157,12 @@ SPAWN_ERRORS = [
 def test_a_real_spawn_failure_is_classified_by_the_type_of_its_os_error(
     monkeypatch: pytest.MonkeyPatch, runtime: Callable[[], object], error: OSError, kind: str, message: str
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+    def refuse(*args: object, **kwargs: object) -> _process.Child:
         raise error
 
-    # Fault injection at the seam: the worker's Popen fails as the OS would make it fail.
-    monkeypatch.setattr(_process.subprocess, "Popen", refuse)
+    # Fault injection at the seam: starting the worker's process fails as the OS would make it
+    # fail (a zygote's fork or a Popen).
+    monkeypatch.setattr(_process, "start_process", refuse)
     exc = failure(runtime)
     assert type(exc) is pydeno.WorkerCrashed
     assert exc.__cause__ is error
@@ -1178,16 +1178,16 @@ def test_a_retry_policy_retries_a_spawn_failure_from_emfile_but_not_a_missing_de
 ) -> None:
     attempts: list[int] = []
     errors = iter([OSError(errno.EMFILE, "Too many open files")])
-    real_popen = subprocess.Popen
+    real_start = _process.start_process
 
-    def flaky(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+    def flaky(*args: Any, **kwargs: Any) -> _process.Child:
         attempts.append(1)
         error = next(errors, None)
         if error is not None:
             raise error
-        return real_popen(*args, **kwargs)
+        return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(_process.subprocess, "Popen", flaky)
+    monkeypatch.setattr(_process, "start_process", flaky)
     assert pydeno.run_with_retry(lambda rt: rt.eval("6 * 7"), factory=pydeno.Runtime, backoff=0) == 42
     assert len(attempts) == 2
     monkeypatch.setenv("PYDENO_DENO", "/nonexistent/pydeno-test/deno")

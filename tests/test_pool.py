@@ -51,8 +51,9 @@ def kill_worker(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
 
 
 def children() -> set[int]:
-    """Live processes below this one (zombies count: they are not reaped yet)."""
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    """Live processes below this one (zombies count: they are not reaped yet), but for the
+    zygote, which the process keeps between runtimes."""
+    return {p.pid for p in psutil.Process().children(recursive=True)} - _process.infrastructure().processes
 
 
 def poll_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:

@@ -250,6 +250,8 @@ class Core:
         """
         mode = self.options.sandbox
         process, watch, hello = self.process, self.watch, self.connection.hello
+        if process is not None:
+            process.handshaken()
         if mode == "off" or process is None or watch is None or hello is None:
             return
         unmeasurable = watch.unmeasurable_limits()

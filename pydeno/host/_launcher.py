@@ -24,6 +24,26 @@ the host turns that into its own message. Under ``"best_effort"`` it prints
 ``pydeno-launcher: skipped: <layer> is unavailable: <why>`` and goes on. ``simulate`` names
 layers to treat as refused and ``silent`` layers to skip without a word (a kernel that accepts
 a layer but does not enforce it): test switches the host sets only from a private seam.
+
+Serve mode (the zygote): ``python -I -S _launcher.py serve FD HOST`` runs one long-lived
+process per host that has paid for the interpreter, the imports and what :func:`_layers.prepare`
+builds once. FD is its end of a ``SOCK_SEQPACKET`` socketpair with the host; each record is a
+marshalled tuple:
+
+    host -> zygote   ("spawn", SPEC) with the worker's stdin, stdout and stderr attached
+                     ("release", pid): the host is done with that worker; reap it
+    zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
+                     ("spawned", pid) with a pidfd attached, or ("failed", errno, text)
+                     ("exit", pid, returncode) when a worker ends (negative: its signal)
+                     ("reaped", pid) once a released worker is reaped (killed first if
+                     it was still running)
+
+Per spawn it forks (it is single-threaded, so that is safe); the child takes the three pipes
+as 0, 1 and 2, starts a new session, closes everything else and then does exactly what the
+one-off launcher does, its parent-death signal aimed at the zygote (whose pid stands in for
+the spec's "parent"), whose own is aimed at the host's spawner thread. An exited worker
+stays a zombie until the host releases it, so its pid (and process group) cannot be reused
+while the host may still signal it.
 """
 
 from __future__ import annotations
@@ -35,24 +55,41 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
 
 EXIT_UNAVAILABLE = 71
+# A child of the zygote that failed before it could confine itself (a bug, not a refusal).
+EXIT_INTERNAL = 70
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
+# The largest request the zygote accepts: a spec is a few KiB.
+MAX_REQUEST = 1 << 20
+SIGKILL = 9  # the signal module would import enum
 
 
-def main(argv: list[str]) -> int:
-    spec = marshal.loads(bytes.fromhex(argv[1]))
+def _layers() -> ModuleType:
     # -I keeps the package off sys.path; _layers needs nothing but the standard library.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _layers as layers  # type: ignore[import-not-found]
 
+    return layers  # type: ignore[no-any-return]
+
+
+def main(argv: list[str]) -> int:
+    if argv[1] == "serve":
+        return serve(int(argv[2]), int(argv[3]))
+    spec = marshal.loads(bytes.fromhex(argv[1]))
+    return confine(spec, _layers(), int(spec["parent"]))
+
+
+def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
+    """Apply the layers to this process and execve deno; the exit code if that ends early."""
     strict = spec["mode"] == "require"
     simulated: dict[str, str] = spec.get("simulate", {})
     # Layers a simulated kernel accepts but does not enforce: skipped without a word, which is
     # exactly what the worker's self-test exists to catch.
     silent: list[str] = spec.get("silent", [])
-    parent = int(spec["parent"])
 
     def refused(exc: Exception) -> None:
         if strict:
@@ -71,7 +108,7 @@ def main(argv: list[str]) -> int:
 
     apply("parent-death signal", layers.set_parent_death_signal, parent)
     if os.getppid() != parent:
-        return 0  # the host is already gone: there is no one to serve
+        return 0  # the parent is already gone: there is no one to serve
     apply("namespaces", layers.unshare_namespaces)
     if os.geteuid() == 0:
         apply("privilege drop", layers.drop_privileges)
@@ -94,6 +131,236 @@ def main(argv: list[str]) -> int:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return 127
     return 0  # pragma: no cover - exec_confined does not return
+
+
+# --- serve mode ---------------------------------------------------------------------------------
+
+
+def serve(channel: int, host: int) -> int:
+    """Fork confined workers on the host's request until the host closes its end."""
+    # _socket and select, not socket: socket imports enum and selectors, ~5 ms of start-up.
+    import _socket
+    import select
+
+    sock = _socket.socket(fileno=channel)
+    layers = _layers()
+    try:
+        layers.set_parent_death_signal(host)
+        if not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
+            raise OSError("this Python has no pidfd support")
+        # A kernel without pidfds (before 5.3) or without waitid(P_PIDFD) (5.4) cannot serve.
+        own = os.pidfd_open(os.getpid())
+        try:
+            os.waitid(os.P_PIDFD, own, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            pass  # P_PIDFD is known: this process is just not its own child
+        finally:
+            os.close(own)
+    except (layers.LayerUnavailable, OSError) as exc:
+        sock.sendmsg([marshal.dumps(("unavailable", str(exc)))])
+        return 0
+    layers.prepare()
+    server = _Server(sock, layers, _socket, select)
+    try:
+        server.run()
+    finally:
+        server.shutdown()
+    return 0
+
+
+class _Server:
+    def __init__(self, sock: Any, layers: ModuleType, socket_module: Any, select_module: Any) -> None:
+        self.pid = os.getpid()
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.layers = layers
+        self.socket = socket_module
+        self.select = select_module
+        self.poller = select_module.poll()
+        self.poller.register(sock.fileno(), select_module.POLLIN)
+        self.pidfds: dict[int, int] = {}  # pid -> pidfd, until the worker is reaped
+        self.pids: dict[int, int] = {}  # pidfd -> pid
+        self.exited: set[int] = set()  # reported, and waiting for the host's release
+        self.released: set[int] = set()  # released while still running: reap without a report
+        self.outbox: list[tuple[bytes, list[int]]] = []
+        self.say("ready", self.pid)
+
+    def run(self) -> None:
+        sock_fd = self.sock.fileno()
+        while True:
+            for fd, events in self.poller.poll():
+                if fd != sock_fd:
+                    self.child_exited(fd)
+                    continue
+                if events & self.select.POLLOUT:
+                    self.flush()
+                if events & ~self.select.POLLOUT and not self.receive():
+                    return
+
+    def say(self, *message: Any, fds: list[int] | None = None) -> None:
+        self.outbox.append((marshal.dumps(message), fds or []))
+        self.flush()
+
+    def flush(self) -> None:
+        while self.outbox:
+            data, fds = self.outbox[0]
+            ancillary = [(self.socket.SOL_SOCKET, self.socket.SCM_RIGHTS, _pack(fds))] if fds else []
+            try:
+                self.sock.sendmsg([data], ancillary)
+            except BlockingIOError:
+                # The host reads its end only when it waits on something; never block on it.
+                self.poller.modify(self.sock.fileno(), self.select.POLLIN | self.select.POLLOUT)
+                return
+            self.outbox.pop(0)
+        self.poller.modify(self.sock.fileno(), self.select.POLLIN)
+
+    def receive(self) -> bool:
+        """Serve every request waiting; False once the host is gone."""
+        socket = self.socket
+        while True:
+            try:
+                data, ancillary, flags, _ = self.sock.recvmsg(
+                    MAX_REQUEST, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fds = [fd for level, kind, raw in ancillary if kind == socket.SCM_RIGHTS for fd in _unpack(raw)]
+            if not data and not fds:
+                return False
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                # Not a request this host sends; its reply could not be matched to it.
+                _close(fds)
+                return False
+            message = marshal.loads(data)
+            if message[0] == "spawn":
+                self.spawn(message[1], fds)
+            else:
+                _close(fds)
+                if message[0] == "release":
+                    self.release(message[1])
+
+    def spawn(self, spec: dict[str, Any], fds: list[int]) -> None:
+        if len(fds) != 3:
+            _close(fds)
+            self.say("failed", 22, "a spawn request needs exactly three descriptors")  # EINVAL
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _close(fds)
+            self.say("failed", exc.errno, exc.strerror)
+            return
+        if pid == 0:
+            self.child(spec, fds)
+        _close(fds)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            # Untracked it could not be reported or reaped: end it now, while it is ours.
+            os.kill(pid, SIGKILL)
+            os.waitpid(pid, 0)
+            self.say("failed", exc.errno, exc.strerror)
+            return
+        self.pidfds[pid] = pidfd
+        self.pids[pidfd] = pid
+        self.poller.register(pidfd, self.select.POLLIN)
+        self.say("spawned", pid, fds=[pidfd])
+
+    def child(self, spec: dict[str, Any], fds: list[int]) -> None:
+        """The forked child: become the worker. Never returns."""
+        code = EXIT_INTERNAL
+        try:
+            os.setsid()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            # The socket, the other workers' pidfds and the received pipes: none may reach deno.
+            os.closerange(3, _max_fd())
+            # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
+            # names it, and confine() sees that the parent is gone.
+            code = confine(spec, self.layers, self.pid)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+        except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
+            os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(code)
+
+    def child_exited(self, pidfd: int) -> None:
+        pid = self.pids.get(pidfd)
+        if pid is None:  # pragma: no cover - a descriptor this loop no longer watches
+            return
+        self.poller.unregister(pidfd)
+        result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+        if result is None:  # pragma: no cover - the pidfd polled readable: it has exited
+            return
+        returncode = result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+        # Whatever is left in its process group goes with it, as a host kill would take it. The
+        # zombie leader keeps the group's id from being reused until it is reaped.
+        _quietly(os.killpg, pid, SIGKILL)
+        if pid in self.released:
+            self.reap(pid)
+            return
+        self.exited.add(pid)
+        self.say("exit", pid, returncode)
+
+    def release(self, pid: int) -> None:
+        if pid not in self.pidfds:
+            self.say("reaped", pid)  # never this zygote's, or already reaped: nothing to wait for
+            return
+        if pid in self.exited:
+            self.reap(pid)
+            return
+        # Still running (the host gave up waiting): end it, and reap it once it has exited.
+        self.released.add(pid)
+        _quietly(os.killpg, pid, SIGKILL)
+        _quietly(os.kill, pid, SIGKILL)
+
+    def reap(self, pid: int) -> None:
+        pidfd = self.pidfds.pop(pid)
+        del self.pids[pidfd]
+        self.exited.discard(pid)
+        self.released.discard(pid)
+        try:
+            os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+        finally:
+            os.close(pidfd)
+        self.say("reaped", pid)
+
+    def shutdown(self) -> None:
+        """The host is gone: so is every worker (their parent-death signal would see to it)."""
+        for pid in self.pidfds:
+            _quietly(os.killpg, pid, SIGKILL)
+            _quietly(os.kill, pid, SIGKILL)
+
+
+def _pack(fds: list[int]) -> bytes:
+    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+def _unpack(raw: bytes) -> list[int]:
+    return [int.from_bytes(raw[i : i + 4], sys.byteorder, signed=True) for i in range(0, len(raw) - 3, 4)]
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        _quietly(os.close, fd)
+
+
+def _quietly(action: Callable[..., object], *args: int) -> None:
+    # Not contextlib.suppress: its imports would add to this fresh interpreter's start-up.
+    try:  # noqa: SIM105
+        action(*args)
+    except OSError:
+        pass
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return os.sysconf("SC_OPEN_MAX")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ __all__ = [
     "drop_privileges",
     "exec_confined",
     "install_seccomp_filter",
+    "prepare",
     "restrict_filesystem",
     "set_no_new_privs",
     "set_parent_death_signal",
@@ -483,7 +484,7 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
 _Insn = tuple[int, int | str, int | str, int]
 
 
-def _assemble(program: Sequence[_Insn | str]) -> list[_SockFilter]:
+def _assemble(program: Sequence[_Insn | str]) -> list[tuple[int, int, int, int]]:
     """Resolve string jump targets (labels, given as bare strings in ``program``) to offsets."""
     labels: dict[str, int] = {}
     insns: list[_Insn] = []
@@ -501,12 +502,43 @@ def _assemble(program: Sequence[_Insn | str]) -> list[_SockFilter]:
             raise ValueError(f"BPF jump to {target} out of range")
         return jump
 
-    return [_SockFilter(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(insns)]
+    return [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(insns)]
+
+
+# Placeholders for what only the confined process knows (its pid, the address of the filename
+# it will execve): no real operand is negative, so the template cannot mistake one for them.
+_PID: Final = -1
+_NEGATED_PID: Final = -2
+_EXEC_LOW: Final = -3
+_EXEC_HIGH: Final = -4
+_templates: dict[bool, list[tuple[int, int, int, int]]] = {}
+
+
+def prepare() -> None:
+    """Build ahead what every confinement would otherwise build: a process that forks confined
+    children (the launcher's serve mode) calls this once, before its first fork."""
+    for exec_allowed in (False, True):
+        _seccomp_template(exec_allowed)
+
+
+def _seccomp_template(exec_allowed: bool) -> list[tuple[int, int, int, int]]:
+    template = _templates.get(exec_allowed)
+    if template is None:
+        template = _templates[exec_allowed] = _assemble(_seccomp_source(exec_allowed))
+    return template
 
 
 def _seccomp_program(pid: int, exec_pointer: int | None) -> list[_SockFilter]:
-    eperm = SECCOMP_RET_ERRNO | errno.EPERM
     u32 = 0xFFFFFFFF
+    values = {_PID: pid, _NEGATED_PID: -pid & u32}
+    if exec_pointer is not None:
+        values.update({_EXEC_LOW: exec_pointer & u32, _EXEC_HIGH: exec_pointer >> 32})
+    template = _seccomp_template(exec_pointer is not None)
+    return [_SockFilter(code, jt, jf, values.get(k, k)) for code, jt, jf, k in template]
+
+
+def _seccomp_source(exec_allowed: bool) -> list[_Insn | str]:
+    eperm = SECCOMP_RET_ERRNO | errno.EPERM
     program: list[_Insn | str] = [
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARCH),
         (BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
@@ -541,24 +573,24 @@ def _seccomp_program(pid: int, exec_pointer: int | None) -> list[_SockFilter]:
         # session), never the host or a sibling.
         "kill",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-        (BPF_JEQ_K, "allow", 0, pid),
+        (BPF_JEQ_K, "allow", 0, _PID),
         (BPF_JEQ_K, "allow", 0, 0),
-        (BPF_JEQ_K, "allow", "eperm", -pid & u32),
+        (BPF_JEQ_K, "allow", "eperm", _NEGATED_PID),
         "self",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-        (BPF_JEQ_K, "allow", "eperm", pid),
+        (BPF_JEQ_K, "allow", "eperm", _PID),
         "execve",
     ]
-    if exec_pointer is None:
+    if not exec_allowed:
         program += [(BPF_RET_K, 0, 0, eperm)]
     else:
         # The one execve allowed is the launcher's: its filename at the address it passed. The
         # pointer is a full 64-bit value, compared a word at a time.
         program += [
             (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-            (BPF_JEQ_K, 0, "eperm", exec_pointer & u32),
+            (BPF_JEQ_K, 0, "eperm", _EXEC_LOW),
             (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_HIGH),
-            (BPF_JEQ_K, "allow", "eperm", exec_pointer >> 32),
+            (BPF_JEQ_K, "allow", "eperm", _EXEC_HIGH),
         ]
     program += [
         "allow",
@@ -568,7 +600,7 @@ def _seccomp_program(pid: int, exec_pointer: int | None) -> list[_SockFilter]:
         "enosys",
         (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
     ]
-    return _assemble(program)
+    return program
 
 
 def install_seccomp_filter(*, exec_pointer: int | None = None) -> None:

@@ -16,25 +16,39 @@ import json
 import marshal
 import os
 import re
+import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import IO, Any, Final, Literal, Protocol
 
 from .._errors import WorkerCrashed
 from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
+from ._mailbox import Mailbox
 from ._wire import clean_text
 
-__all__ = ["SANDBOX_MODES", "SandboxMode", "WorkerConfig", "WorkerProcess", "find_deno", "worker_entry"]
+__all__ = [
+    "SANDBOX_MODES",
+    "Confined",
+    "SandboxMode",
+    "WorkerConfig",
+    "WorkerProcess",
+    "find_deno",
+    "infrastructure",
+    "start_process",
+    "worker_entry",
+]
 
 SandboxMode = Literal["require", "best_effort", "off"]
 SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("require", "best_effort", "off")
@@ -91,6 +105,8 @@ class WorkerConfig:
     max_console_bytes: int = 1 << 20
     max_console_chars: int = 16 * 1024
     sandbox: SandboxMode = "require"
+    # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
+    mailbox: str | None = None
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
@@ -114,9 +130,14 @@ class WorkerConfig:
                 "max_inflight_host_calls": self.max_inflight_host_calls,
                 "max_console_bytes": self.max_console_bytes,
                 "selftest": selftest,
+                "mailbox": self.mailbox,
             }
         )
-        grants = ["--allow-read", "--allow-write", "--allow-net", "--allow-run", "--allow-env"] if selftest else []
+        if selftest:
+            grants = ["--allow-read", "--allow-write", "--allow-net", "--allow-run", "--allow-env"]
+        else:
+            # Only to open the mailbox; revoked with the rest before the handshake.
+            grants = [f"--allow-read={self.mailbox}"] if self.mailbox else []
         return [
             deno,
             "run",
@@ -282,11 +303,34 @@ def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
         # deno itself adds the last two, pointing PATH at its node shims inside the cache.
         "env": {"DENO_DIR": str(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
         "port": SELFTEST_PORT,
+        # Signalled as well as the worker's parent (the zygote, when one starts it).
+        "host": os.getpid(),
     }
 
 
-def sandboxed_command(config: WorkerConfig) -> list[str]:
-    """The worker's command line behind the sandbox launcher (pydeno/host/_launcher.py).
+_LAUNCHER: Final = Path(__file__).resolve().with_name("_launcher.py")
+
+
+def _interpreter() -> str:
+    """The Python that runs the launcher. A venv's ``python`` is a link to its base
+    interpreter; under ``-I -S`` both see the same standard library and no site-packages
+    (the venv only adds those, through site), and the real binary skips the venv lookup."""
+    return os.path.realpath(sys.executable)
+
+
+@dataclass(frozen=True, slots=True)
+class Confined:
+    """A worker the launcher starts: the spec it confines the worker by (see _launcher.py)."""
+
+    spec: dict[str, Any]
+
+    def command(self) -> list[str]:
+        """The one-off launcher's command line, for when no zygote can serve."""
+        return [_interpreter(), "-I", "-S", str(_LAUNCHER), marshal.dumps(self.spec).hex()]
+
+
+def confined(config: WorkerConfig) -> Confined:
+    """The worker behind the sandbox launcher (pydeno/host/_launcher.py).
 
     What Landlock leaves readable: the C library directories, the worker's files, its warm
     transpile cache and its own /proc entry; deno and the ELF loader may also be executed.
@@ -298,32 +342,36 @@ def sandboxed_command(config: WorkerConfig) -> list[str]:
         if os.path.exists(deno):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), deno)
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), deno)
+    # The zygote starts (once per process) while this thread stages deno (the first time, a
+    # `deno cache` run): the two take about as long, and neither needs the other.
+    _spawner.warm()
     staged = stage(deno, worker_entry())
     deno, entry, cache = staged.deno, staged.entry, staged.cache
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     worker_dir = str(entry.parent.resolve())
-    spec = {
-        "parent": os.getpid(),
-        "mode": config.sandbox,
-        # /proc/self: deno reads its own memory map; only the worker's own entries.
-        "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
-        "execute": [deno, loader],
-        "env": {"DENO_DIR": str(cache)},
-        "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
-        "simulate": dict(SIMULATED_MISSING),
-        "silent": sorted(SIMULATED_SILENT),
-    }
-    launcher = Path(__file__).resolve().with_name("_launcher.py")
-    return [sys.executable, "-I", "-S", str(launcher), marshal.dumps(spec).hex()]
+    return Confined(
+        {
+            "parent": os.getpid(),
+            "mode": config.sandbox,
+            # /proc/self: deno reads its own memory map; only the worker's own entries.
+            "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
+            "execute": [deno, loader],
+            "env": {"DENO_DIR": str(cache)},
+            "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
+            "simulate": dict(SIMULATED_MISSING),
+            "silent": sorted(SIMULATED_SILENT),
+        }
+    )
 
 
-def worker_command(config: WorkerConfig) -> list[str]:
-    """The command line that starts a worker. Tests replace this function to start hostile
-    fake workers instead; the public API has no such switch."""
+def worker_command(config: WorkerConfig) -> list[str] | Confined:
+    """What starts a worker: deno's command line, or a confined worker for the launcher.
+    Tests replace this function to start hostile fake workers instead; the public API has no
+    such switch."""
     if config.sandbox == "off":
         staged = _staged_here()
         return config.argv(staged.deno, staged.entry)
-    return sandboxed_command(config)
+    return confined(config)
 
 
 def _staged_here() -> Staged:
@@ -339,30 +387,482 @@ def worker_environment(config: WorkerConfig) -> dict[str, str]:
     return {"DENO_DIR": str(_staged_here().cache)}
 
 
+class Child(Protocol):
+    """A worker's process as the host uses it: a :class:`subprocess.Popen`, or a
+    :class:`_ZygoteChild` with the same meaning for each member (``returncode`` negative for
+    the signal that ended it)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
+# --- the zygote -------------------------------------------------------------------------------
+#
+# Starting a confined worker used to mean a fresh interpreter per worker (``python -I -S
+# _launcher.py``: ~11 ms to start, ~7 ms of imports) before deno even began. The zygote is
+# that launcher started once per host process, in serve mode: it forks a child per worker,
+# which confines itself exactly as the one-off launcher does and execs deno. It is started
+# and retired only by the spawner thread, which its own parent-death signal follows.
+
+# How long the zygote outlives the last worker; a test seam, read each time the spawner waits.
+ZYGOTE_IDLE_SECONDS = 30.0
+# How long the host waits for the zygote to take a request or answer one before it gives up
+# on it (kills it) and starts the worker another way. Fork and reply take about a millisecond.
+_ZYGOTE_REPLY_SECONDS: Final = 10.0
+# How long a thread waiting for a reply reads before it looks again whether the socket closed.
+_READ_SLICE: Final = 0.5
+# pidfd_send_signal(2): to the pidfd's process group, not only the process (Linux 6.9).
+_PIDFD_SIGNAL_PROCESS_GROUP: Final = 1 << 2
+_pidfd_group_signals = True
+
+
+class _ZygoteGone(Exception):
+    """The zygote died, or did not answer in time."""
+
+
+def _ready(fd: int, events: int, timeout: float | None) -> bool:
+    """Whether fd polls ready for events within timeout seconds (None: no bound)."""
+    poller = select.poll()
+    poller.register(fd, events)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000 + 0.999))))
+
+
+def _close_fds(fds: Sequence[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class _Zygote:
+    """The host's end of one zygote (``_launcher.py serve``, protocol in its docstring).
+
+    Spawn requests go out from the spawner thread only, releases from any thread. There is no
+    reader thread: whichever thread waits for a reply reads everything that has arrived and
+    files it (one reader at a time; the others wait on the condition), so a reply meant for
+    another thread is found there when that thread looks.
+    """
+
+    def __init__(self, on_gone: Callable[[], None]) -> None:
+        host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            channel = zygote_end.fileno()
+            self.popen = subprocess.Popen(
+                [_interpreter(), "-I", "-S", str(_LAUNCHER), "serve", str(channel), str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                # Not the host's stdout or stderr: a caller waiting for their end of file (a
+                # parent running this host through pipes) would wait for the zygote as well.
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(channel,),
+                env={},
+                cwd="/",
+                # Out of the host's process group: a Ctrl-C at the terminal is the host's to
+                # handle, and the zygote goes when the host does.
+                start_new_session=True,
+            )
+        except BaseException:
+            host_end.close()
+            raise
+        finally:
+            zygote_end.close()
+        host_end.setblocking(False)
+        self.socket = host_end
+        self.fd = host_end.fileno()
+        self._on_gone = on_gone
+        self._cond = threading.Condition()
+        # Reentrant, as is the condition's: a runtime's finalizer may close its worker (and
+        # send a release) from inside a send or a read, on the same thread.
+        self._send_lock = threading.RLock()
+        self._reading = False
+        self._reader: int | None = None
+        self._replies: deque[tuple[tuple[Any, ...], list[int]]] = deque()
+        self._exits: dict[int, int] = {}
+        self._reaped: set[int] = set()
+        self.ready = False
+        # No more requests: it died, stopped taking them, or is being stopped.
+        self.gone = False
+        # Nothing more will arrive: its end of file was read, or the socket is closed. Until
+        # then a gone zygote's last reports (exit statuses) can still be read.
+        self.drained = False
+        self.unavailable: str | None = None
+
+    # -- requests ------------------------------------------------------------------------
+    def spawn(self, spec: dict[str, Any]) -> _ZygoteChild:
+        """Have the zygote start a confined worker on three new pipes. OSError if it could not
+        fork; _ZygoteGone if it died or did not answer (the worker then never started, or
+        dies with it)."""
+        pipes: list[int] = []
+        try:
+            for _ in range(3):
+                pipes.extend(os.pipe())
+        except BaseException:
+            _close_fds(pipes)
+            raise
+        stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = pipes
+        ours = [stdin_w, stdout_r, stderr_r]
+        try:
+            try:
+                self._send(("spawn", spec), [stdin_r, stdout_w, stderr_w])
+            finally:
+                # The zygote holds its own copies now; the worker's ends must not stay here,
+                # or the host would never see end of file on them.
+                _close_fds([stdin_r, stdout_w, stderr_w])
+            self._pump(lambda: bool(self._replies), _ZYGOTE_REPLY_SECONDS)
+            with self._cond:
+                if not self._replies:
+                    raise _ZygoteGone("no reply to a spawn request")
+                message, fds = self._replies.popleft()
+            if message[0] == "failed":
+                _close_fds(fds)
+                raise OSError(message[1], message[2])
+            if len(fds) != 1:
+                _close_fds(fds)
+                raise _ZygoteGone("a spawn reply without its pidfd")
+            return _ZygoteChild(self, message[1], fds[0], spec["argv"], ours)
+        except BaseException:
+            _close_fds(ours)
+            raise
+
+    def status(self, pid: int, timeout: float | None) -> int | None:
+        """The worker's returncode once the zygote has reported it, waiting up to timeout."""
+        self._pump(lambda: pid in self._exits, timeout)
+        with self._cond:
+            return self._exits.get(pid)
+
+    def release(self, pid: int) -> None:
+        """Let the zygote reap the worker, and wait until it has: once a runtime is closed,
+        its worker is gone, as it would be with Popen."""
+        with self._cond:
+            self._exits.pop(pid, None)
+        try:
+            self._send(("release", pid))
+        except _ZygoteGone:
+            return
+        self._pump(lambda: pid in self._reaped, _ZYGOTE_REPLY_SECONDS)
+        with self._cond:
+            self._reaped.discard(pid)
+
+    def stop(self) -> None:
+        """Kill the zygote and reap it (the spawner thread does this); any worker it still has
+        dies with it, by its parent-death signal."""
+        with self._cond:
+            self.gone = True
+            self._cond.notify_all()
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+        # Dead now: what it reported before it died is still to be read, up to its end of file.
+        self._pump(lambda: False, 1.0)
+        with self._cond:
+            self.drained = True
+            while self._reading:  # a reader looks at `drained` again within _READ_SLICE
+                self._cond.wait()
+            for _, fds in self._replies:
+                _close_fds(fds)
+            self._replies.clear()
+        with self._send_lock:
+            self.socket.close()
+
+    def abandon(self) -> None:
+        """In a child forked from the host: the zygote is the parent's; let go of it without
+        touching it, and never wait on a lock some parent thread held at the fork."""
+        self._cond = threading.Condition()
+        self._send_lock = threading.RLock()
+        self._reading = False
+        self.gone = self.drained = True
+        self.socket.close()
+
+    # -- the socket ----------------------------------------------------------------------
+    def _send(self, message: tuple[Any, ...], fds: Sequence[int] = ()) -> None:
+        data = marshal.dumps(message)
+        deadline = time.monotonic() + _ZYGOTE_REPLY_SECONDS
+        with self._send_lock:
+            while True:
+                if self.gone:
+                    raise _ZygoteGone("the zygote is gone")
+                try:
+                    if fds:
+                        socket.send_fds(self.socket, [data], list(fds))
+                    else:
+                        self.socket.sendmsg([data])
+                    return
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    if remaining > 0 and _ready(self.fd, select.POLLOUT, remaining):
+                        continue
+                    self._lost()
+                    raise _ZygoteGone("the zygote takes no requests") from None
+                except OSError as exc:
+                    self._lost()
+                    raise _ZygoteGone(f"the zygote is gone: {exc}") from exc
+
+    def _pump(self, until: Callable[[], bool], timeout: float | None) -> None:
+        """Read and file the zygote's messages until until() holds, nothing more can arrive
+        or timeout passes; a timeout of 0 still reads what has already arrived."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        lost = False
+        with self._cond:
+            while not until() and not self.drained:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if self._reading:
+                    if self._reader == threading.get_ident():
+                        break  # called from a finalizer inside this thread's own read
+                    if remaining is not None and remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                    continue
+                self._reading = True
+                self._reader = threading.get_ident()
+                received: list[tuple[tuple[Any, ...], list[int]]] = []
+                ended = False
+                self._cond.release()
+                try:
+                    wait = _READ_SLICE if remaining is None else min(max(remaining, 0.0), _READ_SLICE)
+                    ended = self._receive(received, wait)
+                finally:
+                    self._cond.acquire()
+                    self._reading = False
+                    for message, fds in received:
+                        self._file(message, fds)
+                    if ended:
+                        lost = not self.gone
+                        self.gone = self.drained = True
+                    self._cond.notify_all()
+                if remaining is not None and deadline is not None and deadline - time.monotonic() <= 0:
+                    break
+        if lost:
+            self._on_gone()
+
+    def _receive(self, into: list[tuple[tuple[Any, ...], list[int]]], timeout: float) -> bool:
+        """Append what has arrived, waiting up to timeout for the first; True at end of file."""
+        if not _ready(self.fd, select.POLLIN, timeout):
+            return False
+        reset = False
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.socket, 1 << 16, 4, socket.MSG_CMSG_CLOEXEC)
+            except BlockingIOError:
+                return False
+            except ConnectionResetError:
+                # A zygote that exits with a request of ours unread makes the kernel report the
+                # reset first, ahead of the records it sent before exiting: read those still.
+                if reset:
+                    return True
+                reset = True
+                continue
+            except OSError:
+                return True
+            if not data:
+                _close_fds(fds)
+                return True
+            into.append((marshal.loads(data), fds))
+
+    def _file(self, message: tuple[Any, ...], fds: list[int]) -> None:
+        kind = message[0]
+        if kind in ("spawned", "failed"):
+            self._replies.append((message, fds))
+            return
+        _close_fds(fds)
+        if kind == "exit":
+            self._exits[message[1]] = message[2]
+        elif kind == "reaped":
+            self._reaped.add(message[1])
+        elif kind == "ready":
+            self.ready = True
+        elif kind == "unavailable":
+            self.unavailable = str(message[1])
+
+    def _lost(self) -> None:
+        with self._cond:
+            if self.gone:
+                return
+            self.gone = True
+            self._cond.notify_all()
+        self._on_gone()
+
+
+class _ZygoteChild:
+    """A worker the zygote forked, with :class:`subprocess.Popen`'s meaning for every member
+    the host uses. It is signalled through a pidfd and its exit status comes from the zygote,
+    which keeps it unreaped (so its pid cannot be reused) until :meth:`release`."""
+
+    def __init__(self, zygote: _Zygote, pid: int, pidfd: int, args: list[str], pipes: list[int]) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+        self._pidfd = pidfd
+        # Held while the pidfd is used or closed: a closed number may be reused at once.
+        self._lock = threading.Lock()
+        self._released = False
+        self.stdin: IO[bytes] | None = open(pipes[0], "wb", buffering=0)  # noqa: SIM115 - closed by _close_pipes
+        self.stdout: IO[bytes] | None = open(pipes[1], "rb", buffering=0)  # noqa: SIM115
+        self.stderr: IO[bytes] | None = open(pipes[2], "rb", buffering=0)  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._settle(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._settle(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the worker's process group (it leads it), or where the kernel cannot address
+        a group through a pidfd, the worker itself; the zygote then ends what is left of the
+        group when it sees the worker exit."""
+        global _pidfd_group_signals
+        with self._lock:
+            if self.returncode is not None or self._released:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                if _pidfd_group_signals:
+                    try:
+                        signal.pidfd_send_signal(self._pidfd, sig, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+                        return
+                    except OSError as exc:
+                        if exc.errno != errno.EINVAL:
+                            raise
+                        _pidfd_group_signals = False
+                signal.pidfd_send_signal(self._pidfd, sig)
+
+    def release(self) -> None:
+        """The host is done with the worker: the zygote may reap it, freeing its pid."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            os.close(self._pidfd)
+        self.zygote.release(self.pid)
+
+    def _settle(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        code = self.zygote.status(self.pid, timeout)
+        if code is None and self.zygote.drained:
+            # The zygote died before it could report: its parent-death signal (SIGKILL) ends
+            # the worker, and the exit status died with the zygote.
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            with self._lock:
+                if not self._released and _ready(self._pidfd, select.POLLIN, remaining):
+                    code = -signal.SIGKILL
+        if code is not None and self.returncode is None:
+            self.returncode = code
+
+
+_zygote: _Zygote | None = None
+# Why this process starts its workers without a zygote, once one could not start here.
+_zygote_refused: str | None = None
+
+
+def _warm() -> None:
+    # A failure to start the zygote is met again, and reported, by the spawn that follows.
+    _ensure_zygote()
+
+
+def _spawn_confined(spec: dict[str, Any]) -> _ZygoteChild | None:
+    """A confined worker from the zygote, starting one if needed (in the spawner thread); None
+    when no zygote can serve here, and the one-off launcher must."""
+    global _zygote_refused
+    for _attempt in range(2):
+        zygote = _ensure_zygote()
+        if zygote is None:
+            return None
+        try:
+            return zygote.spawn(spec)
+        except _ZygoteGone as exc:
+            if not zygote.ready:
+                # It never got as far as serving: it would not the next time either.
+                _zygote_refused = zygote.unavailable or f"it ended before it was ready ({exc})"
+            _retire_zygote()
+    return None
+
+
+def _ensure_zygote() -> _Zygote | None:
+    """The live zygote, started if there is none (in the spawner thread); None when none can
+    serve in this process."""
+    global _zygote
+    if _zygote_refused is not None:
+        return None
+    if _zygote is not None and _zygote.gone:
+        _retire_zygote()
+    if _zygote is None:
+        _zygote = _Zygote(_spawner_wake)
+    return _zygote
+
+
+def _retire_zygote() -> None:
+    global _zygote
+    zygote, _zygote = _zygote, None
+    if zygote is not None:
+        zygote.stop()
+
+
+def _spawner_wake() -> None:
+    _spawner.wake()
+
+
+def start_process(command: list[str] | Confined, environment: dict[str, str]) -> Child:
+    """Start a worker's process (in the spawner thread): a confined worker from the zygote, or
+    from a one-off launcher when no zygote can serve; any other command directly."""
+    if isinstance(command, Confined):
+        child = _spawn_confined(command.spec)
+        if child is not None:
+            return child
+        command = command.command()
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        cwd="/",
+        close_fds=True,
+        start_new_session=True,
+        bufsize=0,
+    )
+
+
 class _Spawner:
     """Starts workers from one long-lived thread, which outlives every worker it started.
 
     A sandboxed worker's parent-death signal fires when the *thread* that forked it exits, not
     the process: a runtime created in a short-lived thread would lose its worker the moment
-    that thread ended. So every worker is forked here, and this thread exits only once no
-    worker it started is alive (and starts again with the next one).
+    that thread ended. So every worker, and the zygote, is forked here, and this thread exits
+    only once no worker it started is alive and the zygote has been idle for
+    ZYGOTE_IDLE_SECONDS (it retires the zygote first; the next spawn starts both again).
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: deque[tuple[Callable[[], subprocess.Popen[bytes]], Future[subprocess.Popen[bytes]]]] = deque()
+        # A start with no future is the zygote's warm-up: no one waits for it.
+        self._queue: deque[tuple[Callable[[], Child], Future[Child]] | Callable[[], None]] = deque()
         self._live = 0
         self._thread: threading.Thread | None = None
 
-    def spawn(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-        future: Future[subprocess.Popen[bytes]] = Future()
+    def spawn(self, start: Callable[[], Child]) -> Child:
+        future: Future[Child] = Future()
         with self._cond:
             self._live += 1
-            self._queue.append((start, future))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="pydeno-spawner", daemon=True)
-                self._thread.start()
-            self._cond.notify()
+            self._enqueue((start, future))
         try:
             return future.result()
         except BaseException:
@@ -380,15 +880,47 @@ class _Spawner:
             self._live -= 1
             self._cond.notify()
 
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def warm(self) -> None:
+        """Start the zygote now, if there is none, without waiting for it: the caller has
+        work to do first (staging deno), in which time it can get ready."""
+        if _zygote is not None or _zygote_refused is not None:
+            return
+        with self._cond:
+            self._enqueue(_warm)
+
+    def _enqueue(self, job: tuple[Callable[[], Child], Future[Child]] | Callable[[], None]) -> None:
+        self._queue.append(job)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pydeno-spawner", daemon=True)
+            self._thread.start()
+        self._cond.notify()
+
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and self._live > 0:
-                    self._cond.wait()
-                if not self._queue:
+                job = self._next()
+                if job is None and _zygote is None:
                     self._thread = None
                     return
-                start, future = self._queue.popleft()
+            if job is None:
+                # Idle long enough, or found dead: the zygote is retired from this thread, the
+                # one its parent-death signal follows, which therefore must not end before it.
+                with contextlib.suppress(Exception):
+                    _retire_zygote()
+                continue
+            if callable(job):
+                # This thread must outlive the zygote: nothing a warm-up raises may end it.
+                with contextlib.suppress(Exception):
+                    job()
+                continue
+            start, future = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -396,32 +928,89 @@ class _Spawner:
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
                 future.set_exception(exc)
 
+    def _next(self) -> tuple[Callable[[], Child], Future[Child]] | Callable[[], None] | None:
+        """The next start to run, waiting for one; None when the zygote is to be retired, or
+        when there is no zygote and no live worker (this thread may end). Holds the lock."""
+        idle_since = time.monotonic()
+        while not self._queue:
+            zygote = _zygote
+            if zygote is not None and zygote.gone:
+                return None
+            if self._live > 0:
+                self._cond.wait()
+                idle_since = time.monotonic()
+                continue
+            if zygote is None:
+                return None
+            remaining = idle_since + ZYGOTE_IDLE_SECONDS - time.monotonic()
+            if remaining <= 0:
+                return None
+            self._cond.wait(remaining)
+        return self._queue.popleft()
 
-def _kill(popen: subprocess.Popen[bytes]) -> None:
+
+def _kill(child: Child) -> None:
     """SIGKILL the process group and reap it. Idempotent, never raises."""
-    if popen.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(popen.pid, signal.SIGKILL)
+    if child.returncode is None:
+        if isinstance(child, subprocess.Popen):
+            # Not yet reaped by us, so the pid (and the group it leads) is still this worker's.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
-            popen.kill()
+            child.kill()
         # SIGKILL cannot be ignored; the bound only guards against a kernel that stalls.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            popen.wait(timeout=10)
+            child.wait(timeout=10)
 
 
-def _close_pipes(popen: subprocess.Popen[bytes]) -> None:
-    for stream in (popen.stdin, popen.stdout, popen.stderr):
+def _close_pipes(child: Child) -> None:
+    for stream in (child.stdin, child.stdout, child.stderr):
         if stream is not None:
             with contextlib.suppress(OSError):
                 stream.close()
 
 
-def _reap(popen: subprocess.Popen[bytes]) -> None:
-    _kill(popen)
-    _close_pipes(popen)
+def _reap(child: Child) -> None:
+    _kill(child)
+    _close_pipes(child)
+    if isinstance(child, _ZygoteChild):
+        child.release()
 
 
 _spawner = _Spawner()
+
+
+@dataclass(frozen=True, slots=True)
+class Infrastructure:
+    """What a host process keeps between runtimes, by design: the zygote's process, the host's
+    end of its socket, and the spawner thread (by ident). Only these may outlive a runtime."""
+
+    processes: frozenset[int]
+    descriptors: frozenset[int]
+    threads: frozenset[int]
+
+
+def infrastructure() -> Infrastructure:
+    zygote, thread = _zygote, _spawner.thread()
+    live = zygote is not None and zygote.socket.fileno() >= 0
+    return Infrastructure(
+        processes=frozenset([zygote.popen.pid] if zygote is not None else []),
+        descriptors=frozenset([zygote.fd] if live and zygote is not None else []),
+        threads=frozenset([thread.ident] if thread is not None and thread.ident is not None else []),
+    )
+
+
+def _forget_after_fork() -> None:
+    """In a child forked from the host: the spawner thread did not come along and the zygote
+    is the parent's. Start afresh, as a new process would."""
+    global _spawner, _zygote
+    _spawner = _Spawner()
+    zygote, _zygote = _zygote, None
+    if zygote is not None:
+        zygote.abandon()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class WorkerProcess:
@@ -429,24 +1018,24 @@ class WorkerProcess:
 
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
+        # The spawner this worker counts against (a forked child gets a spawner of its own).
+        self._spawner = _spawner
+        self.mailbox: Mailbox | None = None
+        with contextlib.suppress(OSError):
+            # Without one the worker simply sleeps in read() between commands.
+            self.mailbox = Mailbox(_staged_here().cache / "mail")
+            config = replace(config, mailbox=str(self.mailbox.path))
+            self.config = config
         try:
             command = worker_command(config)
             environment = worker_environment(config)
-            self.popen = _spawner.spawn(
-                lambda: subprocess.Popen(
-                    command,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=environment,
-                    cwd="/",
-                    close_fds=True,
-                    start_new_session=True,
-                    bufsize=0,
-                )
-            )
+            self.popen: Child = self._spawner.spawn(lambda: start_process(command, environment))
         except OSError as exc:
+            self._close_mailbox()
             raise WorkerCrashed(f"worker failed to start: {_os_error_text(exc)}") from exc
+        except BaseException:
+            self._close_mailbox()
+            raise
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self.pid = self.popen.pid
         self.stdin_fd = self.popen.stdin.fileno()
@@ -482,11 +1071,23 @@ class WorkerProcess:
     def write(self, data: bytes | memoryview) -> int:
         """Write what the pipe takes now; -1 if the worker closed it."""
         try:
-            return os.write(self.stdin_fd, data)
+            n = os.write(self.stdin_fd, data)
         except BlockingIOError:
             return 0
         except (BrokenPipeError, OSError):
             return -1
+        if self.mailbox is not None:
+            self.mailbox.posted(n)
+        return n
+
+    def handshaken(self) -> None:
+        """The worker answered the handshake, so it has its mailbox open: drop the name."""
+        if self.mailbox is not None:
+            self.mailbox.unlink()
+
+    def _close_mailbox(self) -> None:
+        if self.mailbox is not None:
+            self.mailbox.close()
 
     def drain_stderr(self) -> int:
         """Read what stderr has now into the ring; return how many bytes that was."""
@@ -525,8 +1126,9 @@ class WorkerProcess:
         self.closed = True
         self.kill()
         self.drain_stderr()
-        _close_pipes(self.popen)
-        _spawner.release()
+        _reap(self.popen)
+        self._close_mailbox()
+        self._spawner.release()
 
     # -- the launcher's reports --------------------------------------------------------
     def _launcher_lines(self) -> list[str]:

@@ -1,0 +1,65 @@
+"""The mailbox: how many bytes the host has written to a worker's stdin, in a file.
+
+A pipe write that wakes a sleeping reader costs the writer tens of microseconds on a VM (an
+inter-processor interrupt through the hypervisor), about half of a warm eval. A file read
+never sleeps, so a worker that expects input soon polls this count instead of sleeping in
+``read()`` (worker/main.ts, ``waitForInput``) and reads its stdin once the count is ahead
+of what it has read. The count is written *after* the bytes are in the pipe, so a count the
+worker sees is always backed by bytes it can read without blocking.
+
+The file lives in the worker's cache directory, which the confined worker may read; the
+worker opens it with a Deno read grant for that one path, revokes the grant, and the host
+unlinks the file once the worker has answered the handshake. Only the host writes it; the
+host never reads it, so a guest that found a way to write it could only make its own worker
+poll or sleep at the wrong time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["Mailbox"]
+
+_COUNT = 8  # bytes: a little-endian unsigned count
+
+
+class Mailbox:
+    """One worker's count of bytes written, created before the worker starts."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(mode=0o755, exist_ok=True)
+        self.path: Path | None = directory / f"mailbox-{secrets.token_hex(8)}"
+        # Readable by the worker, which may run as another user (a root host drops to
+        # nobody); writable by the host alone.
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.fchmod(self._fd, 0o644)  # whatever the umask
+            os.pwrite(self._fd, bytes(_COUNT), 0)
+        except BaseException:
+            self.close()
+            raise
+        self._written = 0
+
+    def posted(self, n: int) -> None:
+        """n more bytes are in the worker's stdin."""
+        self._written += n
+        with contextlib.suppress(OSError):
+            os.pwrite(self._fd, self._written.to_bytes(_COUNT, "little"), 0)
+
+    def unlink(self) -> None:
+        """The worker has the file open (it answered the handshake): drop its name."""
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self.path = None
+
+    def close(self) -> None:
+        """Unlink and close. Idempotent."""
+        self.unlink()
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
