@@ -184,8 +184,21 @@ def _rss_procfs(pid: int) -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _shared_helpers() -> frozenset[int]:
+    """Pids of our side's per-host helper processes (the zygote that forks confined workers):
+    one per host process whatever the number of workers, so not part of a worker's RSS. The
+    peer side has none that we know of: all its descendants count as workers."""
+    try:
+        from pydeno.host import _process
+    except ImportError:
+        return frozenset()
+    infrastructure = getattr(_process, "infrastructure", None)
+    return frozenset(infrastructure().processes) if infrastructure is not None else frozenset()
+
+
 def process_rss() -> dict[str, Any]:
-    """RSS of this process and of every descendant (the workers)."""
+    """RSS of this process and of every descendant: the workers, and (reported apart, as
+    shared_bytes) a per-host helper process such as our zygote."""
     me = os.getpid()
     workers: list[dict[str, Any]] = []
     try:
@@ -210,11 +223,16 @@ def process_rss() -> dict[str, Any]:
                 workers.append({"pid": pid, "name": name, "rss_bytes": _rss_procfs(pid)})
             except OSError:
                 continue
+    helpers = _shared_helpers()
+    shared = [w for w in workers if w["pid"] in helpers]
+    workers = [w for w in workers if w["pid"] not in helpers]
     return {
         "source": source,
         "host_bytes": host,
         "worker_bytes": sum(w["rss_bytes"] for w in workers),
         "workers": workers,
+        "shared_bytes": sum(w["rss_bytes"] for w in shared),
+        "shared": shared,
     }
 
 
@@ -554,6 +572,7 @@ ROWS = (
     Row("big_result_p50", "20k-object result p50", "big_result", "p50_ms", "ms", target=0.2),
     Row("worker_rss", "worker RSS after warm-up", "rss", "worker_bytes", "MiB"),
     Row("idle_rss", "idle worker RSS", "idle_rss", "worker_bytes", "MiB", target=0.6),
+    Row("idle_rss_shared", "per-host helper RSS (ours: zygote, 1 per host)", "idle_rss", "shared_bytes", "MiB"),
     Row("pool_checkout_p50", "pool checkout p50", "pool_checkout", "p50_us", "us"),
     Row("pool_first_eval_p50", "pool checkout + first eval p50", "pool_first_eval", "p50_us", "us", target=0.5),
     Row("pool_throughput", f"pool of {POOL_SIZE}, time per eval (2 threads)", "pool_throughput", "p50_us", "us"),

@@ -712,9 +712,15 @@ class _ZygoteChild:
         self.stderr: IO[bytes] | None = open(pipes[2], "rb", buffering=0)  # noqa: SIM115
 
     def poll(self) -> int | None:
-        if self.returncode is None:
+        if self.returncode is None and not self._running():
             self._settle(0)
         return self.returncode
+
+    def _running(self) -> bool:
+        """True while the pidfd says the worker runs: then there is no status to look for,
+        and poll() (a pool checks each worker it hands out) skips the zygote's socket."""
+        with self._lock:
+            return not self._released and not _ready(self._pidfd, select.POLLIN, 0)
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
