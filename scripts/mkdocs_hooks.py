@@ -25,6 +25,7 @@ _ROWS: list[tuple[str, str, str, str, str | None, str | None]] = [
     ('cold start, ours with `sandbox="off"` p50', "cold_start_off", "p50_ms", "ms", None, None),
     ("20,000-object result p50", "big_result", "p50_ms", "ms", "big_result_p50", "big_result_p50"),
     ("idle worker RSS", "idle_rss", "worker_bytes", "MiB", "idle_rss", "idle_rss"),
+    ("per-host helper RSS (ours: the zygote, one per host)", "idle_rss", "shared_bytes", "MiB", None, None),
     ("worker RSS after the warm loops", "rss", "worker_bytes", "MiB", "worker_rss", None),
     ("pool checkout p50", "pool_checkout", "p50_us", "µs", "pool_checkout_p50", None),
     ("pool checkout + first eval p50", "pool_first_eval", "p50_us", "µs", "pool_first_eval_p50", "pool_first_eval_p50"),
