@@ -51,6 +51,8 @@ TIMED_SECTIONS = (
     "cold_start",
     "cold_start_off",
     "warm_eval_unmonitored",
+    "warm_eval_async",
+    "host_call_async",
     "pool_checkout",
     "pool_first_eval",
     "two_mb_to_host",
@@ -69,6 +71,8 @@ SECTION_UNITS = {
     "cold_start": "ms",
     "cold_start_off": "ms",
     "warm_eval_unmonitored": "us",
+    "warm_eval_async": "us",
+    "host_call_async": "us",
 }
 
 WARM_CODE = "1+1"
@@ -432,6 +436,31 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 watch.sample()
             result["monitor_sample_us"] = round((time.perf_counter_ns() - t0) / 200 / 1000, 1)
 
+    def async_driver() -> None:
+        # Ours only: the same two loops through AsyncRuntime under asyncio, so the sync
+        # driver's cost is seen apart from the async one's (both sit on the same sans-IO
+        # core; neither wraps the other).
+        import asyncio
+
+        async def loops() -> None:
+            async with pydeno.AsyncRuntime() as art:
+                await art.bind_function("add", lambda a, b: a + b)
+                for name, code, expected in (("warm_eval_async", WARM_CODE, 2), ("host_call_async", HOST_CALL_CODE, 3)):
+                    for _ in range(params.warmup):
+                        await art.eval(code)
+                    gc.collect()
+                    samples: list[int] = []
+                    clock = time.perf_counter_ns
+                    for _ in range(params.iterations):
+                        t0 = clock()
+                        value = await art.eval(code)
+                        samples.append(clock() - t0)
+                        if value != expected:
+                            raise WrongValue(f"async eval({code!r}) returned {value!r}, expected {expected!r}")
+                    record(name, samples)
+
+        asyncio.run(loops())
+
     def pool_sections() -> None:
         # Checkout alone, and checkout + first eval, from a pool that is full each time.
         pool = _make_pool(side)
@@ -522,6 +551,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
     if side == "ours":
         section("warm_eval_unmonitored", warm_eval_unmonitored)
     section("host_call", host_call)
+    if side == "ours":
+        section("async_driver", async_driver)
     section("rss", rss)
     section("close", close_warm)
     section("big_result", big_result)
@@ -566,6 +597,8 @@ ROWS = (
     Row("warm_eval_p99", f"warm eval({WARM_CODE!r}) p99", "warm_eval", "p99_us", "us"),
     Row("host_call_p50", f"host call eval({HOST_CALL_CODE!r}) p50", "host_call", "p50_us", "us", target=0.4),
     Row("host_call_p99", f"host call eval({HOST_CALL_CODE!r}) p99", "host_call", "p99_us", "us"),
+    Row("warm_eval_async_p50", "ours: warm eval, AsyncRuntime (asyncio) p50", "warm_eval_async", "p50_us", "us"),
+    Row("host_call_async_p50", "ours: host call, AsyncRuntime (asyncio) p50", "host_call_async", "p50_us", "us"),
     Row("cold_start_p50", "cold start to first result p50", "cold_start", "p50_ms", "ms", target=0.5),
     Row("cold_start_p90", "cold start to first result p90", "cold_start", "p90_ms", "ms"),
     Row("cold_start_off_p50", "cold start, ours with sandbox='off' p50", "cold_start_off", "p50_ms", "ms"),

@@ -9,7 +9,9 @@ worker sees is always backed by bytes it can read without blocking.
 
 The file lives in the worker's cache directory, which the confined worker may read; the
 worker opens it with a Deno read grant for that one path, revokes the grant, and the host
-unlinks the file once the worker has answered the handshake. Only the host writes it; the
+unlinks the file once the worker has answered the handshake. A host killed before that
+leaves its files behind; their names carry the host's pid, and the first mailbox a process
+makes removes those of hosts no longer running. Only the host writes it; the
 host never reads it, so a guest that found a way to write it could only make its own worker
 poll or sleep at the wrong time.
 """
@@ -18,12 +20,41 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+import threading
 from pathlib import Path
 
 __all__ = ["Mailbox"]
 
 _COUNT = 8  # bytes: a little-endian unsigned count
+_NAME = re.compile(r"mailbox-(\d+)-[0-9a-f]+")
+_swept: set[Path] = set()
+_sweep_lock = threading.Lock()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: running, and not ours to judge
+    return True
+
+
+def _sweep(directory: Path) -> None:
+    """Remove the mailboxes of hosts that are gone, once per directory and process."""
+    with _sweep_lock:
+        if directory in _swept:
+            return
+        _swept.add(directory)
+    with contextlib.suppress(OSError):
+        for entry in directory.iterdir():
+            match = _NAME.fullmatch(entry.name)
+            if match and not _running(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
 
 
 class Mailbox:
@@ -31,7 +62,8 @@ class Mailbox:
 
     def __init__(self, directory: Path) -> None:
         directory.mkdir(mode=0o755, exist_ok=True)
-        self.path: Path | None = directory / f"mailbox-{secrets.token_hex(8)}"
+        _sweep(directory)
+        self.path: Path | None = directory / f"mailbox-{os.getpid()}-{secrets.token_hex(8)}"
         # Readable by the worker, which may run as another user (a root host drops to
         # nobody); writable by the host alone.
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

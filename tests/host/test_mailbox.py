@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,22 @@ def test_close_unlinks_closes_and_may_be_repeated(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_first_mailbox_of_a_process_removes_those_of_hosts_that_are_gone(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = tmp_path / f"mailbox-{gone.pid}-00ff"
+    live = tmp_path / f"mailbox-{os.getppid()}-00ff"  # a running process: left alone
+    other = tmp_path / "not-a-mailbox"
+    for path in (stale, live, other):
+        path.write_bytes(bytes(8))
+    box = Mailbox(tmp_path)
+    try:
+        assert not stale.exists()
+        assert live.exists() and other.exists()
+    finally:
+        box.close()
+
+
 def _worker_fds(pid: int) -> list[str]:
     targets = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -68,10 +86,11 @@ def test_the_worker_holds_its_mailbox_open_and_its_name_is_gone_after_the_handsh
         process = rt._core.process
         assert process is not None and process.mailbox is not None
         assert process.mailbox.path is None  # unlinked once the worker shook hands
+        name = process.config.mailbox
+        assert name is not None and not os.path.exists(name)
         opened = [t for t in _worker_fds(process.pid) if "mailbox-" in t]
-        assert len(opened) == 1 and opened[0].endswith("(deleted)")
+        assert opened == [f"{name} (deleted)"]
         assert rt.eval("1 + 1") == 2
-    assert not list((_process._staged_here().cache / "mail").glob("mailbox-*"))
 
 
 def test_the_guest_cannot_read_files_next_to_its_mailbox() -> None:
