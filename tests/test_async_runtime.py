@@ -101,6 +101,29 @@ async def test_concurrent_tasks_on_one_runtime_are_serialised() -> None:
         assert sorted(results) == [1, 2, 3, 4, 5]
 
 
+async def test_other_tasks_keep_running_while_a_command_is_in_flight() -> None:
+    # The driver looks at the pipe again at each turn of the loop for a moment after it
+    # sends: each look must yield, so a task that only sleeps briefly keeps its pace.
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.001)
+
+    async with pydeno.AsyncRuntime() as rt, anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.sleep(0)
+        start = ticks
+        for _ in range(20):
+            assert await rt.eval("{ const t = Date.now(); while (Date.now() - t < 10) {} } 1") == 1
+        moved = ticks - start
+        tg.cancel_scope.cancel()
+    # 20 commands of 10 ms each: a ticker held back by the driver would barely move.
+    assert moved >= 50
+
+
 async def test_console_output_reaches_the_handler() -> None:
     seen: list[tuple[str, str]] = []
     async with pydeno.AsyncRuntime(on_console=lambda level, text: seen.append((level, text))) as rt:
