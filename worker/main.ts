@@ -706,6 +706,7 @@ function pump(): void {
 // (the host is sending back to back again). Polling burns a CPU, so a host that is slow to
 // send, or a busy machine, gets a worker that sleeps.
 const SPIN_MS = 0.15;
+const PREEMPTED_MS = 0.05;
 const nowMs: () => number = performance.now.bind(performance);
 let stdinBytes = 0; // read from stdin so far; the mailbox holds what the host has written
 let polling = true;
@@ -716,9 +717,16 @@ function waitForInput(): void {
   if (mailboxCount === null) return;
   const start = nowMs();
   if (polling) {
+    let last = start, now = start;
     do {
       if (mailboxCount() > stdinBytes) return;
-    } while (nowMs() - start < SPIN_MS);
+      now = nowMs();
+      // A look takes a few microseconds; a much longer one means the kernel gave this CPU
+      // to someone else meanwhile. The machine is busy: polling only takes CPU from the
+      // host (or another worker) that has to send, so sleep instead.
+      if (now - last > PREEMPTED_MS) break;
+      last = now;
+    } while (now - start < SPIN_MS);
     polling = false;
   }
   sleepStarted = start;
