@@ -233,6 +233,7 @@ class Core:
         self.process = WorkerProcess(options.worker_config())
         self.watch = Watch(
             pid=self.process.pid,
+            kill=self.process.signal_kill,
             max_memory=options.max_memory,
             max_threads=options.max_threads,
             cpu_limit=options.cpu_limit,

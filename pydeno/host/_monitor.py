@@ -74,6 +74,10 @@ class Watch:
     kill_at: float | None = None
     kill_verdict: PydenoError | None = None
     released: bool = False
+    # How to SIGKILL the worker's group without reaping it (WorkerProcess.signal_kill: a
+    # pidfd for a zygote's child, whose pid init could reuse should the zygote die first);
+    # None: killpg by pid, safe for a child of this process, which stays unreaped until closed.
+    kill: Callable[[], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
@@ -137,6 +141,9 @@ class Watch:
                 return
             if self.verdict is None:
                 self.verdict = verdict
+            if self.kill is not None:
+                self.kill()
+                return
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, signal.SIGKILL)
 

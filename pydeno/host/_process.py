@@ -1125,6 +1125,17 @@ class WorkerProcess:
         """SIGKILL the worker's process group and reap it. Idempotent, never raises."""
         _kill(self.popen)
 
+    def signal_kill(self) -> None:
+        """SIGKILL the worker's process group without waiting for it: from any thread (the
+        monitor's), never raises. A zygote's child is signalled through its pidfd, so a pid
+        that init reaped and handed out again is never hit; a child of this process keeps
+        its pid until the owner reaps it."""
+        with contextlib.suppress(OSError):
+            if isinstance(self.popen, _ZygoteChild):
+                self.popen.kill()
+            else:
+                os.killpg(self.pid, signal.SIGKILL)
+
     def close(self) -> None:
         """Kill, reap and close every descriptor."""
         if self.closed:

@@ -118,3 +118,17 @@ def test_the_stderr_ring_keeps_only_the_tail(monkeypatch: pytest.MonkeyPatch) ->
             os.close(w)
         assert len(tail) <= _process.STDERR_RING_BYTES
         assert tail.endswith(b"line 99\n")
+
+
+@pytest.mark.parametrize("sandbox", ["require", "off"])
+def test_signal_kill_ends_the_worker_and_leaves_the_reaping_to_its_owner(sandbox: str) -> None:
+    # The monitor's way to kill: a zygote's child through its pidfd, a child of the host by
+    # its process group; the runtime still learns of the death from the exit status.
+    with pydeno.Runtime(sandbox=sandbox) as rt:  # type: ignore[arg-type]
+        process = rt._core.process
+        assert process is not None
+        process.signal_kill()
+        assert process.popen.wait(timeout=10) == -9
+        with pytest.raises(pydeno.WorkerCrashed, match="killed by SIGKILL"):
+            rt.eval("1")
+        process.signal_kill()  # after the fact: never raises
