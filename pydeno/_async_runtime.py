@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from collections.abc import Callable
 from typing import Any, Unpack
 
@@ -20,12 +19,6 @@ import anyio.lowlevel
 from ._function import JsFunction
 from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
 from .host._wire import HostCall
-
-# After sending, look at the pipe again at each turn of the event loop for this long before
-# waiting on it: an answer that comes within it costs no wake-up of the loop's thread
-# (~75 us on a VM) and no registration of the descriptor with the loop. Each look yields to
-# the loop, so other tasks run in between; an idle loop spends this much CPU per command.
-YIELD_NS = 200_000
 
 __all__ = ["AsyncRuntime"]
 
@@ -63,7 +56,6 @@ class AsyncRuntime:
         self._core = Core(RuntimeOptions(**options), self)
         self._lock = _TaskLock()
         self._stderr_busy = False
-        self._look_until = 0
         self._core.spawn()
         self._startup_deadline = self._core.startup_deadline()
 
@@ -202,7 +194,8 @@ class AsyncRuntime:
             await anyio.lowlevel.checkpoint_if_cancelled()
             return
         wait = core.remaining(command, startup_deadline)
-        if time.perf_counter_ns() < self._look_until:
+        if core.answer_expected():
+            # Look again at the next turn of the loop: other tasks run in between.
             await anyio.lowlevel.checkpoint()
             return
         if self._stderr_busy:
@@ -225,4 +218,3 @@ class AsyncRuntime:
                     await anyio.wait_writable(process.stdin_fd)
                 process.drain_stderr()
                 rest = core.push(rest)
-        self._look_until = time.perf_counter_ns() + YIELD_NS

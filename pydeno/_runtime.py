@@ -12,7 +12,6 @@ import inspect
 import math
 import select
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
@@ -25,10 +24,6 @@ __all__ = ["Runtime"]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
-# After sending, poll the pipe without sleeping for this long before blocking in poll():
-# a blocked reader costs a cross-CPU wake-up (~50 us on a VM), about the whole budget of a
-# warm eval. Bounded, so a long command costs at most this much host CPU.
-SPIN_NS = 200_000
 
 
 def _await_sync(awaitable: Awaitable[Any]) -> Any:
@@ -72,7 +67,6 @@ class Runtime:
         self._lock = threading.RLock()
         self._poll = select.poll()
         self._stderr_polled = False
-        self._spin_until = 0
         process = self._core.spawn()
         try:
             self._poll.register(process.stdout_fd, _IN)
@@ -202,7 +196,7 @@ class Runtime:
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
         process = core.check_open()
-        if core.ingest(process.read()) or time.perf_counter_ns() < self._spin_until:
+        if core.ingest(process.read()) or core.answer_expected():
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
             return
@@ -232,4 +226,3 @@ class Runtime:
                     self._poll.unregister(process.stdin_fd)
                 self._drain_stderr(process)
                 rest = core.push(rest)
-        self._spin_until = time.perf_counter_ns() + SPIN_NS

@@ -689,12 +689,11 @@ function pump(): void {
         readInBackground();
         return;
       }
-      waitForInput();
+      const sleepFrom = waitForInput();
       const n = readSync(U8Subarray(rbuf, rend));
-      afterRead();
-      if (n === 0) exit(0);
-      rend += n;
-      stdinBytes += n;
+      // A sleep in read() that ended within SPIN_MS: the host sends back to back again.
+      if (sleepFrom >= 0) polling = nowMs() - sleepFrom < SPIN_MS;
+      received(n);
     }
   } catch (e) {
     loopFailed(e);
@@ -710,16 +709,16 @@ const PREEMPTED_MS = 0.05;
 const nowMs: () => number = performance.now.bind(performance);
 let stdinBytes = 0; // read from stdin so far; the mailbox holds what the host has written
 let polling = true;
-let sleepStarted = -1;
 
-/** Returns when stdin has bytes, or when the caller's read() should sleep for them. */
-function waitForInput(): void {
-  if (mailboxCount === null) return;
+/** Returns when stdin has bytes (-1), or when the caller's read() should sleep for them:
+ * then the time the wait began, from which the caller judges how long the sleep was. */
+function waitForInput(): number {
+  if (mailboxCount === null) return -1;
   const start = nowMs();
   if (polling) {
     let last = start, now = start;
     do {
-      if (mailboxCount() > stdinBytes) return;
+      if (mailboxCount() > stdinBytes) return -1;
       now = nowMs();
       // A look takes a few microseconds; a much longer one means the kernel gave this CPU
       // to someone else meanwhile. The machine is busy: polling only takes CPU from the
@@ -729,21 +728,19 @@ function waitForInput(): void {
     } while (now - start < SPIN_MS);
     polling = false;
   }
-  sleepStarted = start;
+  return start;
 }
 
-function afterRead(): void {
-  if (sleepStarted >= 0) {
-    polling = nowMs() - sleepStarted < SPIN_MS;
-    sleepStarted = -1;
-  }
+/** n bytes more in the read buffer; none means the host closed our stdin. */
+function received(n: number): void {
+  if (n === 0) exit(0);
+  rend += n;
+  stdinBytes += n;
 }
 
 function readInBackground(): void {
   PromiseThen(readAsync(U8Subarray(rbuf, rend)), (n: number) => {
-    if (n === 0) exit(0);
-    rend += n;
-    stdinBytes += n;
+    received(n);
     try {
       takeFrames();
     } catch (e) {

@@ -40,6 +40,12 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 2**20
 DEFAULT_STARTUP_TIMEOUT: Final = 10.0
 # While waiting, drivers wake at least this often to drain stderr and check the worker.
 TICK: Final = 0.25
+# After a frame is sent, drivers look at the pipe again without sleeping for this long: a
+# warm answer comes well within it, and a reader that sleeps costs a wake-up on a VM (~75 us
+# of the writer's time, plus the loop's registration for the async driver). The sync driver
+# looks in a tight loop, the async one once per turn of the event loop; so a long command
+# costs at most this much host CPU, and never holds the event loop.
+LOOK_NS: Final = 200_000
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 # Names a bound function may not take: reserved words, and globals the guest relies on.
@@ -225,6 +231,7 @@ class Core:
         # frame in _outbox instead of waiting when a writer is mid-frame.
         self.write_lock = threading.Lock()
         self._outbox: list[bytes] = []
+        self._look_until = 0  # perf_counter_ns; see LOOK_NS
         self.closed = False
 
     # -- lifetime --------------------------------------------------------------------
@@ -366,6 +373,11 @@ class Core:
             call = self.handle(event)
             if call is not None or isinstance(event, (Completed, Hello)):
                 return call
+
+    def answer_expected(self) -> bool:
+        """Whether a frame went out so recently that the driver should look at the pipe
+        again rather than sleep on it (LOOK_NS)."""
+        return time.perf_counter_ns() < self._look_until
 
     def ingest(self, data: bytes | None) -> bool:
         """Feed what a read returned; True if there was data, raise if the worker is gone."""
@@ -519,6 +531,7 @@ class Core:
             if not view:
                 queued = self.outbox()
                 if not queued:
+                    self._look_until = time.perf_counter_ns() + LOOK_NS
                     return None
                 view = memoryview(queued)
                 continue

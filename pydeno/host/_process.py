@@ -955,15 +955,21 @@ class _Spawner:
         return self._queue.popleft()
 
 
+def _signal_kill(child: Child) -> None:
+    """SIGKILL the process group without waiting for it: from any thread, never raises. A
+    zygote's child is signalled through its pidfd (see _ZygoteChild.send_signal)."""
+    if isinstance(child, subprocess.Popen):
+        # Not yet reaped by us, so the pid (and the group it leads) is still this worker's.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        child.kill()
+
+
 def _kill(child: Child) -> None:
     """SIGKILL the process group and reap it. Idempotent, never raises."""
     if child.returncode is None:
-        if isinstance(child, subprocess.Popen):
-            # Not yet reaped by us, so the pid (and the group it leads) is still this worker's.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            child.kill()
+        _signal_kill(child)
         # SIGKILL cannot be ignored; the bound only guards against a kernel that stalls.
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=10)
@@ -1126,15 +1132,10 @@ class WorkerProcess:
         _kill(self.popen)
 
     def signal_kill(self) -> None:
-        """SIGKILL the worker's process group without waiting for it: from any thread (the
-        monitor's), never raises. A zygote's child is signalled through its pidfd, so a pid
-        that init reaped and handed out again is never hit; a child of this process keeps
-        its pid until the owner reaps it."""
-        with contextlib.suppress(OSError):
-            if isinstance(self.popen, _ZygoteChild):
-                self.popen.kill()
-            else:
-                os.killpg(self.pid, signal.SIGKILL)
+        """SIGKILL the worker's process group without reaping it (the monitor's kill): a
+        zygote's child through its pidfd, so a pid that init reaped and handed out again is
+        never hit; a child of this process keeps its pid until its owner reaps it."""
+        _signal_kill(self.popen)
 
     def close(self) -> None:
         """Kill, reap and close every descriptor."""
