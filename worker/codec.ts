@@ -26,6 +26,7 @@ const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const U8Slice = uncurry(Uint8Array.prototype.slice);
+const ArraySlice = uncurry(Array.prototype.slice);
 const TypedArrayProto = ObjectGetPrototypeOf(Uint8Array.prototype);
 const TypedArrayLength = uncurry(
   Object.getOwnPropertyDescriptor(TypedArrayProto, "length")!.get as () => number,
@@ -149,6 +150,12 @@ export class Writer {
 
   reset(): void {
     this.pos = 0;
+  }
+
+  /** Payload bytes the next frames may take, at most maxBytes: a value sent in parts shares
+   * one budget among them. */
+  budget(bytes: number): void {
+    this.limit = bytes + FRAME_PREFIX;
   }
 
   /** The bytes written since reset(), as a view (valid until the next write). */
@@ -310,25 +317,44 @@ export class Writer {
    * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
   top(v: any, depth = 0): void {
     if (typeof v === "object" && v !== null && jsonExact(v, depth, this.maxDepth)) {
-      const text = JSONStringify(v);
-      const len = text.length;
-      let space = len * 3;
-      const room = this.room() - 6;
-      if (space > room) {
-        if (len > room) throw this.tooLarge();
-        space = room;
-      }
-      this.ensure(6 + space);
-      const start = this.pos + 6;
-      const n = this.encodeAll(text, start, start + space);
-      this.buf[this.pos] = 0xc9;
-      DVSetUint32(this.view, this.pos + 1, n);
-      this.buf[this.pos + 5] = EXT_JSON;
-      this.pos = start + n;
+      this.json(JSONStringify(v));
       return;
     }
     this.value(v, depth);
     if (this.room() < 0) throw this.tooLarge();
+  }
+
+  /** Encodes items from..to of the array v (at depth 0) as an array of their own, as top()
+   * would encode them inside v: the same lane rules, v itself on the stack for the cycle
+   * check, and paths in errors that name each item's index in v. */
+  items(v: any[], from: number, to: number): void {
+    if ((v as any).toJSON === undefined && exactItems(v, null, from, to, 0, this.maxDepth)) {
+      this.json(JSONStringify(ArraySlice(v, from, to)));
+      return;
+    }
+    this.header(0x90, -1, 0xdc, 0xdd, to - from, 15);
+    this.stack[0] = v;
+    const keys = this.keys;
+    for (let i = from; i < to; i++) { keys[0] = i; this.value(v[i], 1); }
+    if (this.room() < 0) throw this.tooLarge();
+  }
+
+  /** text as an EXT_JSON payload. */
+  private json(text: string): void {
+    const len = text.length;
+    let space = len * 3;
+    const room = this.room() - 6;
+    if (space > room) {
+      if (len > room) throw this.tooLarge();
+      space = room;
+    }
+    this.ensure(6 + space);
+    const start = this.pos + 6;
+    const n = this.encodeAll(text, start, start + space);
+    this.buf[this.pos] = 0xc9;
+    DVSetUint32(this.view, this.pos + 1, n);
+    this.buf[this.pos + 5] = EXT_JSON;
+    this.pos = start + n;
   }
 
   /** Encodes one guest value at the given nesting depth. */
@@ -469,18 +495,22 @@ export class Writer {
 function jsonExact(v: any, depth: number, maxDepth: number): boolean {
   if (depth >= maxDepth) return false;
   const proto = ObjectGetPrototypeOf(v);
-  let keys: string[] | null = null;
-  let n: number;
   if (proto === ArrayPrototype) {
     if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
-    n = v.length;
-  } else if ((proto === ObjectPrototype || proto === null) && v.toJSON === undefined) {
-    keys = ObjectKeys(v);
-    n = keys.length;
-  } else {
-    return false;
+    return exactItems(v, null, 0, v.length, depth, maxDepth);
   }
-  for (let i = 0; i < n; i++) {
+  if ((proto === ObjectPrototype || proto === null) && v.toJSON === undefined) {
+    const keys = ObjectKeys(v);
+    return exactItems(v, keys, 0, keys.length, depth, maxDepth);
+  }
+  return false;
+}
+
+/** Whether items from..to of v (its own keys[i], or its indices when keys is null), which sits
+ * at depth, are each exactly what JSON.stringify writes. Two levels per call: a call per
+ * nested object is most of the cost under jitless V8. */
+function exactItems(v: any, keys: string[] | null, from: number, to: number, depth: number, maxDepth: number): boolean {
+  for (let i = from; i < to; i++) {
     const x = keys === null ? v[i] : v[keys[i]];
     if (typeof x === "string" || typeof x === "boolean") continue;
     if (typeof x === "number") {

@@ -11,12 +11,12 @@
 import { Session } from "node:inspector";
 import { CodecError, Reader, Writer } from "./codec.ts";
 
-const PROTOCOL_VERSION = 2;
+const PROTOCOL_VERSION = 3;
 
 // Frame kinds, host -> worker (pydeno/host/_wire.py holds the same table).
 const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINATE = 6;
 // Frame kinds, worker -> host.
-const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5;
+const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5, W_PART = 6;
 
 const D: any = (globalThis as any).Deno;
 const config = JSON.parse(D.args[0] ?? "{}");
@@ -53,6 +53,8 @@ const ReflectApply = Reflect.apply;
 const ObjectDefineProperty = Object.defineProperty;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const ObjectCreate = Object.create;
+const ArrayIsArray = Array.isArray;
+const MathCeil = Math.ceil;
 const StringFn = String;
 const PromiseCtor = Promise;
 const PromiseProto = Promise.prototype;
@@ -360,20 +362,58 @@ function sendError(id: number, e: any): void {
   flushWriter();
 }
 
+// A long array result goes out in parts, each a run of its items, so that the host decodes
+// one part while this worker converts the next: on two cores that overlaps the two halves of
+// the conversion. The RESULT frame carries the last run; all of them share one byte budget.
+const PARTS_FROM = 4096; // items
+const PARTS = 8;
+const ArrayCtor = Array;
+const SymbolSpecies = Symbol.species;
+
+function inParts(value: any): boolean {
+  // Array.prototype.slice builds what the constructor's species says: only plain arrays.
+  return ArrayIsArray(value) && value.length >= PARTS_FROM && ObjectGetPrototypeOf(value) === ArrayPrototype &&
+    value.constructor === ArrayCtor && (ArrayCtor as any)[SymbolSpecies] === ArrayCtor;
+}
+
 function sendResult(id: number, value: any): void {
   const mark = nextFunctionId;
   try {
-    beginFrame(W_RESULT, 3);
-    writer.int(id);
-    writer.top(value);
+    if (inParts(value)) {
+      sendParts(id, value);
+    } else {
+      beginFrame(W_RESULT, 3);
+      writer.int(id);
+      writer.top(value);
+    }
   } catch (e) {
     // Handles registered while encoding a value that then failed would never be released.
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
+    writer.budget(MAX_MESSAGE_BYTES);
     const d = describe(e);
     sendError(id, { name: d[0], message: `result could not be converted: ${d[1]}`, stack: "" });
     return;
   }
   flushWriter();
+}
+
+/** All but the last run of items in PART frames; the last one is left in the writer as the
+ * RESULT frame, for the caller to flush. */
+function sendParts(id: number, value: any[]): void {
+  const n = value.length;
+  const step = MathCeil(n / PARTS);
+  let spent = 0;
+  for (let from = 0; ; from += step) {
+    const to = from + step < n ? from + step : n;
+    beginFrame(to === n ? W_RESULT : W_PART, 3);
+    writer.budget(MAX_MESSAGE_BYTES - spent);
+    writer.int(id);
+    writer.items(value, from, to);
+    if (to === n) break;
+    spent += writer.pos - 4;
+    flushWriter();
+  }
+  writer.budget(MAX_MESSAGE_BYTES);
 }
 
 let consoleSent = 0; // characters sent since the current command began

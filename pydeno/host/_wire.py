@@ -17,6 +17,11 @@ Worker -> host::
     [3, call_id, function_name, args]           HOSTCALL to a bound Python function
     [4, level, text]                            CONSOLE output of the guest
     [5]                                         TERMINATED: acknowledges TERMINATE, then exits
+    [6, request_id, [item, ...]]                PART of a long array result, in order; the
+                                                RESULT that follows carries the last items
+
+A result in parts is one value: its frames' payloads share max_message_bytes, and an ERROR
+for the request drops the parts received so far.
 
 Host -> worker::
 
@@ -40,9 +45,9 @@ import msgpack
 from .._errors import JavaScriptError
 from .._values import Codec, ValueRefused
 
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
 
-W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_TERMINATED = 0, 1, 2, 3, 4, 5
+W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_TERMINATED, W_PART = 0, 1, 2, 3, 4, 5, 6
 H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND, H_TERMINATE = 1, 2, 3, 4, 5, 6
 
 CONSOLE_LEVELS: Final = frozenset({"log", "info", "debug", "warn", "error"})
@@ -121,6 +126,13 @@ class Terminated:
 Event = Hello | Completed | HostCall | Console | Terminated
 
 
+class _Part:
+    """A PART frame, which the connection keeps: never an event of its own."""
+
+
+_PART: Final = _Part()
+
+
 @dataclass(slots=True)
 class Outcome:
     """The result of a request: a value, or the exception to raise."""
@@ -146,6 +158,8 @@ class Connection:
         self.hello: Hello | None = None
         self.pending: set[int] = set()
         self.outcomes: dict[int, Outcome] = {}
+        # Request id -> the items of its result received in PART frames, and their bytes.
+        self._parts: dict[int, tuple[list[Any], int]] = {}
         self.host_calls: set[int] = set()
         self.bound: set[str] = set()
         self.live_functions: set[int] = set()
@@ -215,6 +229,12 @@ class Connection:
 
     def next_event(self) -> Event | None:
         """The next complete event, or None when more bytes are needed."""
+        while True:
+            event = self._next_frame()
+            if not isinstance(event, _Part):
+                return event
+
+    def _next_frame(self) -> Event | _Part | None:
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 4:
             return None
@@ -246,18 +266,25 @@ class Connection:
         if end > 65536 and end * 2 > len(buf):
             del buf[:end]
             self._pos = 0
-        return self._event(item)
+        return self._event(item, length)
 
-    def _event(self, item: Any) -> Event:
+    def _event(self, item: Any, length: int) -> Event | _Part:
         if not isinstance(item, list) or not item or type(item[0]) is not int:
             raise ProtocolError("a frame is not an array starting with a kind", malformed=False)
         kind, n = item[0], len(item)
         if self.hello is None and kind != W_HELLO:
             raise ProtocolError("the first frame was not a handshake", malformed=False)
+        if kind == W_PART and n == 3 and type(item[1]) is int and type(item[2]) is list:
+            self._part(item[1], item[2], length)
+            return _PART
         if kind == W_RESULT and n == 3 and type(item[1]) is int:
-            self._complete(item[1], Outcome(value=item[2]))
+            value = item[2]
+            if item[1] in self._parts:
+                value = self._joined(item[1], value, length)
+            self._complete(item[1], Outcome(value=value))
             return Completed(item[1])
         if kind == W_ERROR and n == 5 and type(item[1]) is int and all(type(x) is str for x in item[2:]):
+            self._parts.pop(item[1], None)
             name, message, stack = (clean_text(x) for x in item[2:])
             self._complete(item[1], Outcome(error=JavaScriptError(name, message, stack)))
             return Completed(item[1])
@@ -295,6 +322,26 @@ class Connection:
             )
             return self.hello
         raise ProtocolError(f"unexpected frame of kind {kind!r} with {n} items", malformed=False)
+
+    def _part(self, rid: int, items: list[Any], length: int) -> None:
+        if rid not in self.pending:
+            raise ProtocolError(f"part of an answer to request {rid}, which is not pending", malformed=False)
+        received, spent = self._parts.get(rid) or ([], 0)
+        spent += length
+        if spent > self.max_message_bytes:
+            raise ProtocolError(f"a result in parts exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
+        received += items
+        self._parts[rid] = (received, spent)
+
+    def _joined(self, rid: int, last: Any, length: int) -> list[Any]:
+        """The whole array of a result sent in parts, its RESULT frame carrying the last items."""
+        received, spent = self._parts.pop(rid)
+        if type(last) is not list:
+            raise ProtocolError(f"the last part of the answer to request {rid} is not an array", malformed=False)
+        if spent + length > self.max_message_bytes:
+            raise ProtocolError(f"a result in parts exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
+        received += last
+        return received
 
     def _complete(self, rid: int, outcome: Outcome) -> None:
         if rid not in self.pending:

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 
 import msgpack
 
-HELLO = [0, 2, "2.0.0", "13.0", []]
-W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE = 1, 2, 3, 4
+HELLO = [0, 3, "2.0.0", "13.0", []]
+W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_PART = 1, 2, 3, 4, 6
 H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND = 1, 2, 3, 4, 5
 
 

@@ -20,6 +20,7 @@ from _wirelib import (
     W_CONSOLE,
     W_ERROR,
     W_HOSTCALL,
+    W_PART,
     W_RESULT,
     chosen_case,
     drain_until_eof,
@@ -60,6 +61,10 @@ def result_raw(rid: int, raw_value: bytes) -> bytes:
     return frame(b"\x93" + pack(W_RESULT) + pack(rid) + raw_value)
 
 
+def part(rid: int, items: list[object]) -> bytes:
+    return frame(pack([W_PART, rid, items]))
+
+
 def arg(default: int) -> int:
     return int(sys.argv[2]) if len(sys.argv) > 2 else default
 
@@ -82,13 +87,18 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "result_wrong_arity": lambda rid: frame(pack([W_RESULT, rid])),
     "result_id_not_int": lambda rid: frame(pack([W_RESULT, str(rid), 1])),
     "error_not_strings": lambda rid: frame(pack([W_ERROR, rid, "Error", 42, ""])),
-    "second_hello": lambda rid: frame(pack([0, 2, "2.0.0", "13.0", []])),
+    "second_hello": lambda rid: frame(pack([0, 3, "2.0.0", "13.0", []])),
     "console_bad_level": lambda rid: frame(pack([W_CONSOLE, "shout", "hi"])),
     "console_unhashable_level": lambda rid: frame(pack([W_CONSOLE, ["log"], "hi"])),
     "console_text_not_str": lambda rid: frame(pack([W_CONSOLE, "log", b"bytes"])),
     # -- bookkeeping --
     "unknown_result_id": lambda rid: result(rid + 1000, 1),
     "unknown_error_id": lambda rid: frame(pack([W_ERROR, rid + 1000, "Error", "boom", ""])),
+    "unknown_part_id": lambda rid: part(rid + 1000, [1]),
+    # Parts of 400 KiB each: every frame is under the 1 MiB limit, their sum is not.
+    "parts_over_limit": lambda rid: b"".join(part(rid, [b"x" * 400 * 1024]) for _ in range(3)) + result(rid, []),
+    "last_part_not_array": lambda rid: part(rid, [1, 2]) + result(rid, {"three": 3}),
+    "part_not_array": lambda rid: frame(pack([W_PART, rid, {"one": 1}])),
     "unbound_hostcall": lambda rid: frame(pack([W_HOSTCALL, 1, "never_bound", []])),
     "hostcall_args_not_list": lambda rid: frame(pack([W_HOSTCALL, 1, "never_bound", {}])),
     # -- values --

@@ -32,9 +32,9 @@ from _wirelib import (
 FIRST_FRAMES: dict[str, bytes] = {
     "garbage": b"Deno is starting up...\n",
     "garbage_msgpack": frame(b"\xc1"),
-    "wrong_protocol": frame(pack([0, 3, "2.0.0", "13.0", []])),
-    "protocol_not_int": frame(pack([0, "2", "2.0.0", "13.0", []])),
-    "versions_not_str": frame(pack([0, 2, 2, 13, []])),
+    "wrong_protocol": frame(pack([0, 4, "2.0.0", "13.0", []])),
+    "protocol_not_int": frame(pack([0, "3", "2.0.0", "13.0", []])),
+    "versions_not_str": frame(pack([0, 3, 2, 13, []])),
     "hello_not_array": frame(pack({"protocol": 1})),
     "result_first": frame(pack([W_RESULT, 1, None])),
     "console_first": frame(pack([W_CONSOLE, "log", "hi"])),

@@ -156,6 +156,11 @@ BAD_ANSWERS = [
     ("unknown_result_id", PROTOCOL, "an answer to request 1001, which is not pending"),
     ("unknown_error_id", PROTOCOL, "an answer to request 1001, which is not pending"),
     ("unbound_hostcall", PROTOCOL, "host call to 'never_bound', which was never bound"),
+    ("unknown_part_id", PROTOCOL, "part of an answer to request 1001, which is not pending"),
+    # a result in parts
+    ("parts_over_limit", MALFORMED, f"a result in parts exceeds max_message_bytes={MiB})"),
+    ("last_part_not_array", PROTOCOL, "the last part of the answer to request 1 is not an array"),
+    ("part_not_array", PROTOCOL, "unexpected frame of kind 6 with 3 items"),
 ]
 
 
@@ -222,7 +227,7 @@ def _fake_path(name: str) -> str:
 BAD_HANDSHAKES = [
     ("garbage", MALFORMED, f"length {int.from_bytes(b'Deno', 'big')} exceeds max_message_bytes={MiB})"),
     ("garbage_msgpack", MALFORMED, "FormatError"),
-    ("wrong_protocol", PROTOCOL, "protocol version 3, expected 2"),
+    ("wrong_protocol", PROTOCOL, "protocol version 4, expected 3"),
     ("protocol_not_int", PROTOCOL, "unexpected frame of kind 0 with 5 items"),
     ("versions_not_str", PROTOCOL, "a malformed handshake"),
     ("hello_not_array", PROTOCOL, "a frame is not an array starting with a kind"),
@@ -391,7 +396,7 @@ ASYNC_CASES = [
     pytest.param(("bad_answer", "invalid_utf8"), MALFORMED, "UnicodeDecodeError", id="utf8"),
     pytest.param(("bad_answer", "unbound_hostcall"), PROTOCOL, "never bound", id="unbound"),
     pytest.param(("bad_answer", "console_unhashable_level"), PROTOCOL, "kind 4", id="console-level"),
-    pytest.param(("bad_handshake", "wrong_protocol"), PROTOCOL, "protocol version 3", id="protocol"),
+    pytest.param(("bad_handshake", "wrong_protocol"), PROTOCOL, "protocol version 4", id="protocol"),
     pytest.param(("bad_handshake", "exit_with_stderr"), STARTUP_EXIT, "at main.ts:1:1", id="startup-exit"),
     pytest.param(("dies_mid_eval", "sigkill"), DIED, "killed by SIGKILL)", id="sigkill"),
     pytest.param(("dies_mid_eval", "forged_stderr"), DIED, "over max_memory=1", id="forged"),

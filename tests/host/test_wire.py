@@ -29,7 +29,7 @@ from pydeno.host._wire import (
 )
 
 MiB = 2**20
-HELLO = [0, 2, "2.0.0", "13.0", []]
+HELLO = [0, 3, "2.0.0", "13.0", []]
 
 
 def pack(value: Any) -> bytes:
@@ -82,7 +82,7 @@ def _conversation() -> tuple[Connection, bytes]:
 
 
 EXPECTED_EVENTS = [
-    Hello(2, "2.0.0", "13.0"),
+    Hello(3, "2.0.0", "13.0"),
     Console("log", "hi[0m"),
     Completed(1),
     Completed(2),
@@ -142,7 +142,7 @@ def test_a_long_stream_of_large_frames_parses_in_any_chunking() -> None:
         for start in range(0, len(stream), size):
             conn.feed(stream[start : start + size])
             seen.extend(events(conn))
-        assert seen == [Hello(2, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
+        assert seen == [Hello(3, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
 
 
 def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
@@ -152,7 +152,7 @@ def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
         conn.feed(data[:end])
         assert conn.next_event() is None
         conn.feed(data[end:])
-        assert conn.next_event() == Hello(2, "2.0.0", "13.0")
+        assert conn.next_event() == Hello(3, "2.0.0", "13.0")
 
 
 # -- refused shapes ----------------------------------------------------------------------------
@@ -224,15 +224,16 @@ def test_a_refused_frame_after_the_handshake_raises_protocol_error(data: bytes, 
 
 
 REFUSED_HANDSHAKES = [
-    pytest.param([0, 3, "2.0.0", "13.0", []], "protocol version 3, expected 2", id="protocol-3"),
-    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 2", id="protocol-1"),
-    pytest.param([0, 2, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
-    pytest.param([0, 2, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
-    pytest.param([0, 2, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
-    pytest.param([0, 2, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
-    pytest.param([0, 2, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
+    pytest.param([0, 4, "2.0.0", "13.0", []], "protocol version 4, expected 3", id="protocol-4"),
+    pytest.param([0, 2, "2.0.0", "13.0", []], "protocol version 2, expected 3", id="protocol-2"),
+    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 3", id="protocol-1"),
+    pytest.param([0, 3, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
+    pytest.param([0, 3, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
+    pytest.param([0, 3, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
+    pytest.param([0, 3, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
+    pytest.param([0, 3, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
     pytest.param([0, "2", "2.0.0", "13.0", []], "unexpected frame of kind 0 with 5 items", id="protocol-str"),
-    pytest.param([0, 2, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
+    pytest.param([0, 3, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
     pytest.param([1, 1, None], "the first frame was not a handshake", id="result-first"),
     pytest.param([4, "log", "hello"], "the first frame was not a handshake", id="console-first"),
     pytest.param([3, 1, "f", []], "the first frame was not a handshake", id="hostcall-first"),
@@ -306,6 +307,83 @@ def test_a_request_cannot_be_answered_twice() -> None:
     with pytest.raises(ProtocolError, match=f"an answer to request {rid}, which is not pending"):
         conn.next_event()
     assert conn.take(rid) == "first"
+
+
+# -- a result in parts ---------------------------------------------------------------------
+def test_parts_and_the_result_after_them_join_into_one_array_in_order() -> None:
+    conn = shaken()
+    rid, _ = conn.eval("1")
+    conn.feed(wire([6, rid, [1, 2]]) + wire([4, "log", "between"]) + wire([6, rid, [_json([3, {"x": 4}])]]))
+    conn.feed(wire([1, rid, [5]]))
+    assert events(conn) == [Console("log", "between"), Completed(rid)]
+    assert conn.take(rid) == [1, 2, [3, {"x": 4}], 5]
+
+
+def test_a_part_is_no_event_until_the_result_completes_the_request() -> None:
+    conn = shaken()
+    rid, _ = conn.eval("1")
+    conn.feed(wire([6, rid, [1]]))
+    assert conn.next_event() is None
+    assert rid in conn.pending
+
+
+def test_parts_of_two_requests_stay_apart() -> None:
+    conn = shaken()
+    first, _ = conn.eval("1")
+    second, _ = conn.eval("2")
+    conn.feed(wire([6, first, ["a"]]) + wire([6, second, ["b"]]) + wire([1, second, ["c"]]) + wire([1, first, []]))
+    assert events(conn) == [Completed(second), Completed(first)]
+    assert (conn.take(first), conn.take(second)) == (["a"], ["b", "c"])
+
+
+def test_an_error_after_parts_drops_them_and_the_request_id_answers_alone_later() -> None:
+    conn = shaken()
+    rid, _ = conn.eval("1")
+    conn.feed(wire([6, rid, [1, 2]]) + wire([2, rid, "RangeError", "too large", ""]))
+    assert events(conn) == [Completed(rid)]
+    with pytest.raises(JavaScriptError, match="too large"):
+        conn.take(rid)
+    assert not conn._parts
+
+
+def test_parts_share_max_message_bytes_with_the_result_that_ends_them() -> None:
+    part = wire([6, 1, [b"x" * 400]])
+    size = len(part) - 4
+    # Two parts and an empty result fit in exactly their sum; one byte less refuses the result.
+    ok = shaken(max_message_bytes=2 * size + len(pack([1, 1, []])))
+    ok.eval("1")
+    ok.feed(part + part + wire([1, 1, []]))
+    assert events(ok) == [Completed(1)]
+    limit = 2 * size + len(pack([1, 1, []])) - 1
+    tight = shaken(max_message_bytes=limit)
+    tight.eval("1")
+    tight.feed(part + part + wire([1, 1, []]))
+    with pytest.raises(ProtocolError) as info:
+        events(tight)
+    assert info.value.malformed
+    assert info.value.detail == f"a result in parts exceeds max_message_bytes={limit}"
+
+
+PART_REFUSALS = [
+    pytest.param([wire([6, 99, [1]])], "part of an answer to request 99, which is not pending", id="unknown-id"),
+    pytest.param(
+        [wire([6, 1, [1]]), wire([1, 1, "x"])],
+        "the last part of the answer to request 1 is not an array",
+        id="last-scalar",
+    ),
+    pytest.param([wire([6, 1, {"a": 1}])], "unexpected frame of kind 6 with 3 items", id="part-a-map"),
+    pytest.param([wire([6, 1])], "unexpected frame of kind 6 with 2 items", id="part-short"),
+]
+
+
+@pytest.mark.parametrize(("frames", "detail"), PART_REFUSALS)
+def test_a_malformed_part_is_a_protocol_error(frames: list[bytes], detail: str) -> None:
+    conn = shaken()
+    conn.eval("1")
+    conn.feed(b"".join(frames))
+    with pytest.raises(ProtocolError) as info:
+        events(conn)
+    assert (info.value.malformed, info.value.detail) == (False, detail)
 
 
 def test_a_value_that_exhausts_the_recursion_limit_is_a_protocol_error_not_recursion_error() -> None:
@@ -536,9 +614,9 @@ def test_console_text_and_guest_errors_arrive_cleaned() -> None:
 
 def test_the_handshake_versions_and_breaches_are_cleaned_and_capped() -> None:
     conn = connection()
-    conn.feed(wire([0, 2, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
+    conn.feed(wire([0, 3, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
     hello = conn.next_event()
-    assert hello == Hello(2, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
+    assert hello == Hello(3, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
     assert conn.hello == hello
 
 
