@@ -331,6 +331,16 @@ def test_an_object_with_many_keys_is_the_same_through_both_lanes(rt: pydeno.Runt
     assert_same(forced, expected)
 
 
+@pytest.mark.parametrize("inherited", ["1", "() => 1", "undefined"], ids=["number", "function", "undefined"])
+def test_an_enumerable_key_inherited_from_object_prototype_never_joins_a_result(inherited: str) -> None:
+    # The exactness check visits inherited enumerable keys too (for-in); JSON.stringify and
+    # the msgpack lane take own keys only, so whichever lane the value takes, it is the same.
+    with pydeno.Runtime() as rt:
+        rt.eval(f"Object.defineProperty(Object.prototype, 'extra', {{value: {inherited}, enumerable: true}})")
+        value = rt.eval("Array.from({length: 3}, (_, i) => ({id: i, sub: {x: [i]}}))")
+        assert value == [{"id": i, "sub": {"x": [i]}} for i in range(3)]
+
+
 def test_a_value_nested_exactly_128_levels_deep_arrives_through_both_lanes(rt: pydeno.Runtime) -> None:
     for tail in ("", ", undefined"):
         value = rt.eval(iife(f"let d = []; for (let i = 1; i < 128; i++) d = [d{tail}]; return d;"))
