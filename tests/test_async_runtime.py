@@ -24,6 +24,13 @@ async def test_eval_returns_values_and_keeps_declarations() -> None:
         assert await rt.eval("a + b") == 82
 
 
+async def test_a_long_array_result_sent_in_parts_arrives_whole() -> None:
+    async with pydeno.AsyncRuntime() as rt:
+        value = await rt.eval("Array.from({length: 9000}, (_, i) => i % 3000 ? {i} : [i, undefined])")
+        assert value == [{"i": i} if i % 3000 else [i, pydeno.undefined] for i in range(9000)]
+        assert await rt.eval("Array.from({length: 9000}, (_, i) => i).at(-1)") == 8999
+
+
 async def test_a_runtime_used_without_async_with_starts_on_first_use() -> None:
     rt = pydeno.AsyncRuntime()
     try:
