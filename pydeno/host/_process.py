@@ -268,7 +268,7 @@ def stage(deno: str, entry: Path) -> Staged:
         _no_web_storage(cache)
         subprocess.run(
             [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
-            env={"DENO_DIR": str(cache)},
+            env=deno_environment(cache),
             cwd="/",
             check=True,
             capture_output=True,
@@ -291,6 +291,13 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(found)
 
 
+def deno_environment(cache: Path) -> dict[str, str]:
+    """The whole environment deno runs with: pydeno's own cache, never the host user's, and
+    no update check (without it every deno process looks up its download server in the
+    background: a DNS query per worker from the host's network under sandbox="off")."""
+    return {"DENO_DIR": str(cache), "DENO_NO_UPDATE_CHECK": "1"}
+
+
 def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
     """What the self-test tries to reach: host files and directories (among them this very
     module's), the temporary directory, the transpile cache and the worker's own
@@ -301,7 +308,7 @@ def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
         "list": ["/", os.path.dirname(os.path.realpath(__file__))],
         "write": [tempfile.gettempdir(), str(cache), worker_dir],
         # deno itself adds the last two, pointing PATH at its node shims inside the cache.
-        "env": {"DENO_DIR": str(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
+        "env": {**deno_environment(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
         "port": SELFTEST_PORT,
         # Signalled as well as the worker's parent (the zygote, when one starts it).
         "host": os.getpid(),
@@ -356,7 +363,7 @@ def confined(config: WorkerConfig) -> Confined:
             # /proc/self: deno reads its own memory map; only the worker's own entries.
             "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
             "execute": [deno, loader],
-            "env": {"DENO_DIR": str(cache)},
+            "env": deno_environment(cache),
             "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
@@ -380,11 +387,10 @@ def _staged_here() -> Staged:
 
 def worker_environment(config: WorkerConfig) -> dict[str, str]:
     """The environment the worker process starts with: nothing of the host's. With no OS
-    layers the one entry is DENO_DIR, so that deno keeps nothing in the host user's own cache
-    (the launcher sets it itself, after the layers)."""
+    layers it is deno_environment(); the launcher sets that itself, after the layers."""
     if config.sandbox != "off":
         return {}
-    return {"DENO_DIR": str(_staged_here().cache)}
+    return deno_environment(_staged_here().cache)
 
 
 class Child(Protocol):
