@@ -440,6 +440,21 @@ def test_an_array_whose_copies_the_guest_could_shape_goes_in_one_frame(
     assert part_frames == []
 
 
+def test_a_getter_that_gives_arrays_a_tojson_during_the_check_leaves_a_result_in_parts_whole() -> None:
+    # The getter runs inside the exactness check of the first run, after its toJSON test:
+    # JSON.stringify would then write that toJSON's string instead of the run.
+    with pydeno.Runtime() as rt:
+        value = rt.eval(
+            iife(
+                f"const a = Array.from({{length: {LONG}}}, (_, i) => i);"
+                "a[10] = {get x() { Array.prototype.toJSON = function () { return 'gotcha'; }; return 1; }};"
+                "return a;"
+            )
+        )
+        assert value == [{"x": 1} if i == 10 else i for i in range(LONG)]
+        assert rt.eval("delete Array.prototype.toJSON; [1, 2]") == [1, 2]
+
+
 def test_max_message_bytes_bounds_a_result_in_parts_as_a_whole() -> None:
     # 8192 strings of 40 characters: each part is ~45 KB, well under the limit; all are not.
     with pydeno.Runtime(max_message_bytes=200_000) as rt:

@@ -329,8 +329,14 @@ export class Writer {
    * check, and paths in errors that name each item's index in v. */
   items(v: any[], from: number, to: number): void {
     if ((v as any).toJSON === undefined && exactItems(v, null, from, to, 0, this.maxDepth)) {
-      this.json(JSONStringify(ArraySlice(v, from, to)));
-      return;
+      const text = JSONStringify(ArraySlice(v, from, to));
+      // A getter the check ran may have changed what slice() builds or given arrays a
+      // toJSON meanwhile; the host refuses a run that is not an array, so then this run
+      // takes the msgpack lane instead.
+      if (typeof text === "string" && StringCharCodeAt(text, 0) === 0x5b) {
+        this.json(text);
+        return;
+      }
     }
     this.header(0x90, -1, 0xdc, 0xdd, to - from, 15);
     this.stack[0] = v;
