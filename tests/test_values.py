@@ -455,6 +455,16 @@ def test_a_getter_that_gives_arrays_a_tojson_during_the_check_leaves_a_result_in
         assert rt.eval("delete Array.prototype.toJSON; [1, 2]") == [1, 2]
 
 
+def test_a_getter_that_gives_arrays_a_tojson_during_the_check_leaves_host_call_arguments_whole() -> None:
+    # The argument list must reach the host as an array: a string there is a broken frame.
+    with pydeno.Runtime() as rt:
+        rt.bind_function("echo", lambda *args: list(args))
+        # The getter comes last, so that no array is checked after it ran.
+        value = rt.eval("echo([2], {get x() { Array.prototype.toJSON = function () { return 'gotcha'; }; return 1; }})")
+        assert value == [[2], {"x": 1}]
+        assert rt.eval("delete Array.prototype.toJSON; [1, 2]") == [1, 2]
+
+
 def test_max_message_bytes_bounds_a_result_in_parts_as_a_whole() -> None:
     # 8192 strings of 40 characters: each part is ~45 KB, well under the limit; all are not.
     with pydeno.Runtime(max_message_bytes=200_000) as rt:

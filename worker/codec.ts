@@ -317,8 +317,11 @@ export class Writer {
    * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
   top(v: any, depth = 0): void {
     if (typeof v === "object" && v !== null && jsonExact(v, depth, this.maxDepth)) {
-      this.json(JSONStringify(v));
-      return;
+      const text = JSONStringify(v);
+      if (wrote(text, ArrayIsArray(v) ? 0x5b : 0x7b)) {
+        this.json(text);
+        return;
+      }
     }
     this.value(v, depth);
     if (this.room() < 0) throw this.tooLarge();
@@ -330,10 +333,7 @@ export class Writer {
   items(v: any[], from: number, to: number): void {
     if ((v as any).toJSON === undefined && exactItems(v, null, from, to, 0, this.maxDepth)) {
       const text = JSONStringify(ArraySlice(v, from, to));
-      // A getter the check ran may have changed what slice() builds or given arrays a
-      // toJSON meanwhile; the host refuses a run that is not an array, so then this run
-      // takes the msgpack lane instead.
-      if (typeof text === "string" && StringCharCodeAt(text, 0) === 0x5b) {
+      if (wrote(text, 0x5b)) {
         this.json(text);
         return;
       }
@@ -486,6 +486,14 @@ export class Writer {
   }
 }
 
+/** Whether JSON.stringify wrote an array ([, 0x5b) or an object ({, 0x7b) as asked. A getter
+ * the exactness check ran may have given arrays or objects a toJSON meanwhile (or changed
+ * what slice() builds): then the value takes the msgpack lane, since the host refuses a
+ * part, or a host call's argument list, that is not an array. */
+function wrote(text: string | undefined, open: number): boolean {
+  return typeof text === "string" && StringCharCodeAt(text, 0) === open;
+}
+
 /** True when JSON.stringify(v), for an object v, carries v exactly as value() would: only
  * plain objects and arrays (no toJSON) holding strings, booleans, null and numbers other than
  * -0, NaN, infinities and integers beyond 2**53, within the depth limit (which also rules out
@@ -493,11 +501,12 @@ export class Writer {
  * and the host turns those into U+FFFD, as the msgpack lane does.
  *
  * Written for jitless V8, where a call costs more than the checks and each bytecode counts:
- * primitives are checked inline, and each object's children are opened inline too (the
- * inner loop repeats the outer one a level down), so the walk makes one call per two levels
- * of objects, none for an array of flat records. typeof tests in an if chain compile to one
- * bytecode each, unlike a switch on typeof. The order in which properties are read, and so
- * any getter the guest defined runs, is depth first, as a plain recursive walk would. */
+ * primitives are checked inline, and each object item's own items are opened inline too (in
+ * exactItems, whose inner loop repeats the outer one a level down), so the walk makes one
+ * call per two levels of objects, none for an array of flat records. typeof tests in an if
+ * chain compile to one bytecode each, unlike a switch on typeof. The order in which
+ * properties are read, and so any getter the guest defined runs, is depth first, as a plain
+ * recursive walk would. */
 function jsonExact(v: any, depth: number, maxDepth: number): boolean {
   if (depth >= maxDepth) return false;
   const proto = ObjectGetPrototypeOf(v);
@@ -513,8 +522,7 @@ function jsonExact(v: any, depth: number, maxDepth: number): boolean {
 }
 
 /** Whether items from..to of v (its own keys[i], or its indices when keys is null), which sits
- * at depth, are each exactly what JSON.stringify writes. An object item's own items are
- * checked here too: a call per nested object is most of the cost under jitless V8. */
+ * at depth, are each exactly what JSON.stringify writes (see jsonExact). */
 function exactItems(v: any, keys: string[] | null, from: number, to: number, depth: number, maxDepth: number): boolean {
   for (let i = from; i < to; i++) {
     const x = keys === null ? v[i] : v[keys[i]];
