@@ -681,6 +681,39 @@ JS_REFUSALS = [
     ("Map with an object key", "new Map([[{}, 1]])", r"Map with an object key"),
     ("Map with a function key", "new Map([[() => 1, 1]])", r"Map with an object key"),
     ("Set of objects", "new Set([{a: 1}])", r"Set holding an object"),
+    # Distinct in JavaScript, one key in Python: the dict or set would silently keep one.
+    (
+        "Map keyed by true and 1",
+        "new Map([[true, 'a'], [1, 'b']])",
+        r"converted: the value is a Map whose keys true and 1 would be one key of a Python dict$",
+    ),
+    (
+        "Map keyed by 0 and false, nested",
+        "({m: new Map([[0, 1], [false, 2]])})",
+        r"converted: value\.m is a Map whose keys 0 and false would be",
+    ),
+    ("Map keyed by -0 and false", "new Map([[-0, 1], [false, 2]])", r"keys 0 and false would be one key"),
+    ("Map keyed by 1n and 1", "new Map([[1n, 'a'], [1, 'b']])", r"keys 1n and 1 would be one key"),
+    (
+        "Map keyed by 2**64 and 2n**64n",
+        "new Map([[2**64, 'a'], [2n**64n, 'b']])",
+        r"keys 18446744073709552000 and 18446744073709551616n",
+    ),
+    (
+        "Map keyed by two Dates of one time",
+        "new Map([[new Date(5), 1], [new Date(5), 2]])",
+        r"keys Date\(5\) and Date\(5\) would be",
+    ),
+    (
+        "Set of true and 1",
+        "new Set([true, 1])",
+        r"converted: the value is a Set whose items true and 1 would be one item of a Python set$",
+    ),
+    (
+        "Set of 3 and 3n, in a list",
+        "[new Set([3, 3n])]",
+        r"converted: value\[0\] is a Set whose items 3 and 3n would be",
+    ),
     ("Set of arrays", "new Set([[1]])", r"Set holding an object"),
     ("Invalid Date", "new Date(NaN)", r"cannot convert an Invalid Date"),
     ("Date after year 9999", "new Date(Date.UTC(10000, 0, 1))", r"Date outside the years 1-9999"),
@@ -699,6 +732,25 @@ def test_a_result_that_cannot_be_converted_fails_that_eval_with_a_clear_error_an
     assert info.value.name == "TypeError"
     assert re.search(message, info.value.message), info.value.message
     assert rt.eval("[1, 'still alive']") == [1, "still alive"]
+
+
+def test_map_keys_and_set_items_of_mixed_types_that_python_keeps_apart_all_arrive(rt: pydeno.Runtime) -> None:
+    value = rt.eval(
+        "new Map([[true, 'b'], [2, 2], ['1', 's'], [1.5, 'f'], [2n**70n, 'big'], [new Date(0), 'd0'],"
+        " [new Date(1), 'd1'], [null, 'n'], [undefined, 'u']])"
+    )
+    assert value == {
+        True: "b",
+        2: 2,
+        "1": "s",
+        1.5: "f",
+        2**70: "big",
+        EPOCH: "d0",
+        EPOCH + dt.timedelta(milliseconds=1): "d1",
+        None: "n",
+        pydeno.undefined: "u",
+    }
+    assert rt.eval("new Set([false, 2, '0', -0.5, 3n, new Date(0)])") == {False, 2, "0", -0.5, 3, EPOCH}
 
 
 def test_a_refused_value_from_a_jsfunction_call_fails_only_that_call(rt: pydeno.Runtime) -> None:
