@@ -42,7 +42,6 @@ const MapGet = uncurry(Map.prototype.get);
 const SetForEach = uncurry(Set.prototype.forEach);
 const SetSize = uncurry(Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get as () => number);
 const SetAdd = uncurry(Set.prototype.add);
-const SetHas = uncurry(Set.prototype.has);
 const MapCtor = Map;
 const SetCtor = Set;
 const DateCtor = Date;
@@ -437,18 +436,18 @@ export class Writer {
     }
     if (IsMap(v)) {
       this.header(0x80, -1, 0xde, 0xdf, MapSize(v), 15);
-      let mixed = 0;
+      let mixed = false;
       MapForEach(v, (val: any, key: any) => {
         if ((typeof key === "object" && key !== null && !IsDate(key)) || typeof key === "function") {
           throw new CodecError(`${this.where(depth)} is a Map with an object key; Python dict keys must be primitives`);
         }
-        if (typeof key === "boolean" || typeof key === "bigint" || typeof key === "object") mixed++;
+        if (typeof key === "boolean" || typeof key === "bigint" || typeof key === "object") mixed = true;
         this.keys[depth] = null;
         this.value(key, depth + 1);
         this.keys[depth] = typeof key === "string" || typeof key === "number" ? key : null;
         this.value(val, depth + 1);
       });
-      if (mixed) this.distinctInPython(v, MapForEach, depth, "a Map", "keys", "one key of a Python dict");
+      if (mixed) this.distinctInPython(v, true, depth);
       return;
     }
     if (IsSet(v)) {
@@ -457,16 +456,16 @@ export class Writer {
       this.ensure(6);
       this.pos += 6; // ext32 header: 0xc9, u32 length, type
       this.header(0x90, -1, 0xdc, 0xdd, SetSize(v), 15);
-      let mixed = 0;
+      let mixed = false;
       SetForEach(v, (item: any) => {
         if ((typeof item === "object" && item !== null && !IsDate(item)) || typeof item === "function") {
           throw new CodecError(`${this.where(depth)} is a Set holding an object; Python set items must be primitives`);
         }
-        if (typeof item === "boolean" || typeof item === "bigint" || typeof item === "object") mixed++;
+        if (typeof item === "boolean" || typeof item === "bigint" || typeof item === "object") mixed = true;
         this.keys[depth] = null;
         this.value(item, depth + 1);
       });
-      if (mixed) this.distinctInPython(v, SetForEach, depth, "a Set", "items", "one item of a Python set");
+      if (mixed) this.distinctInPython(v, false, depth);
       const len = this.pos - outer - 6;
       this.buf[outer] = 0xc9;
       DVSetUint32(this.view, outer + 1, len);
@@ -484,26 +483,25 @@ export class Writer {
    * the BigInt of the same value, two Dates of the same time. Only run when a boolean, a
    * BigInt or a Date is among the keys: numbers, strings, null and undefined alone are
    * distinct in Python whenever they are in JavaScript. */
-  distinctInPython(v: any, forEach: (m: any, cb: (a: any, b: any) => void) => void, depth: number, what: string, keys: string, one: string): void {
-    const seen = new SetCtor(); // integral values as BigInts, Dates as "date <ms>"
-    const first = new MapCtor(); // the same, to the key that gave it
-    forEach(v, (a: any, b: any) => {
-      const key = forEach === MapForEach ? b : a;
+  distinctInPython(v: any, isMap: boolean, depth: number): void {
+    // Integral values as BigInts, Dates as "date <ms>", each to the key that gave it.
+    const first = new MapCtor();
+    const check = (key: any): void => {
       let canon: any;
       if (typeof key === "boolean") canon = key ? 1n : 0n;
       else if (typeof key === "bigint") canon = key;
       else if (typeof key === "number") canon = NumberIsInteger(key) ? BigIntFn(key) : undefined;
       else if (typeof key === "object" && key !== null) canon = `date ${DateGetTime(key)}`;
       if (canon === undefined) return;
-      if (SetHas(seen, canon)) {
-        throw new CodecError(
-          `${this.where(depth)} is ${what} whose ${keys} ${keyText(MapGet(first, canon))} and ${keyText(key)} ` +
-            `would be ${one}`,
-        );
+      const earlier = MapGet(first, canon);
+      if (earlier !== undefined) {
+        const [what, one] = isMap ? ["a Map whose keys", "one key of a Python dict"] : ["a Set whose items", "one item of a Python set"];
+        throw new CodecError(`${this.where(depth)} is ${what} ${keyText(earlier)} and ${keyText(key)} would be ${one}`);
       }
-      SetAdd(seen, canon);
       MapSet(first, canon, key);
-    });
+    };
+    if (isMap) MapForEach(v, (_: any, key: any) => check(key));
+    else SetForEach(v, check);
   }
 
   /** Any other object: its own enumerable string-keyed properties, like JSON. */

@@ -389,7 +389,6 @@ function sendResult(id: number, value: any): void {
   } catch (e) {
     // Handles registered while encoding a value that then failed would never be released.
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
-    writer.budget(MAX_MESSAGE_BYTES);
     const d = describe(e);
     sendError(id, { name: d[0], message: `result could not be converted: ${d[1]}`, stack: "" });
     return;
@@ -403,17 +402,20 @@ function sendParts(id: number, value: any[]): void {
   const n = value.length;
   const step = MathCeil(n / PARTS);
   let spent = 0;
-  for (let from = 0; ; from += step) {
-    const to = from + step < n ? from + step : n;
-    beginFrame(to === n ? W_RESULT : W_PART, 3);
-    writer.budget(MAX_MESSAGE_BYTES - spent);
-    writer.int(id);
-    writer.items(value, from, to);
-    if (to === n) break;
-    spent += writer.pos - 4;
-    flushWriter();
+  try {
+    for (let from = 0; ; from += step) {
+      const to = from + step < n ? from + step : n;
+      beginFrame(to === n ? W_RESULT : W_PART, 3);
+      writer.budget(MAX_MESSAGE_BYTES - spent);
+      writer.int(id);
+      writer.items(value, from, to);
+      if (to === n) return;
+      spent += writer.pos - 4;
+      flushWriter();
+    }
+  } finally {
+    writer.budget(MAX_MESSAGE_BYTES);
   }
-  writer.budget(MAX_MESSAGE_BYTES);
 }
 
 let consoleSent = 0; // characters sent since the current command began

@@ -278,11 +278,19 @@ class Connection:
             self._part(item[1], item[2], length)
             return _PART
         if kind == W_RESULT and n == 3 and type(item[1]) is int:
-            value = item[2]
-            if item[1] in self._parts:
-                value = self._joined(item[1], value, length)
-            self._complete(item[1], Outcome(value=value))
-            return Completed(item[1])
+            rid, value = item[1], item[2]
+            if rid in self._parts:
+                # The RESULT after PARTs carries the last items, under the same budget.
+                received, spent = self._parts.pop(rid)
+                if type(value) is not list:
+                    raise ProtocolError(
+                        f"the last part of the answer to request {rid} is not an array", malformed=False
+                    )
+                self._spend(spent + length)
+                received += value
+                value = received
+            self._complete(rid, Outcome(value=value))
+            return Completed(rid)
         if kind == W_ERROR and n == 5 and type(item[1]) is int and all(type(x) is str for x in item[2:]):
             self._parts.pop(item[1], None)
             name, message, stack = (clean_text(x) for x in item[2:])
@@ -327,21 +335,15 @@ class Connection:
         if rid not in self.pending:
             raise ProtocolError(f"part of an answer to request {rid}, which is not pending", malformed=False)
         received, spent = self._parts.get(rid) or ([], 0)
-        spent += length
-        if spent > self.max_message_bytes:
-            raise ProtocolError(f"a result in parts exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
+        spent = self._spend(spent + length)
         received += items
         self._parts[rid] = (received, spent)
 
-    def _joined(self, rid: int, last: Any, length: int) -> list[Any]:
-        """The whole array of a result sent in parts, its RESULT frame carrying the last items."""
-        received, spent = self._parts.pop(rid)
-        if type(last) is not list:
-            raise ProtocolError(f"the last part of the answer to request {rid} is not an array", malformed=False)
-        if spent + length > self.max_message_bytes:
+    def _spend(self, spent: int) -> int:
+        """The bytes a result in parts has taken so far, refused past max_message_bytes."""
+        if spent > self.max_message_bytes:
             raise ProtocolError(f"a result in parts exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
-        received += last
-        return received
+        return spent
 
     def _complete(self, rid: int, outcome: Outcome) -> None:
         if rid not in self.pending:
