@@ -93,6 +93,14 @@ Catalog: Final[dict[str, Kind]] = {
         "Run the work again on a fresh runtime; if it keeps happening, read the stderr line in the message.",
         "# the worker was killed from outside: WorkerCrashed: worker process died (killed by SIGKILL)",
     ),
+    "guest_crashed": Kind(
+        False,
+        False,
+        "The guest's own code ended or crashed its worker; the same code would do it again.",
+        "WorkerCrashed: worker died running guest code (exit code N / killed by SIGSEGV / ...)",
+        "Fix the guest code: it exits, closes the worker's output, or crashes the engine. Do not retry it.",
+        "rt.eval(\"(await import('node:fs')).closeSync(1)\")  # worker died running guest code (exit code 0)",
+    ),
     "terminated": Kind(
         False,
         False,
@@ -339,6 +347,7 @@ _FULL: Final[list[tuple[str, re.Pattern[str]]]] = [
 ]
 _ABANDONED: Final = re.compile(r"too many abandoned tool calls in this session")
 _PREFIX: Final[list[tuple[str, re.Pattern[str]]]] = [
+    ("guest_crashed", re.compile(r"worker died running guest code \(")),
     ("protocol_violation", re.compile(r"worker broke protocol: ")),
     ("protocol_violation", re.compile(r"worker sent a malformed frame \(")),
     ("sandbox_unavailable", re.compile(r"worker failed to start: an OS sandbox is required but ")),

@@ -43,6 +43,7 @@ from pydeno.host import _monitor, _process
 FakeWorker = Callable[..., None]
 MiB = 2**20
 DIED = "worker process died ("
+GUEST_DIED = "worker died running guest code ("
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,15 @@ TABLE = [
     ),
     pytest.param(
         Case(
+            "guest_crashed",
+            pydeno.WorkerCrashed,
+            lambda env: eval_failure("(await import('node:fs')).closeSync(1); 1", timeout=10),
+            r"worker died running guest code \(exit code 0\)(: .*)?",
+        ),
+        id="guest_crashed: the guest closes the worker's output",
+    ),
+    pytest.param(
+        Case(
             "terminated",
             pydeno.RuntimeTerminated,
             terminated_during("await new Promise(() => {})"),
@@ -684,6 +694,7 @@ HOST_MESSAGES = {
     "limits_unmeasurable": "max_memory cannot be enforced on this system (forged)",
     "deno_unavailable": "worker failed to start: No such file or directory (/usr/bin/deno) [ENOENT]",
     "worker_crashed": "worker process died (killed by SIGKILL)",
+    "guest_crashed": "worker died running guest code (exit code 0)",
     "force_killed": "worker did not acknowledge termination within terminate_grace=1.0s; killed",
     "terminated": "runtime was terminated on request",
     "closed runtime": "runtime is closed",
@@ -726,47 +737,51 @@ def assert_never_more_retryable(info: pydeno.ErrorInfo, honest: str) -> None:
         assert not info.retryable
 
 
-# The ways a guest can end its own worker, all reached through node: modules.
+# The ways a guest can end its own worker, all reached through node: modules. The two
+# signals need sandbox="off": the seccomp filter refuses the worker every fatal signal to
+# itself (tests/security/test_deaths.py); an exit needs no permission anywhere.
 DEATHS = {
     "SIGKILL": (
         "(await import('node:process')).default.kill((await import('node:process')).default.pid, 'SIGKILL')",
         "killed by SIGKILL",
+        "off",
     ),
     "SIGTERM": (
         "(await import('node:process')).default.kill((await import('node:process')).default.pid, 'SIGTERM')",
         "killed by SIGTERM",
+        "off",
     ),
     # process.exit needs the Deno global the worker deleted; closing fd 1 makes the worker's
     # own next write fail, and it then exits with code 0.
-    "exit 0": ("(await import('node:fs')).closeSync(1); 1", "exit code 0"),
+    "exit 0": ("(await import('node:fs')).closeSync(1); 1", "exit code 0", "require"),
 }
 
 
 @pytest.mark.parametrize("death", list(DEATHS))
 @pytest.mark.parametrize("forged", list(HOST_MESSAGES.values()), ids=list(HOST_MESSAGES))
-def test_a_guest_that_prints_a_host_message_to_stderr_and_ends_its_worker_is_still_a_crashed_worker(
+def test_a_guest_that_prints_a_host_message_to_stderr_and_ends_its_worker_is_a_guest_crash_never_retried(
     forged: str, death: str
 ) -> None:
-    code, how = DEATHS[death]
-    with pydeno.Runtime(timeout=10) as rt:
+    code, how, sandbox = DEATHS[death]
+    with pydeno.Runtime(timeout=10, sandbox=sandbox) as rt:
         exc = failure(lambda: rt.eval(f"(await import('node:fs')).writeSync(2, {js_line(forged)}); {code}"))
         assert rt.closed
     assert type(exc) is pydeno.WorkerCrashed
-    assert str(exc) == f"{DIED}{how}): {forged}"
-    info = assert_explained(exc, "worker_crashed")
-    assert info.retryable
+    assert str(exc) == f"{GUEST_DIED}{how}): {forged}"
+    info = assert_explained(exc, "guest_crashed")
+    assert not info.retryable
 
 
 @pytest.mark.parametrize("death", list(DEATHS))
 def test_the_guest_reaches_stderr_through_node_process_too_and_still_only_after_the_prefix(death: str) -> None:
     forged = "worker used 1 bytes, over max_memory=1; killed"
-    code, how = DEATHS[death]
-    with pydeno.Runtime(timeout=10) as rt:
+    code, how, sandbox = DEATHS[death]
+    with pydeno.Runtime(timeout=10, sandbox=sandbox) as rt:
         exc = failure(
             lambda: rt.eval(f"(await import('node:process')).default.stderr.write({js_line(forged)}); {code}")
         )
-    assert str(exc) == f"{DIED}{how}): {forged}"
-    assert_explained(exc, "worker_crashed")
+    assert str(exc) == f"{GUEST_DIED}{how}): {forged}"
+    assert_explained(exc, "guest_crashed")
 
 
 def test_console_error_is_a_console_frame_not_stderr_and_classifies_nothing() -> None:
@@ -956,17 +971,17 @@ WHOLE_MESSAGE_FORGERIES = [
 
 @pytest.mark.parametrize("when", ["after_hello", "mid_eval"])
 @pytest.mark.parametrize("forged", WHOLE_MESSAGE_FORGERIES)
-def test_a_worker_that_exits_cleanly_with_a_whole_host_message_on_stderr_is_still_a_crashed_worker(
+def test_a_worker_that_exits_cleanly_with_a_whole_host_message_on_stderr_is_still_a_guest_crash(
     fake_worker: FakeWorker, forged: str, when: str
 ) -> None:
     fake_worker("forged_clean_exit", when, forged)
     exc = eval_failure("1", timeout=10, startup_timeout=10)
     assert type(exc) is pydeno.WorkerCrashed
-    assert str(exc) == f"{DIED}exit code 0): {forged}"
-    # Today the host's prefix keeps it worker_crashed; should that ever change, the forgery
-    # may only take retryability away, never grant it.
-    info = assert_explained(exc, "worker_crashed")
-    assert_never_more_retryable(info, "worker_crashed")
+    assert str(exc) == f"{GUEST_DIED}exit code 0): {forged}"
+    # An exit after the handshake is the worker's own doing; the forgery may only take
+    # retryability away, never grant it.
+    info = assert_explained(exc, "guest_crashed")
+    assert_never_more_retryable(info, "guest_crashed")
 
 
 class StrRaises(Exception):

@@ -67,6 +67,22 @@ _LEVELS: Final = {
 
 ConsoleHandler = Callable[[str, str], Any]
 
+# The start of the message for a death the guest's own code caused (kind guest_crashed).
+GUEST_DEATH: Final = "worker died running guest code"
+_GUEST_HINT: Final = (
+    "the guest's code ended its worker (an exit, a closed output, or a crash it provoked); the same code "
+    "would do it again, so fix the code rather than retrying it"
+)
+# Signals the kernel raises in the process itself, on a fault or an abort: guest input can
+# cause each, so none is evidence of a kill from outside.
+_FAULT_SIGNALS: Final = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP, signal.SIGFPE, signal.SIGSYS, signal.SIGABRT}
+)
+# V8's own line on a fatal out-of-memory, printed to stderr before it traps.
+_V8_OUT_OF_MEMORY: Final = re.compile(rb"^# Fatal (?:JavaScript|process) out of memory", re.MULTILINE)
+# How long a dead worker's exit status may trail the end of its output.
+_EXIT_SETTLE_SECONDS: Final = 0.5
+
 _SANDBOX_HINT: Final = (
     "run `python -m pydeno doctor` to see which OS layer is missing and why; run where every layer "
     "applies, or pass sandbox='best_effort' knowingly"
@@ -232,6 +248,10 @@ class Core:
         self.write_lock = threading.Lock()
         self._outbox: list[bytes] = []
         self._look_until = 0  # perf_counter_ns; see LOOK_NS
+        # Whether the kernel refuses the worker every fatal signal to itself (the seccomp
+        # filter is in force in it): then a kill is from outside. Read at the handshake.
+        self.signals_confined = False
+        self.died_idle = False
         self.closed = False
 
     # -- lifetime --------------------------------------------------------------------
@@ -262,6 +282,9 @@ class Core:
             process.handshaken()
         if mode == "off" or process is None or watch is None or hello is None:
             return
+        self.signals_confined = process.seccomp_filtered() and not any(
+            gap.startswith("seccomp ") for gap in process.sandbox_skipped()
+        )
         unmeasurable = watch.unmeasurable_limits()
         if mode == "require":
             if hello.breaches:
@@ -318,8 +341,13 @@ class Core:
         limit = self.options.timeout if timeout is None else seconds("timeout", timeout)
         deadline = math.inf if limit is None else time.monotonic() + limit
         command = Command(rid, limit, deadline)
-        if not self.commands and self.watch is not None:
-            self.watch.command_started()
+        if not self.commands:
+            if self.watch is not None:
+                self.watch.command_started()
+            if not self.signals_confined and self.process is not None and self.process.poll() is not None:
+                # Where guest code could signal its own worker, only this look tells a death
+                # from outside while idle from one during the command.
+                self.died_idle = True
         self.commands.append(command)
         return command
 
@@ -592,10 +620,14 @@ class Core:
     def died(self) -> Exception:
         """The worker is gone: report what the host knows about why, in this order: a
         termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
-        limit, or a plain death."""
+        limit, a death from outside, or a death its guest code caused."""
         process = self.check_open()
         if self.watch is not None:
             self.watch.release()  # reaping frees the pid: the monitor must not signal it again
+        # A worker still running when the host met the end of its output (or a closed input)
+        # closed that pipe itself: only guest code does that. The exit status can trail the
+        # end of file by a moment, so wait for it a little before deciding.
+        ended_alone = process.settled(_EXIT_SETTLE_SECONDS)
         process.kill()
         if self.terminate_deadline is not None and self._acknowledged_termination(process):
             # It acknowledged and exited while the driver was busy elsewhere (in a host
@@ -613,9 +645,16 @@ class Core:
             if kept is not None:
                 return self._fail(WorkerCrashed(selftest_refusal([kept]), hint=_SANDBOX_HINT))
             return self._fail(WorkerCrashed(process.death_message("worker exited during startup")))
-        if process.popen.returncode == -signal.SIGTRAP and self.options.max_memory is not None:
-            # V8 ends the process with a trap on a fatal error, and the one a guest can cause
-            # is running out of the heap that max_memory sized.
+        code = process.popen.returncode
+        if not ended_alone and process.pipe_error is None:
+            return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH, "closed its pipes"), hint=_GUEST_HINT))
+        if (
+            code == -signal.SIGTRAP
+            and self.options.max_memory is not None
+            and _V8_OUT_OF_MEMORY.search(process.stderr_tail())
+        ):
+            # V8 ends the process with a trap on a fatal error after printing what it was; a
+            # guest can print that line too, but only to make its death look less retryable.
             memory = self.options.max_memory
             return self._fail(
                 WorkerCrashed(
@@ -623,7 +662,22 @@ class Core:
                     hint=f"raise max_memory= (now {memory}), or reduce what the code keeps alive",
                 )
             )
-        return self._fail(WorkerCrashed(process.death_message("worker process died")))
+        if code is not None and self._from_outside(code):
+            return self._fail(WorkerCrashed(process.death_message("worker process died")))
+        return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH), hint=_GUEST_HINT))
+
+    def _from_outside(self, code: int) -> bool:
+        """Whether a death after the handshake can only have come from outside the worker.
+
+        An exit is always the worker's own doing, and so is a fault (a crash of the engine,
+        an abort): guest input can cause either. A signal that only another process sends
+        (SIGKILL, SIGTERM, ...) is from outside where the seccomp filter refuses the worker
+        every such signal to itself, and, where it does not, only if it came while no command
+        ran.
+        """
+        if code >= 0 or -code in _FAULT_SIGNALS:
+            return False
+        return self.signals_confined or self.died_idle or not self.commands
 
     def _acknowledged_termination(self, process: WorkerProcess) -> bool:
         """Whether the dead worker's unread output holds its acknowledgement of terminate()."""

@@ -227,6 +227,12 @@ SECCOMP_NR: Final = 0
 SECCOMP_ARCH: Final = 4
 SECCOMP_ARG0_LOW: Final = 16  # little-endian: the low 32 bits of args[0] come first
 SECCOMP_ARG0_HIGH: Final = 20
+SECCOMP_ARG1_LOW: Final = 24
+SECCOMP_ARG2_LOW: Final = 32
+# The only signals a worker may send itself: the probe (0) and those whose default action
+# is to do nothing or to continue. Any other, a fatal or stopping one above all, would let
+# guest code choose how its worker dies (a kill that looks like it came from outside).
+HARMLESS_SIGNALS: Final = (0, 17, 18, 23, 28)  # SIGCHLD, SIGCONT, SIGURG, SIGWINCH
 
 
 class _SockFilter(ctypes.Structure):
@@ -556,9 +562,9 @@ def _seccomp_source(exec_allowed: bool) -> list[_Insn | str]:
         (BPF_JEQ_K, "clone", 0, SYSCALLS["clone"]),
         (BPF_JEQ_K, "execve", 0, SYSCALLS["execve"]),
         (BPF_JEQ_K, "kill", 0, SYSCALLS["kill"]),
-        (BPF_JEQ_K, "self", 0, SYSCALLS["tgkill"]),
-        (BPF_JEQ_K, "self", 0, SYSCALLS["rt_sigqueueinfo"]),
-        (BPF_JEQ_K, "self", 0, SYSCALLS["rt_tgsigqueueinfo"]),
+        (BPF_JEQ_K, "self, signal in arg 2", 0, SYSCALLS["tgkill"]),
+        (BPF_JEQ_K, "self, signal in arg 1", 0, SYSCALLS["rt_sigqueueinfo"]),
+        (BPF_JEQ_K, "self, signal in arg 2", 0, SYSCALLS["rt_tgsigqueueinfo"]),
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
         # The kernel reads socket's domain, clone's flags and a pid as ints (clone's through
         # lower_32_bits()), so the low word of args[0] is all that counts for each of them.
@@ -573,12 +579,18 @@ def _seccomp_source(exec_allowed: bool) -> list[_Insn | str]:
         # session), never the host or a sibling.
         "kill",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-        (BPF_JEQ_K, "allow", 0, _PID),
-        (BPF_JEQ_K, "allow", 0, 0),
-        (BPF_JEQ_K, "allow", "eperm", _NEGATED_PID),
-        "self",
+        (BPF_JEQ_K, "signal in arg 1", 0, _PID),
+        (BPF_JEQ_K, "signal in arg 1", 0, 0),
+        (BPF_JEQ_K, "signal in arg 1", "eperm", _NEGATED_PID),
+        "self, signal in arg 1",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
-        (BPF_JEQ_K, "allow", "eperm", _PID),
+        (BPF_JEQ_K, "signal in arg 1", "eperm", _PID),
+        "self, signal in arg 2",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG0_LOW),
+        (BPF_JEQ_K, "signal in arg 2", "eperm", _PID),
+        # The kernel reads the signal number as an int: the low word is all that counts.
+        *_only_harmless_signals("signal in arg 1", SECCOMP_ARG1_LOW, eperm),
+        *_only_harmless_signals("signal in arg 2", SECCOMP_ARG2_LOW, eperm),
         "execve",
     ]
     if not exec_allowed:
@@ -601,6 +613,16 @@ def _seccomp_source(exec_allowed: bool) -> list[_Insn | str]:
         (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
     ]
     return program
+
+
+def _only_harmless_signals(label: str, offset: int, refusal: int) -> list[_Insn | str]:
+    """Allow the call only if the signal number at ``offset`` is one of HARMLESS_SIGNALS."""
+    return [
+        label,
+        (BPF_LD_W_ABS, 0, 0, offset),
+        *((BPF_JEQ_K, "allow", 0, number) for number in HARMLESS_SIGNALS),
+        (BPF_RET_K, 0, 0, refusal),
+    ]
 
 
 def install_seccomp_filter(*, exec_pointer: int | None = None) -> None:

@@ -1070,6 +1070,8 @@ class WorkerProcess:
         self._stderr_size = 0
         self.stdout_eof = False
         self.stderr_eof = False
+        # A pipe failure on the host's side (EIO, ...), as opposed to the worker closing its end.
+        self.pipe_error: OSError | None = None
         self.closed = False
 
     # -- I/O -------------------------------------------------------------------------
@@ -1079,7 +1081,8 @@ class WorkerProcess:
             data = os.read(self.stdout_fd, _READ_CHUNK)
         except BlockingIOError:
             return b""
-        except OSError:
+        except OSError as exc:
+            self.pipe_error = exc
             data = b""
         if not data:
             self.stdout_eof = True
@@ -1092,7 +1095,10 @@ class WorkerProcess:
             n = os.write(self.stdin_fd, data)
         except BlockingIOError:
             return 0
-        except (BrokenPipeError, OSError):
+        except BrokenPipeError:
+            return -1  # the worker closed its end
+        except OSError as exc:
+            self.pipe_error = exc
             return -1
         if self.mailbox is not None:
             self.mailbox.posted(n)
@@ -1181,20 +1187,40 @@ class WorkerProcess:
         """``<layer> is unavailable: <why>`` for each layer skipped under sandbox="best_effort"."""
         return [line[len(SKIPPED) :] for line in self._launcher_lines() if line.startswith(SKIPPED)]
 
-    def death_message(self, prefix: str) -> str:
+    def settled(self, timeout: float) -> bool:
+        """Whether the worker has exited by itself, waiting up to timeout for its status."""
+        if self.popen.poll() is not None:
+            return True
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def seccomp_filtered(self) -> bool:
+        """Whether a seccomp filter is in force in the worker, as the kernel reports it."""
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as status:
+                text = status.read()
+        except OSError:
+            return False
+        return b"\nSeccomp:\t2\n" in text
+
+    def death_message(self, prefix: str, how: str | None = None) -> str:
         """``prefix (how it ended): last stderr line``; the worker's text only ever follows."""
+        tail = _last_line(self.stderr_tail())
+        return f"{prefix} ({how or self._how_it_ended()})" + (f": {tail}" if tail else "")
+
+    def _how_it_ended(self) -> str:
         code = self.popen.poll()
         if code is None:
-            how = "still running"
-        elif code < 0:
+            return "still running"
+        if code < 0:
             try:
-                how = f"killed by {signal.Signals(-code).name}"
+                return f"killed by {signal.Signals(-code).name}"
             except ValueError:
-                how = f"killed by signal {-code}"
-        else:
-            how = f"exit code {code}"
-        tail = _last_line(self.stderr_tail())
-        return f"{prefix} ({how})" + (f": {tail}" if tail else "")
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
 
 
 def _os_error_text(exc: OSError) -> str:

@@ -31,7 +31,8 @@ FakeWorker = Callable[..., None]
 MALFORMED = "worker sent a malformed frame ("
 PROTOCOL = "worker broke protocol: "
 STARTUP_EXIT = "worker exited during startup ("
-DIED = "worker process died ("
+# A fake worker runs without the seccomp filter, so even its signals could be its own doing.
+GUEST_DIED = "worker died running guest code ("
 
 MiB = 2**20
 # Generous limits for the cases that fail on their own, short ones where a limit must fire:
@@ -192,7 +193,7 @@ def test_a_truncated_frame_then_exit_is_reported_as_a_death_with_the_workers_las
 ) -> None:
     fake_worker("bad_answer", "truncated_exit")
     error = first_eval_fails(pydeno.WorkerCrashed)
-    assert str(error) == "worker process died (exit code 0): stopped half-way through a frame"
+    assert str(error) == "worker died running guest code (exit code 0): stopped half-way through a frame"
 
 
 def test_a_truncated_frame_then_silence_ends_in_the_eval_timeout(fake_worker: FakeWorker) -> None:
@@ -266,8 +267,8 @@ def test_garbage_glued_to_a_good_handshake_kills_the_worker_at_the_first_eval(fa
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        ("exit_with_stderr", "worker process died (exit code 3): something went badly wrong"),
-        ("sigkill", "worker process died (killed by SIGKILL): about to die"),
+        ("exit_with_stderr", "worker died running guest code (exit code 3): something went badly wrong"),
+        ("sigkill", "worker died running guest code (killed by SIGKILL): about to die"),
     ],
 )
 def test_a_worker_that_dies_during_an_eval_is_reported_with_how_it_ended(
@@ -289,16 +290,17 @@ def test_a_host_message_forged_on_stderr_only_ever_follows_the_hosts_own_prefix(
 ) -> None:
     fake_worker("dies_mid_eval", case)
     message = str(first_eval_fails(pydeno.WorkerCrashed))
-    assert message == "worker process died (exit code 1): worker used 999 bytes, over max_memory=1; killed"
-    assert message.startswith(DIED)
+    assert message == "worker died running guest code (exit code 1): worker used 999 bytes, over max_memory=1; killed"
+    assert message.startswith(GUEST_DIED)
     assert not any(ch in message for ch in "\x1b\r\x07")
 
 
 @pytest.mark.parametrize("case", ["close_stdout", "close_stdin"])
-def test_a_worker_that_closes_a_pipe_is_killed_as_dead(fake_worker: FakeWorker, case: str) -> None:
+def test_a_worker_that_closes_a_pipe_while_it_runs_is_a_guest_crash(fake_worker: FakeWorker, case: str) -> None:
     fake_worker("closed_pipes", case)
     error = first_eval_fails(pydeno.WorkerCrashed)
-    assert str(error) == "worker process died (killed by SIGKILL)"
+    assert str(error) == "worker died running guest code (closed its pipes)"
+    assert pydeno.classify_error(error).kind == "guest_crashed"
 
 
 def test_a_worker_that_never_reads_its_stdin_makes_a_large_eval_time_out(fake_worker: FakeWorker) -> None:
@@ -398,8 +400,8 @@ ASYNC_CASES = [
     pytest.param(("bad_answer", "console_unhashable_level"), PROTOCOL, "kind 4", id="console-level"),
     pytest.param(("bad_handshake", "wrong_protocol"), PROTOCOL, "protocol version 4", id="protocol"),
     pytest.param(("bad_handshake", "exit_with_stderr"), STARTUP_EXIT, "at main.ts:1:1", id="startup-exit"),
-    pytest.param(("dies_mid_eval", "sigkill"), DIED, "killed by SIGKILL)", id="sigkill"),
-    pytest.param(("dies_mid_eval", "forged_stderr"), DIED, "over max_memory=1", id="forged"),
+    pytest.param(("dies_mid_eval", "sigkill"), GUEST_DIED, "killed by SIGKILL)", id="sigkill"),
+    pytest.param(("dies_mid_eval", "forged_stderr"), GUEST_DIED, "over max_memory=1", id="forged"),
 ]
 
 

@@ -337,6 +337,53 @@ def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_bu
         assert result == {**opened, **allowed}
 
 
+# Each signal that would end or stop the process, sent to itself in every way a worker could:
+# by pid, to its own process group, and to one of its threads.
+SELF_SIGNAL_PROBE = """
+sigs = [int(s) for s in sys.argv[1].split(",")]
+out = {}
+for sig in sigs:
+    out[f"kill {sig}"] = outcome(lambda: os.kill(os.getpid(), sig))
+    out[f"killpg {sig}"] = outcome(lambda: os.kill(0, sig))
+    out[f"tgkill {sig}"] = outcome(lambda: signal.pthread_kill(threading.get_ident(), sig))
+print(json.dumps(out))
+"""
+FATAL_SIGNALS = [
+    signal.SIGKILL,
+    signal.SIGTERM,
+    signal.SIGABRT,
+    signal.SIGSEGV,
+    signal.SIGTRAP,
+    signal.SIGSTOP,
+    signal.SIGUSR1,
+    signal.SIGHUP,
+    signal.SIGRTMIN + 1,
+]
+
+
+def test_seccomp_refuses_the_worker_every_fatal_or_stopping_signal_to_itself() -> None:
+    layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n"
+    result = run_child(layers, SELF_SIGNAL_PROBE, ",".join(str(int(s)) for s in FATAL_SIGNALS))
+    assert set(result.values()) == {"EPERM"}, result
+    assert len(result) == 3 * len(FATAL_SIGNALS)
+
+
+def test_seccomp_still_lets_the_worker_send_itself_the_harmless_signals() -> None:
+    layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n"
+    harmless = [0, signal.SIGCHLD, signal.SIGCONT, signal.SIGURG, signal.SIGWINCH]
+    result = run_child(layers, SELF_SIGNAL_PROBE, ",".join(str(int(s)) for s in harmless))
+    assert set(result.values()) == {"ok"}, result
+
+
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_a_process_that_kills_itself_dies_only_without_the_filter(layered: bool) -> None:
+    layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n" if layered else ""
+    script = PRELUDE + textwrap.dedent(layers) + "outcome(lambda: os.kill(os.getpid(), 9))\nprint('alive')\n"
+    command = [sys.executable, "-c", script]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=20, check=False)
+    assert (result.returncode, result.stdout.strip()) == ((0, "alive") if layered else (-signal.SIGKILL, ""))
+
+
 def test_seccomp_refuses_x32_syscall_numbers() -> None:
     layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n"
     probe = "print(json.dumps(c_outcome(libc.syscall(101 | 0x40000000, 0, 0, 0, 0))))"
