@@ -21,11 +21,19 @@ from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
 from .._checks import count, optional_count, optional_seconds, seconds
-from .._errors import PydenoError, RuntimeForceKilled, RuntimeTerminated, RuntimeTimeout, WorkerCrashed
+from .._errors import (
+    JavaScriptError,
+    PydenoError,
+    RuntimeForceKilled,
+    RuntimeTerminated,
+    RuntimeTimeout,
+    WorkerCrashed,
+)
 from .._function import JsFunction
 from .._tools import HOST_FUNCTION, guest_error
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
+from ._cgroup import task_limit
 from ._monitor import Watch
 from ._process import SANDBOX_MODES, SandboxMode, WorkerConfig, WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
@@ -211,6 +219,7 @@ class RuntimeOptions:
             max_inflight_host_calls=self.max_inflight_host_calls,
             max_console_bytes=self.max_console_bytes,
             sandbox=self.sandbox,
+            max_threads=self.max_threads,
         )
 
 
@@ -367,7 +376,16 @@ class Core:
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command: its value, or raise its error."""
         self.end(command)
-        return self.connection.take(command.rid)
+        try:
+            return self.connection.take(command.rid)
+        except JavaScriptError:
+            # A thread the kernel refused (the worker's task cap) reaches the guest as an
+            # error it may not even have caused itself; the worker is at its thread limit.
+            process, options = self.process, self.options
+            group = process.cgroup if process is not None else None
+            if group is None or options.max_threads is None or not group.tasks_refused():
+                raise
+            raise self._fail(monitor.thread_verdict(task_limit(options.max_threads), options.max_threads)) from None
 
     @staticmethod
     def check_code(code: Any) -> str:
@@ -637,6 +655,9 @@ class Core:
         watch = self.watch
         if watch is not None and watch.verdict is not None:
             return self._fail(watch.verdict)
+        stopped = self._stopped_by_the_kernel(process)
+        if stopped is not None:
+            return self._fail(stopped)
         if self.connection.hello is None:
             refusal = process.sandbox_refusal()
             if refusal is not None:
@@ -665,6 +686,20 @@ class Core:
         if code is not None and self._from_outside(code):
             return self._fail(WorkerCrashed(process.death_message("worker process died")))
         return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH), hint=_GUEST_HINT))
+
+    def _stopped_by_the_kernel(self, process: WorkerProcess) -> WorkerCrashed | None:
+        """The limit the worker's cgroup enforced while the monitor did not get to run (the
+        host was busy), from what the kernel counted: a kill over the memory cap, or a
+        thread refused over the task cap."""
+        group, options = process.cgroup, self.options
+        if group is None:
+            return None
+        if options.max_memory is not None and group.oom_killed():
+            peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
+            return monitor.memory_verdict(max(peak, options.max_memory + 1), options.max_memory)
+        if options.max_threads is not None and group.tasks_refused():
+            return monitor.thread_verdict(task_limit(options.max_threads), options.max_threads)
+        return None
 
     def _from_outside(self, code: int) -> bool:
         """Whether a death after the handshake can only have come from outside the worker.

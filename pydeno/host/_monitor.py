@@ -25,7 +25,7 @@ import psutil
 
 from .._errors import PydenoError, RuntimeTimeout, WorkerCrashed
 
-__all__ = ["INTERVAL", "Watch", "watch"]
+__all__ = ["INTERVAL", "Watch", "memory_verdict", "thread_verdict", "watch"]
 
 # Sampling period. One sample of a worker costs about 120 us of host CPU (three /proc reads
 # under psutil's oneshot), so 20 Hz costs well under 0.5% of a core per worker.
@@ -50,6 +50,22 @@ def threads_of(process: psutil.Process) -> int:
 def cpu_of(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
+
+
+def memory_verdict(used: int, max_memory: int) -> WorkerCrashed:
+    """The error for a worker stopped over max_memory, by the monitor or by the kernel."""
+    return WorkerCrashed(
+        f"worker used {used} bytes, over max_memory={max_memory}; killed",
+        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
+    )
+
+
+def thread_verdict(threads: int, max_threads: int) -> WorkerCrashed:
+    """The error for a worker stopped over max_threads, by the monitor or by the kernel."""
+    return WorkerCrashed(
+        f"worker started {threads} threads (limit {max_threads}); killed",
+        hint=f"start fewer Web Workers, or raise max_threads= (now {max_threads})",
+    )
 
 
 @dataclass(eq=False)
@@ -114,15 +130,9 @@ class Watch:
         self.peak_rss = max(self.peak_rss, rss)
         verdict: PydenoError | None = None
         if self.max_memory is not None and rss > self.max_memory:
-            verdict = WorkerCrashed(
-                f"worker used {rss} bytes, over max_memory={self.max_memory}; killed",
-                hint=f"raise max_memory= (now {self.max_memory}), or reduce what the code keeps alive",
-            )
+            verdict = memory_verdict(rss, self.max_memory)
         elif self.max_threads is not None and threads > self.max_threads:
-            verdict = WorkerCrashed(
-                f"worker started {threads} threads (limit {self.max_threads}); killed",
-                hint=f"start fewer Web Workers, or raise max_threads= (now {self.max_threads})",
-            )
+            verdict = thread_verdict(threads, self.max_threads)
         else:
             start = self.command_cpu_start
             if self.cpu_limit is not None and start is not None and cpu - start > self.cpu_limit:

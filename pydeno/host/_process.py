@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Final, Literal, Protocol
 
 from .._errors import WorkerCrashed
+from ._cgroup import WorkerGroup
 from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
 from ._mailbox import Mailbox
 from ._wire import clean_text
@@ -105,8 +106,12 @@ class WorkerConfig:
     max_console_bytes: int = 1 << 20
     max_console_chars: int = 16 * 1024
     sandbox: SandboxMode = "require"
+    max_threads: int | None = None
     # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
     mailbox: str | None = None
+    # The cgroup.procs files of the worker's own cgroup (pydeno/host/_cgroup.py), which a
+    # confined worker joins before deno starts; set by WorkerProcess.
+    cgroup_procs: tuple[str, ...] = ()
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
@@ -364,6 +369,7 @@ def confined(config: WorkerConfig) -> Confined:
             "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
             "execute": [deno, loader],
             "env": deno_environment(cache),
+            "cgroups": list(config.cgroup_procs),
             "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
@@ -1039,21 +1045,38 @@ class WorkerProcess:
         # The spawner this worker counts against (a forked child gets a spawner of its own).
         self._spawner = _spawner
         self.mailbox: Mailbox | None = None
+        self.cgroup: WorkerGroup | None = None
         with contextlib.suppress(OSError):
             # Without one the worker simply sleeps in read() between commands.
             self.mailbox = Mailbox(_staged_here().cache / "mail")
             config = replace(config, mailbox=str(self.mailbox.path))
             self.config = config
         try:
+            self.cgroup = WorkerGroup.create(config.max_memory, config.max_threads)
+            if self.cgroup is not None:
+                config = self.config = replace(config, cgroup_procs=tuple(self.cgroup.procs_files))
             command = worker_command(config)
             environment = worker_environment(config)
             self.popen: Child = self._spawner.spawn(lambda: start_process(command, environment))
         except OSError as exc:
             self._close_mailbox()
+            self._remove_cgroup()
             raise WorkerCrashed(f"worker failed to start: {_os_error_text(exc)}") from exc
         except BaseException:
             self._close_mailbox()
+            self._remove_cgroup()
             raise
+        if self.cgroup is not None:
+            try:
+                # A confined worker joined before deno started; any other joins here, before
+                # it has read a command, so all that guest code allocates is counted.
+                self.cgroup.add(self.popen.pid)
+            except OSError as exc:
+                _reap(self.popen)
+                self._close_mailbox()
+                self._remove_cgroup()
+                self._spawner.release()
+                raise WorkerCrashed(f"worker failed to start: cannot join its cgroup: {_os_error_text(exc)}") from exc
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self.pid = self.popen.pid
         self.stdin_fd = self.popen.stdin.fileno()
@@ -1113,6 +1136,10 @@ class WorkerProcess:
         if self.mailbox is not None:
             self.mailbox.close()
 
+    def _remove_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
     def drain_stderr(self) -> int:
         """Read what stderr has now into the ring; return how many bytes that was."""
         total = 0
@@ -1158,6 +1185,7 @@ class WorkerProcess:
         self.drain_stderr()
         _reap(self.popen)
         self._close_mailbox()
+        self._remove_cgroup()
         self._spawner.release()
 
     # -- the launcher's reports --------------------------------------------------------
