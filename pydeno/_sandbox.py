@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._errors import PydenoError
-from .host import _core
+from .host import _cgroup, _core
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
 
@@ -156,4 +156,20 @@ def _report(rt: Any) -> SandboxStatus:
         refusal = refusal or _core.unmeasurable_refusal(unmeasurable[0])
     else:
         layers.append(LayerStatus("resource monitor", "applied", "memory, CPU time and threads are readable (psutil)"))
+    layers.append(_kernel_limits(process))
     return SandboxStatus(tuple(layers), refusal)
+
+
+def _kernel_limits(process: Any) -> LayerStatus:
+    """Whether the kernel caps the worker's memory and tasks (its own cgroup), or the host's
+    monitor alone does. Not a refusal either way: the monitor enforces every limit; the
+    cgroup is what makes them hold while the host is too busy to sample."""
+    name = "kernel limits"
+    found = _cgroup.mechanism()
+    if process.cgroup is None:
+        return LayerStatus(name, "missing", f"{found.describe()}; limits hold only while the host's monitor runs")
+    return LayerStatus(
+        name,
+        "applied",
+        f"memory and tasks capped by the worker's own cgroup v{found.version}, even while the host is busy",
+    )

@@ -23,7 +23,7 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno.host import _core, _monitor, _process
+from pydeno.host import _cgroup, _core, _monitor, _process
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -270,10 +270,21 @@ def test_sandbox_status_finds_every_layer_applied_on_this_machine() -> None:
         *((name, "applied") for name in LAYERS),
         ("self-test", "applied"),
         ("resource monitor", "applied"),
+        ("kernel limits", "applied"),
     ]
     assert status.require_would_start
     assert status.refusal is None
     assert str(status).endswith("sandbox='require' would start here: every layer applies and the self-test passes")
+
+
+def test_sandbox_status_says_when_only_the_host_monitor_enforces_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="no cgroup here"))
+    status = pydeno.sandbox_status()
+    (kernel,) = [x for x in status.layers if x.name == "kernel limits"]
+    assert kernel.state == "missing"
+    assert kernel.reason.startswith("host monitor only (no per-worker cgroup: no cgroup here)")
+    # The monitor still enforces every limit: not a reason for "require" to refuse.
+    assert status.require_would_start
 
 
 @pytest.mark.parametrize("layer", ["namespaces", "seccomp"])
