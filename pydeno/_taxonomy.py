@@ -65,7 +65,7 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         True,
         "The worker used more CPU in one command than its cap allows.",
-        "RuntimeTimeout carrying the supervisor's CPU-cap message",
+        "RuntimeTimeout carrying the supervisor's CPU-cap message (in one command, or between commands)",
         "Raise cpu_limit=, or make the code do less work per command.",
         "pydeno.Runtime(cpu_limit=0.5).eval('while (true) {}')  # worker used more than 0.5s of CPU ...",
     ),
@@ -333,6 +333,7 @@ _NUM = r"\d+(?:\.\d+)?(?:e[+-]\d+)?"
 _FULL: Final[list[tuple[str, re.Pattern[str]]]] = [
     ("timeout", re.compile(rf"command exceeded timeout={_NUM}s; worker killed")),
     ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU in one command and was killed")),
+    ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU between commands and was killed")),
     (
         "host_wait",
         re.compile(

@@ -13,6 +13,7 @@ process has no pydeno thread.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import threading
@@ -30,6 +31,16 @@ __all__ = ["INTERVAL", "Watch", "memory_verdict", "thread_verdict", "watch"]
 # Sampling period. One sample of a worker costs about 120 us of host CPU (three /proc reads
 # under psutil's oneshot), so 20 Hz costs well under 0.5% of a core per worker.
 INTERVAL: Final = 0.05
+
+
+# CPU seconds a worker may use while no command is in flight when no cpu_limit is set (with
+# one, cpu_limit is the allowance): guest work left running after its command returned (Web
+# Workers, timers, pending promises) is charged, and a worker that goes past it is stopped.
+IDLE_CPU_SECONDS: Final = 1.0
+# The charge drains at this many cores' worth of CPU, so that what a well-behaved worker does
+# between commands (its garbage collector, a moment of polling for the next command) never
+# adds up over a long life, while work that keeps a core busy fills it within seconds.
+IDLE_CPU_DRAIN: Final = 0.1
 
 
 # What a reading raises where this system will not tell (a psutil refusal, a missing /proc
@@ -77,10 +88,16 @@ class Watch:
     max_threads: int | None
     cpu_limit: float | None
     process: psutil.Process | None = None
-    # CPU seconds the worker had used when the current command started; None when idle.
+    # CPU seconds the worker had used when the current command started (inf when no
+    # cpu_limit charges commands); None while no command is in flight.
     command_cpu_start: float | None = None
     peak_rss: int = 0
     last_cpu: float = 0.0
+    # CPU used while no command was in flight, drained at IDLE_CPU_DRAIN, and the reading
+    # (with its time) the next idle sample charges from: taken by the first sample after a
+    # command ends, so that ending a command reads nothing; None while a command runs.
+    idle_charge: float = 0.0
+    idle_mark: tuple[float, float] | None = None
     verdict: PydenoError | None = None
     unmeasurable: str | None = None
     # Deadlines that are not resources: a host function running past the command's host
@@ -140,8 +157,32 @@ class Watch:
                     f"worker used more than {self.cpu_limit}s of CPU in one command and was killed",
                     hint=f"raise cpu_limit= (now {self.cpu_limit}), or make the code do less work per command",
                 )
+            elif start is None:
+                verdict = self._idle_verdict(cpu, now)
         if verdict is not None:
             self.convict(verdict)
+
+    def idle_allowance(self) -> float:
+        return self.cpu_limit if self.cpu_limit is not None else IDLE_CPU_SECONDS
+
+    def _idle_verdict(self, cpu: float, now: float) -> RuntimeTimeout | None:
+        """With no command in flight: charge what the worker used since the last idle reading,
+        and convict it past the allowance (guest work left running, which terminate() may
+        not even stop)."""
+        mark, self.idle_mark = self.idle_mark, (cpu, now)
+        if mark is None:
+            return None
+        self.idle_charge = max(0.0, self.idle_charge + (cpu - mark[0]) - IDLE_CPU_DRAIN * (now - mark[1]))
+        allowance = self.idle_allowance()
+        if self.idle_charge <= allowance:
+            return None
+        return RuntimeTimeout(
+            f"worker used more than {allowance}s of CPU between commands and was killed",
+            hint=(
+                "the guest left work running after its command returned (Web Workers, timers, promises); "
+                f"stop it before returning, or raise cpu_limit= (now {self.cpu_limit})"
+            ),
+        )
 
     def convict(self, verdict: PydenoError) -> None:
         """Record why the worker is being killed (first reason wins), then kill it."""
@@ -183,19 +224,35 @@ class Watch:
                 failed.append(name)
         return failed
 
-    def command_started(self) -> None:
-        """Start charging CPU to a command; read now so the baseline is exact."""
-        if self.cpu_limit is None:
-            return
+    def _read_cpu(self) -> float:
         try:
             if self.process is None:
                 self.process = psutil.Process(self.pid)
-            self.command_cpu_start = cpu_of(self.process)
+            return cpu_of(self.process)
         except UNREADABLE:
-            self.command_cpu_start = self.last_cpu
+            return self.last_cpu
+
+    def command_started(self) -> None:
+        """Start charging CPU to a command; read now so the baseline is exact. With a
+        cpu_limit, the readings at each command's end and start charge the time between
+        exactly, however short (commands in quick succession must not hide background work);
+        without one the monitor's samples charge it."""
+        if self.cpu_limit is None:
+            self.idle_mark = None
+            # Not None: the idle rule must not take this for time between commands.
+            self.command_cpu_start = math.inf
+            return
+        cpu = self._read_cpu()
+        verdict = self._idle_verdict(cpu, time.monotonic())
+        self.idle_mark = None
+        self.command_cpu_start = cpu
+        if verdict is not None:
+            self.convict(verdict)
 
     def command_finished(self) -> None:
         self.command_cpu_start = None
+        if self.cpu_limit is not None:
+            self.idle_mark = (self._read_cpu(), time.monotonic())
 
 
 class _Monitor:

@@ -1,0 +1,84 @@
+"""CPU is charged between commands too.
+
+An eval can return at once and leave work running: Web Workers that spin (and ignore
+``terminate()``), timers, pending promises. With no command in flight the worker may use at
+most ``cpu_limit`` seconds of CPU (one second when no cpu_limit is set); past that the monitor
+stops it, and the next call raises the host's own message, kind ``cpu_limit``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import pydeno
+
+SPIN = "while (true) {}"
+
+
+def web_worker(body: str) -> str:
+    return (
+        f"new Worker(URL.createObjectURL(new Blob([{body!r}], {{type: 'application/javascript'}})), {{type: 'module'}})"
+    )
+
+
+LEFT_RUNNING = {
+    "a spinning Web Worker": f"{web_worker(SPIN)}; 'returned'",
+    "a Web Worker that ignores terminate()": (
+        f"const w = {web_worker(SPIN)}; await new Promise((r) => setTimeout(r, 100)); w.terminate(); 'returned'"
+    ),
+    "a timer loop": ("setInterval(() => { const t = Date.now(); while (Date.now() - t < 20) {} }, 0); 'returned'"),
+    "a promise chain": (
+        "(function again() { const t = Date.now(); while (Date.now() - t < 20) {} Promise.resolve().then(again) })();"
+        " 'returned'"
+    ),
+}
+
+
+def next_call_failure(rt: pydeno.Runtime, wait: float) -> Exception:
+    """How the next call fails after ``wait`` seconds with no command in flight."""
+    time.sleep(wait)
+    try:
+        rt.eval("1")
+    except Exception as exc:  # noqa: BLE001 - the failure is what the test inspects
+        return exc
+    pytest.fail(f"the worker was still allowed to run after {wait}s")
+
+
+@pytest.mark.parametrize("case", list(LEFT_RUNNING))
+def test_work_left_running_after_a_command_is_stopped_at_cpu_limit(case: str) -> None:
+    with pydeno.Runtime(cpu_limit=0.5, timeout=10) as rt:
+        assert rt.eval(LEFT_RUNNING[case]) == "returned"
+        exc = next_call_failure(rt, wait=3)
+        assert rt.closed
+    assert isinstance(exc, pydeno.RuntimeTimeout)
+    assert str(exc) == "worker used more than 0.5s of CPU between commands and was killed"
+    info = pydeno.classify_error(exc)
+    assert (info.kind, info.retryable, info.retry_with_larger_limits) == ("cpu_limit", False, True)
+
+
+def test_without_a_cpu_limit_work_left_running_is_stopped_after_one_second() -> None:
+    with pydeno.Runtime(timeout=10) as rt:
+        assert rt.eval(LEFT_RUNNING["a spinning Web Worker"]) == "returned"
+        exc = next_call_failure(rt, wait=3)
+    assert str(exc) == "worker used more than 1.0s of CPU between commands and was killed"
+    assert pydeno.classify_error(exc).kind == "cpu_limit"
+
+
+def test_a_worker_that_idles_between_commands_is_never_stopped() -> None:
+    with pydeno.Runtime(cpu_limit=0.2, timeout=10) as rt:
+        for i in range(8):
+            assert rt.eval(f"setTimeout(() => {{}}, 10); {i}") == i
+            time.sleep(0.25)
+        assert not rt.closed
+
+
+def test_background_work_cannot_hide_behind_frequent_short_commands() -> None:
+    with pydeno.Runtime(cpu_limit=0.5, timeout=10) as rt:
+        assert rt.eval(LEFT_RUNNING["a spinning Web Worker"]) == "returned"
+        with pytest.raises(pydeno.RuntimeTimeout) as info:
+            for _ in range(500):
+                rt.eval("1")
+                time.sleep(0.05)
+    assert str(info.value) == "worker used more than 0.5s of CPU between commands and was killed"
