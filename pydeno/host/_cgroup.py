@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ._mailbox import host_running
+
 __all__ = ["MIB", "Mechanism", "WorkerGroup", "hard_memory_limit", "mechanism", "task_limit"]
 
 MIB: Final = 1 << 20
@@ -152,16 +154,6 @@ def mechanism() -> Mechanism:
     return Mechanism(None, reason="no cgroup memory controller is mounted")
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _sweep(parent: Path) -> None:
     """Remove the empty groups of hosts that are gone, once per parent and process."""
     with _sweep_lock:
@@ -171,7 +163,7 @@ def _sweep(parent: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
             found = _NAME.fullmatch(entry.name)
-            if found and int(found.group(1)) != os.getpid() and not _running(int(found.group(1))):
+            if found and int(found.group(1)) != os.getpid() and not host_running(int(found.group(1))):
                 with contextlib.suppress(OSError):
                     entry.rmdir()
 

@@ -33,7 +33,8 @@ _swept: set[Path] = set()
 _sweep_lock = threading.Lock()
 
 
-def _running(pid: int) -> bool:
+def host_running(pid: int) -> bool:
+    """Whether a process of that pid runs (a host whose leftovers are still its own)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -52,7 +53,7 @@ def _sweep(directory: Path) -> None:
     with contextlib.suppress(OSError):
         for entry in directory.iterdir():
             match = _NAME.fullmatch(entry.name)
-            if match and not _running(int(match.group(1))):
+            if match and not host_running(int(match.group(1))):
                 with contextlib.suppress(OSError):
                     entry.unlink()
 

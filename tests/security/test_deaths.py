@@ -143,21 +143,18 @@ def test_a_worker_killed_from_outside_while_idle_stays_retryable(sandbox: str) -
     assert (info.kind, info.retryable) == ("worker_crashed", True)
 
 
-def test_under_the_os_sandbox_a_kill_from_outside_during_a_command_stays_retryable() -> None:
-    with pydeno.Runtime(timeout=10) as rt:
+@pytest.mark.parametrize(
+    ("sandbox", "kind"),
+    [
+        pytest.param("require", "worker_crashed", id="the filter refuses such a kill to the guest: from outside"),
+        pytest.param("off", "guest_crashed", id="no filter: the guest could have sent it"),
+    ],
+)
+def test_a_kill_during_a_command_is_retryable_only_where_the_guest_cannot_send_it(sandbox: str, kind: str) -> None:
+    with pydeno.Runtime(timeout=10, sandbox=sandbox) as rt:
         process = rt._core.process
         assert process is not None
         rt.bind_function("kill_me", process.popen.kill)
         exc = failure(rt, "await kill_me(); await new Promise(() => {})")
     info = pydeno.classify_error(exc)
-    assert (info.kind, info.retryable) == ("worker_crashed", True)
-
-
-def test_without_the_os_sandbox_a_kill_during_a_command_could_be_the_guests_and_is_not_retried() -> None:
-    with pydeno.Runtime(timeout=10, sandbox="off") as rt:
-        process = rt._core.process
-        assert process is not None
-        rt.bind_function("kill_me", process.popen.kill)
-        exc = failure(rt, "await kill_me(); await new Promise(() => {})")
-    info = pydeno.classify_error(exc)
-    assert (info.kind, info.retryable) == ("guest_crashed", False)
+    assert (info.kind, info.retryable) == (kind, kind == "worker_crashed")
