@@ -37,6 +37,9 @@ INTERVAL: Final = 0.05
 # one, cpu_limit is the allowance): guest work left running after its command returned (Web
 # Workers, timers, pending promises) is charged, and a worker that goes past it is stopped.
 IDLE_CPU_SECONDS: Final = 1.0
+# The least allowance a cpu_limit gives between commands: a tiny cap for commands must not
+# stop a worker for the moment it spends waiting for the next one.
+IDLE_CPU_FLOOR: Final = 0.1
 # The charge drains at this many cores' worth of CPU, so that what a well-behaved worker does
 # between commands (its garbage collector, a moment of polling for the next command) never
 # adds up over a long life, while work that keeps a core busy fills it within seconds.
@@ -163,7 +166,7 @@ class Watch:
             self.convict(verdict)
 
     def idle_allowance(self) -> float:
-        return self.cpu_limit if self.cpu_limit is not None else IDLE_CPU_SECONDS
+        return max(self.cpu_limit, IDLE_CPU_FLOOR) if self.cpu_limit is not None else IDLE_CPU_SECONDS
 
     def _idle_verdict(self, cpu: float, now: float) -> RuntimeTimeout | None:
         """With no command in flight: charge what the worker used since the last idle reading,
