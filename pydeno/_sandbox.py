@@ -167,7 +167,13 @@ def _kernel_limits(process: Any) -> LayerStatus:
     name = "kernel limits"
     found = _cgroup.mechanism()
     if process.cgroup is None:
-        return LayerStatus(name, "missing", f"{found.describe()}; limits hold only while the host's monitor runs")
+        return LayerStatus(
+            name,
+            "missing",
+            f"{found.describe()}; the zygote still caps a confined worker's memory, sampling it from "
+            "its own process, but threads (and workers under sandbox='off') are held only while the "
+            "host's monitor runs",
+        )
     return LayerStatus(
         name,
         "applied",

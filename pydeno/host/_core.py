@@ -688,12 +688,15 @@ class Core:
         return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH), hint=_GUEST_HINT))
 
     def _stopped_by_the_kernel(self, process: WorkerProcess) -> WorkerCrashed | None:
-        """The limit the worker's cgroup enforced while the monitor did not get to run (the
-        host was busy), from what the kernel counted: a kill over the memory cap, or a
-        thread refused over the task cap."""
+        """The limit enforced while the monitor did not get to run (the host was busy): by
+        the worker's cgroup, from what the kernel counted (a kill over the memory cap, a
+        thread refused over the task cap), or by the zygote's watch where there is none."""
         group, options = process.cgroup, self.options
         if group is None:
-            return None
+            over = process.killed_over_cap()
+            if over is None or options.max_memory is None:
+                return None
+            return monitor.memory_verdict(over, options.max_memory)
         if options.max_memory is not None and group.oom_killed():
             peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
             return monitor.memory_verdict(max(peak, options.max_memory + 1), options.max_memory)

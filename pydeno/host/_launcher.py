@@ -34,6 +34,7 @@ marshalled tuple:
                      ("release", pid): the host is done with that worker; reap it
     zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
                      ("spawned", pid) with a pidfd attached, or ("failed", errno, text)
+                     ("overlimit", pid, rss) when it killed a worker over its memory cap
                      ("exit", pid, returncode) when a worker ends (negative: its signal)
                      ("reaped", pid) once a released worker is reaped (killed first if
                      it was still running)
@@ -44,6 +45,12 @@ one-off launcher does, its parent-death signal aimed at the zygote (whose pid st
 the spec's "parent"), whose own is aimed at the host's spawner thread. An exited worker
 stays a zombie until the host releases it, so its pid (and process group) cannot be reused
 while the host may still signal it.
+
+Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``:
+the zygote then samples that worker's resident size every CAP_INTERVAL and kills it over the
+cap. The zygote is a single-threaded process of its own, so this holds while the host's
+Python threads are starved (the host's GIL held); the host's monitor, which kills at
+max_memory below the cap, still reports first whenever it gets to run.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,6 +74,8 @@ SKIPPED = PREFIX + "skipped: "
 # The largest request the zygote accepts: a spec is a few KiB.
 MAX_REQUEST = 1 << 20
 SIGKILL = 9  # the signal module would import enum
+# How often the zygote samples the workers it holds to a memory cap, in seconds.
+CAP_INTERVAL = 0.02
 
 
 def _layers() -> ModuleType:
@@ -187,12 +197,18 @@ class _Server:
         self.exited: set[int] = set()  # reported, and waiting for the host's release
         self.released: set[int] = set()  # released while still running: reap without a report
         self.outbox: list[tuple[bytes, list[int]]] = []
+        self.caps: dict[int, int] = {}  # pid -> the resident size it is killed over
+        self.page = os.sysconf("SC_PAGE_SIZE")
         self.say("ready", self.pid)
 
     def run(self) -> None:
         sock_fd = self.sock.fileno()
+        checked = time.monotonic()
         while True:
-            for fd, events in self.poller.poll():
+            wait = None
+            if self.caps:
+                wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
+            for fd, events in self.poller.poll(wait):
                 if fd != sock_fd:
                     self.child_exited(fd)
                     continue
@@ -200,6 +216,23 @@ class _Server:
                     self.flush()
                 if events & ~self.select.POLLOUT and not self.receive():
                     return
+            if self.caps and time.monotonic() - checked >= CAP_INTERVAL:
+                checked = time.monotonic()
+                self.check_caps()
+
+    def check_caps(self) -> None:
+        """Kill every capped worker whose resident size is over its cap, saying so first."""
+        for pid, cap in list(self.caps.items()):
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as statm:
+                    rss = int(statm.read().split()[1]) * self.page
+            except (OSError, IndexError, ValueError):
+                continue
+            if rss > cap:
+                del self.caps[pid]
+                self.say("overlimit", pid, rss)
+                _quietly(os.killpg, pid, SIGKILL)
+                _quietly(os.kill, pid, SIGKILL)
 
     def say(self, *message: Any, fds: list[int] | None = None) -> None:
         self.outbox.append((marshal.dumps(message), fds or []))
@@ -270,6 +303,8 @@ class _Server:
         self.pidfds[pid] = pidfd
         self.pids[pidfd] = pid
         self.poller.register(pidfd, self.select.POLLIN)
+        if spec.get("memory_cap"):
+            self.caps[pid] = int(spec["memory_cap"])
         self.say("spawned", pid, fds=[pidfd])
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:
@@ -296,6 +331,7 @@ class _Server:
         if pid is None:  # pragma: no cover - a descriptor this loop no longer watches
             return
         self.poller.unregister(pidfd)
+        self.caps.pop(pid, None)
         result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
         if result is None:  # pragma: no cover - the pidfd polled readable: it has exited
             return
@@ -322,6 +358,7 @@ class _Server:
         _quietly(os.kill, pid, SIGKILL)
 
     def reap(self, pid: int) -> None:
+        self.caps.pop(pid, None)
         pidfd = self.pidfds.pop(pid)
         del self.pids[pidfd]
         self.exited.discard(pid)

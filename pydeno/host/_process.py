@@ -370,11 +370,22 @@ def confined(config: WorkerConfig) -> Confined:
             "execute": [deno, loader],
             "env": deno_environment(cache),
             "cgroups": list(config.cgroup_procs),
+            # Without a cgroup of its own, the zygote holds the worker to a memory cap.
+            "memory_cap": watcher_memory_cap(config.max_memory) if not config.cgroup_procs else None,
             "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
         }
     )
+
+
+def watcher_memory_cap(max_memory: int | None) -> int | None:
+    """The resident size the zygote kills a worker over (where it has no cgroup): above
+    max_memory, where the host's monitor kills and reports, by less than the worker can add
+    in a sample period, so that it ends within max_memory + 64 MiB (or + 25%)."""
+    if max_memory is None:
+        return None
+    return max_memory + max(16 * MiB, max_memory // 10)
 
 
 def worker_command(config: WorkerConfig) -> list[str] | Confined:
@@ -500,6 +511,8 @@ class _Zygote:
         self._reader: int | None = None
         self._replies: deque[tuple[tuple[Any, ...], list[int]]] = deque()
         self._exits: dict[int, int] = {}
+        # pid -> the resident size at which the zygote killed it over its memory cap.
+        self.overlimits: dict[int, int] = {}
         self._reaped: set[int] = set()
         self.ready = False
         # No more requests: it died, stopped taking them, or is being stopped.
@@ -557,6 +570,7 @@ class _Zygote:
         its worker is gone, as it would be with Popen."""
         with self._cond:
             self._exits.pop(pid, None)
+            self.overlimits.pop(pid, None)
         try:
             self._send(("release", pid))
         except _ZygoteGone:
@@ -689,6 +703,8 @@ class _Zygote:
         _close_fds(fds)
         if kind == "exit":
             self._exits[message[1]] = message[2]
+        elif kind == "overlimit":
+            self.overlimits[message[1]] = message[2]
         elif kind == "reaped":
             self._reaped.add(message[1])
         elif kind == "ready":
@@ -762,6 +778,12 @@ class _ZygoteChild:
                             raise
                         _pidfd_group_signals = False
                 signal.pidfd_send_signal(self._pidfd, sig)
+
+    def killed_over_cap(self) -> int | None:
+        """The resident size at which the zygote killed this worker over its memory cap."""
+        self.zygote.status(self.pid, 0)
+        with self.zygote._cond:
+            return self.zygote.overlimits.get(self.pid)
 
     def release(self) -> None:
         """The host is done with the worker: the zygote may reap it, freeing its pid."""
@@ -1233,6 +1255,11 @@ class WorkerProcess:
         except OSError:
             return False
         return b"\nSeccomp:\t2\n" in text
+
+    def killed_over_cap(self) -> int | None:
+        """The resident size at which the zygote killed the worker over its memory cap."""
+        popen = self.popen
+        return popen.killed_over_cap() if isinstance(popen, _ZygoteChild) else None
 
     def death_message(self, prefix: str, how: str | None = None) -> str:
         """``prefix (how it ended): last stderr line``; the worker's text only ever follows."""

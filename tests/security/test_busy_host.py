@@ -9,6 +9,7 @@ not stop.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -100,8 +101,31 @@ def test_a_web_worker_that_allocates_while_the_host_holds_the_gil_is_stopped_nea
     assert peak <= max_memory + max(64 * MiB, max_memory // 4), peak / MiB
 
 
-def test_without_a_cgroup_the_same_burst_goes_far_past_max_memory(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
-    # The gap the cgroup closes, shown on this machine: only the host's monitor is left.
+def test_without_a_cgroup_the_zygote_stops_the_same_burst_near_max_memory(
+    monkeypatch: pytest.MonkeyPatch, tmp: Path
+) -> None:
+    # The zygote is a process of its own: the host's GIL does not stop its watch.
+    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
+    max_memory = 128 * MiB
+    with pydeno.Runtime(max_memory=max_memory, timeout=60) as rt:
+        rt.bind_function("hold", lambda: hold_the_gil(HELD_SECONDS))
+        process = rt._core.process
+        assert process is not None
+        assert process.cgroup is None
+        watcher = Watcher(process.pid, tmp)
+        with pytest.raises(pydeno.WorkerCrashed) as info:
+            rt.eval(ALLOCATE_IN_A_WEB_WORKER)
+        peak = watcher.peak()
+    assert pydeno.classify_error(info.value).kind == "memory_limit"
+    assert re.fullmatch(rf"worker used \d+ bytes, over max_memory={max_memory}; killed", str(info.value))
+    assert peak <= max_memory + max(64 * MiB, max_memory // 4), peak / MiB
+
+
+def test_without_a_cgroup_or_the_zygote_the_same_burst_goes_far_past_max_memory(
+    monkeypatch: pytest.MonkeyPatch, tmp: Path
+) -> None:
+    # The gap the two walls close, shown on this machine: with sandbox="off" there is no
+    # zygote, and without a cgroup only the host's monitor is left.
     monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60, sandbox="off") as rt:
