@@ -3,8 +3,8 @@
 The host's monitor is a Python thread: while the host holds the GIL (decoding a large result,
 a host function that computes) it samples nothing, and a guest can allocate far past
 ``max_memory`` in that time. A cgroup's limits are the kernel's, and hold however busy the
-host is: the worker's memory (swap included) is capped a margin above ``max_memory`` and its
-tasks (threads count as tasks) one above ``max_threads``. The monitor still kills first and
+host is: what the worker brings into memory (swap included) is capped at ``max_memory`` and
+its tasks (threads count as tasks) at one above ``max_threads``. The monitor still kills first and
 reports, when it gets to run; the cgroup is the wall behind it, and what it counted is the
 evidence the host reports from when the kernel did the stopping.
 
@@ -44,12 +44,12 @@ _sweep_lock = threading.Lock()
 
 
 def hard_memory_limit(max_memory: int) -> int:
-    """The kernel's cap for a worker with ``max_memory``: a margin above it, so that the
-    monitor (which kills at a resident size of max_memory) reports first whenever it gets to
-    run. The margin is small because the group is charged only what the worker itself
-    brought in: the pages of deno's binary that other processes loaded first count in its
-    resident size but not here, so the size it reaches is this cap plus those."""
-    return max_memory + max(16 * MIB, max_memory // 8)
+    """The kernel's cap for a worker with ``max_memory``: max_memory itself. The group is
+    charged only what the worker brought into memory; its resident size also counts the
+    pages of deno's binary that other processes loaded first (charged to them), so the
+    monitor, which kills at a resident size of max_memory, still comes first whenever it
+    runs, and the size a worker can reach is max_memory plus those pages."""
+    return max_memory
 
 
 def task_limit(max_threads: int) -> int:
