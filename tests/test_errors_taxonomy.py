@@ -702,7 +702,7 @@ HOST_MESSAGES = {
     "abandoned tool calls": "too many abandoned tool calls in this session",
 }
 # Kinds only the host can establish; no guest action may produce one except by really
-# causing it (a guest that really dies is worker_crashed, one that breaks the wire is
+# causing it (a guest that really ends its worker is guest_crashed, one that breaks the wire is
 # protocol_violation).
 HOST_FACTS = {
     "timeout",
