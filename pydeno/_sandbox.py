@@ -170,9 +170,9 @@ def _kernel_limits(process: Any) -> LayerStatus:
         return LayerStatus(
             name,
             "missing",
-            f"{found.describe()}; the zygote still caps a confined worker's memory, sampling it from "
-            "its own process, but threads (and workers under sandbox='off') are held only while the "
-            "host's monitor runs",
+            f"{found.describe()}; the zygote still caps a confined worker's memory and threads, sampling "
+            "them from its own process, but workers under sandbox='off' are held only while the host's "
+            "monitor runs",
         )
     return LayerStatus(
         name,

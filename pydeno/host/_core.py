@@ -694,9 +694,11 @@ class Core:
         group, options = process.cgroup, self.options
         if group is None:
             over = process.killed_over_cap()
-            if over is None or options.max_memory is None:
-                return None
-            return monitor.memory_verdict(over, options.max_memory)
+            if over is not None and over[0] == "memory" and options.max_memory is not None:
+                return monitor.memory_verdict(over[1], options.max_memory)
+            if over is not None and over[0] == "threads" and options.max_threads is not None:
+                return monitor.thread_verdict(over[1], options.max_threads)
+            return None
         if options.max_memory is not None and group.oom_killed():
             peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
             return monitor.memory_verdict(max(peak, options.max_memory + 1), options.max_memory)

@@ -34,7 +34,8 @@ marshalled tuple:
                      ("release", pid): the host is done with that worker; reap it
     zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
                      ("spawned", pid) with a pidfd attached, or ("failed", errno, text)
-                     ("overlimit", pid, rss) when it killed a worker over its memory cap
+                     ("overlimit", pid, what, value) when it killed a worker over a cap:
+                     what is "memory" (value: its resident size) or "threads" (its count)
                      ("exit", pid, returncode) when a worker ends (negative: its signal)
                      ("reaped", pid) once a released worker is reaped (killed first if
                      it was still running)
@@ -46,11 +47,12 @@ the spec's "parent"), whose own is aimed at the host's spawner thread. An exited
 stays a zombie until the host releases it, so its pid (and process group) cannot be reused
 while the host may still signal it.
 
-Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``:
-the zygote then samples that worker's resident size every CAP_INTERVAL and kills it over the
-cap. The zygote is a single-threaded process of its own, so this holds while the host's
-Python threads are starved (the host's GIL held); the host's monitor, which kills at
-max_memory below the cap, still reports first whenever it gets to run.
+Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``
+and a ``thread_cap``: the zygote then samples that worker's resident size and thread count
+every CAP_INTERVAL and kills it over either cap. The zygote is a single-threaded process of
+its own, so this holds while the host's Python threads are starved (the host's GIL held);
+the host's monitor, which kills at max_memory, below the memory cap, still reports first
+whenever it gets to run.
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ class _Server:
         self.exited: set[int] = set()  # reported, and waiting for the host's release
         self.released: set[int] = set()  # released while still running: reap without a report
         self.outbox: list[tuple[bytes, list[int]]] = []
-        self.caps: dict[int, int] = {}  # pid -> the resident size it is killed over
+        self.caps: dict[int, tuple[int, int]] = {}  # pid -> (memory, threads) it is killed over (0: none)
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.say("ready", self.pid)
 
@@ -221,18 +223,25 @@ class _Server:
                 self.check_caps()
 
     def check_caps(self) -> None:
-        """Kill every capped worker whose resident size is over its cap, saying so first."""
-        for pid, cap in list(self.caps.items()):
+        """Kill every capped worker over its memory or thread cap, saying which first."""
+        for pid, (memory_cap, thread_cap) in list(self.caps.items()):
             try:
-                with open(f"/proc/{pid}/statm", "rb") as statm:
-                    rss = int(statm.read().split()[1]) * self.page
+                with open(f"/proc/{pid}/stat", "rb") as stat:
+                    # After the command name (which may hold spaces): state is field 3.
+                    fields = stat.read().rpartition(b")")[2].split()
+                threads, rss = int(fields[17]), int(fields[21]) * self.page
             except (OSError, IndexError, ValueError):
                 continue
-            if rss > cap:
-                del self.caps[pid]
-                self.say("overlimit", pid, rss)
-                _quietly(os.killpg, pid, SIGKILL)
-                _quietly(os.kill, pid, SIGKILL)
+            if memory_cap and rss > memory_cap:
+                over = ("memory", rss)
+            elif thread_cap and threads > thread_cap:
+                over = ("threads", threads)
+            else:
+                continue
+            del self.caps[pid]
+            self.say("overlimit", pid, *over)
+            _quietly(os.killpg, pid, SIGKILL)
+            _quietly(os.kill, pid, SIGKILL)
 
     def say(self, *message: Any, fds: list[int] | None = None) -> None:
         self.outbox.append((marshal.dumps(message), fds or []))
@@ -303,8 +312,9 @@ class _Server:
         self.pidfds[pid] = pidfd
         self.pids[pidfd] = pid
         self.poller.register(pidfd, self.select.POLLIN)
-        if spec.get("memory_cap"):
-            self.caps[pid] = int(spec["memory_cap"])
+        caps = (int(spec.get("memory_cap") or 0), int(spec.get("thread_cap") or 0))
+        if any(caps):
+            self.caps[pid] = caps
         self.say("spawned", pid, fds=[pidfd])
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:

@@ -370,8 +370,9 @@ def confined(config: WorkerConfig) -> Confined:
             "execute": [deno, loader],
             "env": deno_environment(cache),
             "cgroups": list(config.cgroup_procs),
-            # Without a cgroup of its own, the zygote holds the worker to a memory cap.
+            # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": watcher_memory_cap(config.max_memory) if not config.cgroup_procs else None,
+            "thread_cap": config.max_threads if not config.cgroup_procs else None,
             "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
@@ -511,8 +512,8 @@ class _Zygote:
         self._reader: int | None = None
         self._replies: deque[tuple[tuple[Any, ...], list[int]]] = deque()
         self._exits: dict[int, int] = {}
-        # pid -> the resident size at which the zygote killed it over its memory cap.
-        self.overlimits: dict[int, int] = {}
+        # pid -> the cap the zygote killed it over ("memory" or "threads") and what it read.
+        self.overlimits: dict[int, tuple[str, int]] = {}
         self._reaped: set[int] = set()
         self.ready = False
         # No more requests: it died, stopped taking them, or is being stopped.
@@ -704,7 +705,7 @@ class _Zygote:
         if kind == "exit":
             self._exits[message[1]] = message[2]
         elif kind == "overlimit":
-            self.overlimits[message[1]] = message[2]
+            self.overlimits[message[1]] = (message[2], message[3])
         elif kind == "reaped":
             self._reaped.add(message[1])
         elif kind == "ready":
@@ -779,8 +780,8 @@ class _ZygoteChild:
                         _pidfd_group_signals = False
                 signal.pidfd_send_signal(self._pidfd, sig)
 
-    def killed_over_cap(self) -> int | None:
-        """The resident size at which the zygote killed this worker over its memory cap."""
+    def killed_over_cap(self) -> tuple[str, int] | None:
+        """The cap the zygote killed this worker over ("memory", "threads") and its reading."""
         self.zygote.status(self.pid, 0)
         with self.zygote._cond:
             return self.zygote.overlimits.get(self.pid)
@@ -1256,8 +1257,8 @@ class WorkerProcess:
             return False
         return b"\nSeccomp:\t2\n" in text
 
-    def killed_over_cap(self) -> int | None:
-        """The resident size at which the zygote killed the worker over its memory cap."""
+    def killed_over_cap(self) -> tuple[str, int] | None:
+        """The cap the zygote killed the worker over ("memory", "threads") and its reading."""
         popen = self.popen
         return popen.killed_over_cap() if isinstance(popen, _ZygoteChild) else None
 

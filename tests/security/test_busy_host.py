@@ -81,6 +81,15 @@ ALLOCATE_IN_A_WEB_WORKER = (
 )
 
 
+# The host call goes out first; the burst comes once the host is inside it.
+BURST_OF_WEB_WORKERS = (
+    "const held = hold();"
+    "setTimeout(() => { for (let i = 0; i < 40; i++) "
+    "new Worker('data:application/javascript,setInterval(() => {}, 1000)', {type: 'module'}) }, 300);"
+    "await held; await new Promise(() => {})"
+)
+
+
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_a_web_worker_that_allocates_while_the_host_holds_the_gil_is_stopped_near_max_memory(
     sandbox: str, tmp: Path
@@ -141,11 +150,7 @@ def test_without_a_cgroup_or_the_zygote_the_same_burst_goes_far_past_max_memory(
 
 
 def test_web_workers_started_while_the_host_holds_the_gil_stop_at_the_thread_limit() -> None:
-    burst = (
-        "for (let i = 0; i < 40; i++) "
-        "new Worker('data:application/javascript,setInterval(() => {}, 1000)', {type: 'module'});"
-        "await hold(); await new Promise(() => {})"
-    )
+    burst = BURST_OF_WEB_WORKERS
     max_threads = 16
     with pydeno.Runtime(max_threads=max_threads, timeout=30) as rt:
         rt.bind_function("hold", lambda: hold_the_gil(2.0))
@@ -157,4 +162,28 @@ def test_web_workers_started_while_the_host_holds_the_gil_stop_at_the_thread_lim
         # The kernel refused every thread past the cap: the worker never had more.
         assert not pids.exists()
     assert str(info.value) == f"worker started {max_threads + 1} threads (limit {max_threads}); killed"
+    assert pydeno.classify_error(info.value).kind == "thread_limit"
+
+
+def test_without_a_cgroup_the_zygote_stops_web_workers_started_while_the_host_holds_the_gil(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
+    max_threads = 16
+    states: list[str] = []
+    with pydeno.Runtime(max_threads=max_threads, timeout=30) as rt:
+        process = rt._core.process
+        assert process is not None and process.cgroup is None
+
+        def hold() -> None:
+            hold_the_gil(HELD_SECONDS)
+            # Still holding the GIL: the monitor has not run, so only the zygote can have
+            # ended the worker (it keeps it a zombie until the host lets go).
+            states.append(Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()[0])
+
+        rt.bind_function("hold", hold)
+        with pytest.raises(pydeno.WorkerCrashed) as info:
+            rt.eval(BURST_OF_WEB_WORKERS)
+    assert states == ["Z"]
+    assert re.fullmatch(rf"worker started \d+ threads \(limit {max_threads}\); killed", str(info.value))
     assert pydeno.classify_error(info.value).kind == "thread_limit"
