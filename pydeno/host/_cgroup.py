@@ -226,9 +226,6 @@ class WorkerGroup:
                 # on a machine with swap.
                 if (self.memory_dir / "memory.memsw.limit_in_bytes").exists():
                     _write(self.memory_dir / "memory.memsw.limit_in_bytes", hard)
-                # What the worker allocated before it joined moves with it.
-                with contextlib.suppress(OSError):
-                    _write(self.memory_dir / "memory.move_charge_at_immigrate", "1")
             else:
                 _write(self.memory_dir / "memory.max", hard)
                 with contextlib.suppress(OSError):

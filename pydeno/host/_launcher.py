@@ -121,10 +121,6 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     apply("parent-death signal", layers.set_parent_death_signal, parent)
     if os.getppid() != parent:
         return 0  # the parent is already gone: there is no one to serve
-    # Into the worker's own cgroup while still privileged, so that the kernel counts all
-    # deno allocates; the host moves it there too, and refuses it if that fails.
-    for procs in spec.get("cgroups", ()):
-        _quietly(_write_text, procs, str(os.getpid()))
     apply("namespaces", layers.unshare_namespaces)
     if os.geteuid() == 0:
         apply("privilege drop", layers.drop_privileges)
@@ -399,20 +395,12 @@ def _close(fds: list[int]) -> None:
         _quietly(os.close, fd)
 
 
-def _quietly(action: Callable[..., object], *args: int | str) -> None:
+def _quietly(action: Callable[..., object], *args: int) -> None:
     # Not contextlib.suppress: its imports would add to this fresh interpreter's start-up.
     try:  # noqa: SIM105
         action(*args)
     except OSError:
         pass
-
-
-def _write_text(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
 
 
 def _max_fd() -> int:

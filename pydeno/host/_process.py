@@ -109,8 +109,8 @@ class WorkerConfig:
     max_threads: int | None = None
     # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
     mailbox: str | None = None
-    # The cgroup.procs files of the worker's own cgroup (pydeno/host/_cgroup.py), which a
-    # confined worker joins before deno starts; set by WorkerProcess.
+    # The cgroup.procs files of the worker's own cgroup (pydeno/host/_cgroup.py), where it
+    # has one; set by WorkerProcess.
     cgroup_procs: tuple[str, ...] = ()
 
     def v8_flags(self) -> str:
@@ -369,7 +369,6 @@ def confined(config: WorkerConfig) -> Confined:
             "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
             "execute": [deno, loader],
             "env": deno_environment(cache),
-            "cgroups": list(config.cgroup_procs),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": watcher_memory_cap(config.max_memory) if not config.cgroup_procs else None,
             "thread_cap": config.max_threads if not config.cgroup_procs else None,
@@ -925,6 +924,23 @@ class _Spawner:
         with self._cond:
             self._cond.notify()
 
+    def later(self, job: Callable[[], None]) -> Future[None]:
+        """Run job in the spawner thread after what is queued; its outcome in the future."""
+        future: Future[None] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    job()
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                    future.set_exception(exc)
+                else:
+                    future.set_result(None)
+
+        with self._cond:
+            self._enqueue(run)
+        return future
+
     def warm(self) -> None:
         """Start the zygote now, if there is none, without waiting for it: the caller has
         work to do first (staging deno), in which time it can get ready."""
@@ -1089,17 +1105,13 @@ class WorkerProcess:
             self._close_mailbox()
             self._remove_cgroup()
             raise
+        # The worker joins its cgroup while deno starts: moving a process between cgroups
+        # waits out a kernel grace period (milliseconds), which the spawner thread spends
+        # instead of the worker. It is done before the first command (see handshaken), so
+        # all that guest code allocates is counted.
+        self._joined: Future[None] | None = None
         if self.cgroup is not None:
-            try:
-                # A confined worker joined before deno started; any other joins here, before
-                # it has read a command, so all that guest code allocates is counted.
-                self.cgroup.add(self.popen.pid)
-            except OSError as exc:
-                _reap(self.popen)
-                self._close_mailbox()
-                self._remove_cgroup()
-                self._spawner.release()
-                raise WorkerCrashed(f"worker failed to start: cannot join its cgroup: {_os_error_text(exc)}") from exc
+            self._joined = self._spawner.later(functools.partial(self.cgroup.add, self.popen.pid))
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self.pid = self.popen.pid
         self.stdin_fd = self.popen.stdin.fileno()
@@ -1151,9 +1163,17 @@ class WorkerProcess:
         return n
 
     def handshaken(self) -> None:
-        """The worker answered the handshake, so it has its mailbox open: drop the name."""
+        """The worker answered the handshake, so it has its mailbox open: drop the name. It
+        must be in its cgroup before any command: wait for that, or raise why it is not."""
         if self.mailbox is not None:
             self.mailbox.unlink()
+        if self._joined is not None:
+            try:
+                self._joined.result(timeout=_ZYGOTE_REPLY_SECONDS)
+            except (OSError, TimeoutError) as exc:
+                reason = _os_error_text(exc) if isinstance(exc, OSError) else "it took too long"
+                raise WorkerCrashed(f"worker failed to start: cannot join its cgroup: {reason}") from exc
+            self._joined = None
 
     def _close_mailbox(self) -> None:
         if self.mailbox is not None:
