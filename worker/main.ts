@@ -45,6 +45,7 @@ const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
+const memoryUsage: () => { heapTotal: number; heapUsed: number } = D.memoryUsage;
 const v8Version: string = D.version.v8;
 
 const FunctionCall = Function.prototype.call;
@@ -310,6 +311,58 @@ async function replEval(code: string): Promise<any> {
   }
 }
 
+// --- Memory over a long life --------------------------------------------------------------
+// V8 keeps each classic script it compiles in its compilation cache, alive whole (source,
+// bytecode, function info), until its bytecode has gone unused for minutes: every eval of new
+// code adds about half a KiB that no collection in between gives back. And the read loop
+// below seldom yields to the event loop, so V8's memory reducer, which trims the heap of an
+// isolate gone quiet, never runs. So every HEAP_LOOK_EVERY commands, between two of them, the
+// worker looks at its heap, and once it has grown by more than an allowance since the last
+// collection, asks the inspector for one: HeapProfiler.collectGarbage, V8's low-memory
+// collection, which also empties the compilation cache and gives freed pages back. It runs as
+// a V8 task, so the read loop takes turns of the event loop until it has run. Each one costs
+// time in proportion to the live heap, so the allowance is half of what the last one left
+// alive, and never less than HEAP_GROWTH.
+const HEAP_LOOK_EVERY = 256; // commands
+const HEAP_GROWTH = 2 * 1048576; // bytes of committed heap; the allowance is never less
+const COLLECT_WAIT_LOOKS = 4; // looks a collection may stay unanswered before it is given up
+let commandsToLook = HEAP_LOOK_EVERY;
+let heapFloor = -1; // committed heap after the last collection, or the least seen since
+let heapAllowance = HEAP_GROWTH;
+let collectAsked = false;
+let collectLooks = 0;
+
+function lookAtHeap(): void {
+  commandsToLook = HEAP_LOOK_EVERY;
+  if (collectAsked) {
+    // A collection nobody answers would keep every read asynchronous.
+    if (++collectLooks > COLLECT_WAIT_LOOKS) collectAsked = false;
+    return;
+  }
+  let total: number;
+  try { total = memoryUsage().heapTotal; } catch { return; }
+  if (heapFloor < 0 || total < heapFloor) { heapFloor = total; return; }
+  if (total - heapFloor <= heapAllowance) return;
+  collectAsked = true;
+  collectLooks = 0;
+  try {
+    loadNodeProcess();
+    post("HeapProfiler.collectGarbage", {}, collected);
+  } catch {
+    collectAsked = false;
+    heapFloor = total;
+  }
+}
+
+function collected(): void {
+  collectAsked = false;
+  try {
+    const m = memoryUsage();
+    heapFloor = m.heapTotal;
+    heapAllowance = m.heapUsed / 2 > HEAP_GROWTH ? m.heapUsed / 2 : HEAP_GROWTH;
+  } catch { /* the next look starts from what it sees */ }
+}
+
 // --- Output ------------------------------------------------------------------------------
 const functions: any = ObjectCreate(null); // handle id -> guest function
 let nextFunctionId = 1;
@@ -541,6 +594,7 @@ let inflight = 0;
 function commandStarts(): void {
   if (inflight === 0) consoleSent = 0;
   inflight++;
+  commandsToLook--;
 }
 
 function isNativePromise(value: any): boolean {
@@ -727,7 +781,9 @@ function pump(): void {
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.
       drainTicks();
-      if (eventLoopHasMoreWork()) {
+      if (commandsToLook <= 0 && inflight === 0) lookAtHeap();
+      // An asked collection runs as a V8 task, which only a turn of the event loop runs.
+      if (collectAsked || eventLoopHasMoreWork()) {
         readInBackground();
         return;
       }
