@@ -45,7 +45,7 @@ const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
-const memoryUsage: () => { heapTotal: number; heapUsed: number } = D.memoryUsage;
+const memoryUsage: () => { rss: number } = D.memoryUsage;
 const v8Version: string = D.version.v8;
 
 const FunctionCall = Function.prototype.call;
@@ -316,33 +316,40 @@ async function replEval(code: string): Promise<any> {
 // bytecode, function info), until its bytecode has gone unused for minutes: every eval of new
 // code adds about half a KiB that no collection in between gives back. And the read loop
 // below seldom yields to the event loop, so V8's memory reducer, which trims the heap of an
-// isolate gone quiet, never runs. So every HEAP_LOOK_EVERY commands, between two of them, the
-// worker looks at its heap, and once it has grown by more than an allowance since the last
-// collection, asks the inspector for one: HeapProfiler.collectGarbage, V8's low-memory
-// collection, which also empties the compilation cache and gives freed pages back. It runs as
-// a V8 task, so the read loop takes turns of the event loop until it has run. Each one costs
-// time in proportion to the live heap, so the allowance is half of what the last one left
-// alive, and never less than HEAP_GROWTH.
-const HEAP_LOOK_EVERY = 256; // commands
-const HEAP_GROWTH = 2 * 1048576; // bytes of committed heap; the allowance is never less
+// isolate gone quiet, never runs. So every MEMORY_LOOK_EVERY commands, between two of them,
+// the worker looks at its resident memory, and once that has grown by more than an allowance
+// since the last collection, asks the inspector for one: HeapProfiler.collectGarbage, V8's
+// low-memory collection, which also empties the compilation cache and gives freed pages back
+// to the system. It runs as a V8 task, so the read loop takes turns of the event loop until
+// it has run. A collection costs time in proportion to what is alive, so the allowance is
+// half of what the last one left above the worker's first look, and never less than
+// MEMORY_GROWTH.
+const MEMORY_LOOK_EVERY = 256; // commands
+const MEMORY_GROWTH = 3 * 1048576; // bytes
 const COLLECT_WAIT_LOOKS = 4; // looks a collection may stay unanswered before it is given up
-let commandsToLook = HEAP_LOOK_EVERY;
-let heapFloor = -1; // committed heap after the last collection, or the least seen since
-let heapAllowance = HEAP_GROWTH;
+let commandsToLook = MEMORY_LOOK_EVERY;
+let rssFirst = -1; // at the first look
+let rssFloor = -1; // after the last collection, or the least seen since
+let rssAllowance = MEMORY_GROWTH;
 let collectAsked = false;
 let collectLooks = 0;
 
-function lookAtHeap(): void {
-  commandsToLook = HEAP_LOOK_EVERY;
+function residentBytes(): number {
+  try { return memoryUsage().rss; } catch { return -1; }
+}
+
+function lookAtMemory(): void {
+  commandsToLook = MEMORY_LOOK_EVERY;
   if (collectAsked) {
     // A collection nobody answers would keep every read asynchronous.
     if (++collectLooks > COLLECT_WAIT_LOOKS) collectAsked = false;
     return;
   }
-  let total: number;
-  try { total = memoryUsage().heapTotal; } catch { return; }
-  if (heapFloor < 0 || total < heapFloor) { heapFloor = total; return; }
-  if (total - heapFloor <= heapAllowance) return;
+  const rss = residentBytes();
+  if (rss < 0) return;
+  if (rssFirst < 0) rssFirst = rss;
+  if (rssFloor < 0 || rss < rssFloor) { rssFloor = rss; return; }
+  if (rss - rssFloor <= rssAllowance) return;
   collectAsked = true;
   collectLooks = 0;
   try {
@@ -350,17 +357,17 @@ function lookAtHeap(): void {
     post("HeapProfiler.collectGarbage", {}, collected);
   } catch {
     collectAsked = false;
-    heapFloor = total;
+    rssFloor = rss;
   }
 }
 
 function collected(): void {
   collectAsked = false;
-  try {
-    const m = memoryUsage();
-    heapFloor = m.heapTotal;
-    heapAllowance = m.heapUsed / 2 > HEAP_GROWTH ? m.heapUsed / 2 : HEAP_GROWTH;
-  } catch { /* the next look starts from what it sees */ }
+  const rss = residentBytes();
+  if (rss < 0) return;
+  rssFloor = rss;
+  const kept = (rss - rssFirst) / 2;
+  rssAllowance = kept > MEMORY_GROWTH ? kept : MEMORY_GROWTH;
 }
 
 // --- Output ------------------------------------------------------------------------------
@@ -781,7 +788,7 @@ function pump(): void {
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.
       drainTicks();
-      if (commandsToLook <= 0 && inflight === 0) lookAtHeap();
+      if (commandsToLook <= 0 && inflight === 0) lookAtMemory();
       // An asked collection runs as a V8 task, which only a turn of the event loop runs.
       if (collectAsked || eventLoopHasMoreWork()) {
         readInBackground();
