@@ -643,8 +643,9 @@ function runEval(id: number, code: string): void {
     // poisoned array iteration or put accessors on indices of Object/Array.prototype would
     // garble its answer, so such a guest takes the REPL route, which does not use it.
     if (!classicScriptSafe()) return replEval(code);
-    // One specifier for every eval: V8 caches the compilation of repeated source instead of
-    // keeping a new script per eval alive until the next full GC.
+    // One specifier for every eval: V8's compilation cache, keyed on source and origin, then
+    // serves repeated source; what it keeps of each new source goes at the worker's next
+    // collection (see "Memory over a long life").
     const outcome = evalContext(code, "guest:eval");
     if (outcome[1] !== null) throw outcome[1].thrown;
     return outcome[0];
