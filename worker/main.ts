@@ -255,9 +255,9 @@ let hookInstalled = false;
 
 // The inspector loads node:process on its first message, and that load reads the Deno
 // global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
-// only runtimes that use top-level await ever send a message; so the first REPL-mode eval
-// loads it, with the global back for exactly that synchronous load and a message that runs
-// no guest code. Guest code could observe that moment only through accessors it planted on
+// only runtimes that use top-level await or live long enough to need a memory collection
+// ever send a message; so the first such eval or collection loads it, with the global back
+// for exactly that synchronous load and a message that runs no guest code. Guest code could observe that moment only through accessors it planted on
 // shared prototypes; what it would see is the Deno namespace with every permission revoked.
 let nodeProcessLoaded = false;
 function loadNodeProcess(): void {
