@@ -45,6 +45,7 @@ const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
+const memoryUsage: () => { rss: number } = D.memoryUsage;
 const v8Version: string = D.version.v8;
 
 const FunctionCall = Function.prototype.call;
@@ -254,9 +255,9 @@ let hookInstalled = false;
 
 // The inspector loads node:process on its first message, and that load reads the Deno
 // global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
-// only runtimes that use top-level await ever send a message; so the first REPL-mode eval
-// loads it, with the global back for exactly that synchronous load and a message that runs
-// no guest code. Guest code could observe that moment only through accessors it planted on
+// only runtimes that use top-level await or live long enough to need a memory collection
+// ever send a message; so the first such eval or collection loads it, with the global back
+// for exactly that synchronous load and a message that runs no guest code. Guest code could observe that moment only through accessors it planted on
 // shared prototypes; what it would see is the Deno namespace with every permission revoked.
 let nodeProcessLoaded = false;
 function loadNodeProcess(): void {
@@ -308,6 +309,65 @@ async function replEval(code: string): Promise<any> {
   } finally {
     post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
   }
+}
+
+// --- Memory over a long life --------------------------------------------------------------
+// V8 keeps each classic script it compiles in its compilation cache, alive whole (source,
+// bytecode, function info), until its bytecode has gone unused for minutes: every eval of new
+// code adds about half a KiB that no collection in between gives back. And the read loop
+// below seldom yields to the event loop, so V8's memory reducer, which trims the heap of an
+// isolate gone quiet, never runs. So every MEMORY_LOOK_EVERY commands, between two of them,
+// the worker looks at its resident memory, and once that has grown by more than an allowance
+// since the last collection, asks the inspector for one: HeapProfiler.collectGarbage, V8's
+// low-memory collection, which also empties the compilation cache and gives freed pages back
+// to the system. It runs as a V8 task, so the read loop takes turns of the event loop until
+// it has run. A collection costs time in proportion to what is alive, so the allowance is
+// half of what the last one left above the worker's first look, and never less than
+// MEMORY_GROWTH.
+const MEMORY_LOOK_EVERY = 256; // commands
+const MEMORY_GROWTH = 3 * 1048576; // bytes
+const COLLECT_WAIT_LOOKS = 4; // looks a collection may stay unanswered before it is given up
+let commandsToLook = MEMORY_LOOK_EVERY;
+let rssFirst = -1; // at the first look
+let rssFloor = -1; // after the last collection, or the least seen since
+let rssAllowance = MEMORY_GROWTH;
+let collectAsked = false;
+let collectLooks = 0;
+
+function residentBytes(): number {
+  try { return memoryUsage().rss; } catch { return -1; }
+}
+
+function lookAtMemory(): void {
+  commandsToLook = MEMORY_LOOK_EVERY;
+  if (collectAsked) {
+    // A collection nobody answers would keep every read asynchronous.
+    if (++collectLooks > COLLECT_WAIT_LOOKS) collectAsked = false;
+    return;
+  }
+  const rss = residentBytes();
+  if (rss < 0) return;
+  if (rssFirst < 0) rssFirst = rss;
+  if (rssFloor < 0 || rss < rssFloor) { rssFloor = rss; return; }
+  if (rss - rssFloor <= rssAllowance) return;
+  collectAsked = true;
+  collectLooks = 0;
+  try {
+    loadNodeProcess();
+    post("HeapProfiler.collectGarbage", {}, collected);
+  } catch {
+    collectAsked = false;
+    rssFloor = rss;
+  }
+}
+
+function collected(): void {
+  collectAsked = false;
+  const rss = residentBytes();
+  if (rss < 0) return;
+  rssFloor = rss;
+  const kept = (rss - rssFirst) / 2;
+  rssAllowance = kept > MEMORY_GROWTH ? kept : MEMORY_GROWTH;
 }
 
 // --- Output ------------------------------------------------------------------------------
@@ -541,6 +601,7 @@ let inflight = 0;
 function commandStarts(): void {
   if (inflight === 0) consoleSent = 0;
   inflight++;
+  commandsToLook--;
 }
 
 function isNativePromise(value: any): boolean {
@@ -582,8 +643,9 @@ function runEval(id: number, code: string): void {
     // poisoned array iteration or put accessors on indices of Object/Array.prototype would
     // garble its answer, so such a guest takes the REPL route, which does not use it.
     if (!classicScriptSafe()) return replEval(code);
-    // One specifier for every eval: V8 caches the compilation of repeated source instead of
-    // keeping a new script per eval alive until the next full GC.
+    // One specifier for every eval: V8's compilation cache, keyed on source and origin, then
+    // serves repeated source; what it keeps of each new source goes at the worker's next
+    // collection (see "Memory over a long life").
     const outcome = evalContext(code, "guest:eval");
     if (outcome[1] !== null) throw outcome[1].thrown;
     return outcome[0];
@@ -727,7 +789,9 @@ function pump(): void {
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.
       drainTicks();
-      if (eventLoopHasMoreWork()) {
+      if (commandsToLook <= 0 && inflight === 0) lookAtMemory();
+      // An asked collection runs as a V8 task, which only a turn of the event loop runs.
+      if (collectAsked || eventLoopHasMoreWork()) {
         readInBackground();
         return;
       }
