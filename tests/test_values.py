@@ -1247,8 +1247,8 @@ def test_only_plain_json_values_take_the_json_lane(
     assert len(back) == len(value)
 
 
-# -- the worker's JSON lane check (codec.ts jsonExact) at every level ---------------------------
-# jsonExact checks an object's children in the same call and recurses only every second level,
+# -- the worker's JSON lane check (codec.ts jsonCopy) at every level ----------------------------
+# jsonCopy checks an object's children in the same call and recurses only every second level,
 # so each of its rules is tried with the value one to four levels down, after good siblings.
 LEAVES = [
     # (JavaScript leaf, what Python receives, whether the value takes the JSON lane)
@@ -1275,8 +1275,9 @@ LEAVES = [
     ("new Map([[1, 2]])", {1: 2}, False),
     ("new Uint8Array([1])", b"\x01", False),
     ("new (class { constructor() { this.a = 1 } })()", {"a": 1}, False),
-    ("({a: 1, toJSON: null})", {"a": 1, "toJSON": None}, False),
-    ("Object.assign([1], {toJSON: null})", [1], False),
+    # JSON.stringify sees a copy: an own toJSON that is not a function is plain data there.
+    ("({a: 1, toJSON: null})", {"a": 1, "toJSON": None}, True),
+    ("Object.assign([1], {toJSON: null})", [1], True),
     ("[1, , 3]", [1, pydeno.undefined, 3], False),
 ]
 

@@ -9,7 +9,7 @@
 
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
-import { CodecError, Reader, Writer } from "./codec.ts";
+import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
 
 const PROTOCOL_VERSION = 3;
 
@@ -60,11 +60,10 @@ const PromiseCtor = Promise;
 const PromiseProto = Promise.prototype;
 const ErrorCtor = Error;
 const RegExpExec = uncurry(RegExp.prototype.exec);
-const StringSplit = uncurry(String.prototype.split);
 const StringIncludes = uncurry(String.prototype.includes);
+const StringIndexOf = uncurry(String.prototype.indexOf);
 const StringSlice = uncurry(String.prototype.slice);
-const ArrayJoin = uncurry(Array.prototype.join);
-const ArrayPush = uncurry(Array.prototype.push);
+const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const PromiseThen = uncurry(Promise.prototype.then);
@@ -78,9 +77,15 @@ function randomHex(): string {
   return out;
 }
 const Uint8ArrayCtor = Uint8Array;
+const coreEncode: (s: string) => Uint8Array = core.encode;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
+const ObjectSetPrototypeOf = Object.setPrototypeOf;
+const ObjectHasOwn = Object.hasOwn;
+const ReflectDeleteProperty = Reflect.deleteProperty;
+const IsPromise: (v: any) => boolean = core.isPromise;
 const ArrayPrototype: any = Array.prototype;
 const ObjectPrototype = Object.prototype;
 const ArrayIteratorPrototype: any = ObjectGetPrototypeOf([][Symbol.iterator]());
@@ -213,7 +218,7 @@ function inspectorCall(method: string, params: any): Promise<any> {
 
 async function fetchRemote(remote: any): Promise<any> {
   if (remote.objectId === undefined) {
-    if ("unserializableValue" in remote) {
+    if (ObjectHasOwn(remote, "unserializableValue")) {
       const u: string = remote.unserializableValue;
       if (u === "NaN") return NaN;
       if (u === "Infinity") return Infinity;
@@ -296,6 +301,10 @@ async function replEval(code: string): Promise<any> {
       capturePromise = false;
       kept = capturedPromise;
       capturedPromise = undefined;
+      // The guest code may put index properties on Object.prototype, which must go before
+      // Deno's tick plumbing meets them: that runs before the inspector's answer reaches
+      // this function, but after a reaction to the evaluation's promise.
+      if (kept !== undefined) PromiseThen(kept, scrubPrototypes, scrubPrototypes);
     }
   });
   void kept; // the inspector has answered: the evaluation's promise may go now
@@ -367,13 +376,8 @@ function sendError(id: number, e: any): void {
 // the conversion. The RESULT frame carries the last run; all of them share one byte budget.
 const PARTS_FROM = 4096; // items
 const PARTS = 8;
-const ArrayCtor = Array;
-const SymbolSpecies = Symbol.species;
-
 function inParts(value: any): boolean {
-  // Array.prototype.slice builds what the constructor's species says: only plain arrays.
-  return ArrayIsArray(value) && value.length >= PARTS_FROM && ObjectGetPrototypeOf(value) === ArrayPrototype &&
-    value.constructor === ArrayCtor && (ArrayCtor as any)[SymbolSpecies] === ArrayCtor;
+  return ArrayIsArray(value) && ObjectGetPrototypeOf(value) === ArrayPrototype && value.length >= PARTS_FROM;
 }
 
 function sendResult(id: number, value: any): void {
@@ -448,29 +452,33 @@ function describe(e: any): [string, string, string] {
     try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
   }
   if (stack !== "") {
-    const kept: string[] = [];
-    const lines = StringSplit(stack, "\n");
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i];
+    // Line by line with indexOf, not split/join: those consult Symbol.split and index
+    // setters the guest may have planted.
+    let kept = "", from = 0;
+    while (from <= stack.length) {
+      let to = StringIndexOf(stack, "\n", from);
+      if (to < 0) to = stack.length;
+      const line = StringSlice(stack, from, to);
+      from = to + 1;
       if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
           StringIncludes(line, "ext:deno_node/inspector")) continue;
-      ArrayPush(kept, line);
+      kept = kept === "" ? line : kept + "\n" + line;
     }
-    stack = ArrayJoin(kept, "\n");
+    stack = kept;
   }
   return [name, message, stack];
 }
 
 // --- Guest-facing globals ----------------------------------------------------------------
 function formatArgs(args: any[]): string {
-  const parts: string[] = [];
+  let out = "";
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     let s: string;
     try { s = typeof a === "string" ? a : inspect(a, { depth: 4, colors: false }); } catch { s = "<uninspectable>"; }
-    ArrayPush(parts, s);
+    out = i === 0 ? s : out + " " + s;
   }
-  return ArrayJoin(parts, " ");
+  return out;
 }
 
 function consoleMethod(level: string) {
@@ -535,6 +543,55 @@ function bind(name: string): void {
   ObjectDefineProperty(globalThis, name, { value: fn, writable: true, enumerable: false, configurable: true });
 }
 
+// --- Index properties on the shared prototypes -----------------------------------------------
+// Deno's own JavaScript (its tick queue, timers, promise and op plumbing) reads array holes and
+// missing indices the usual way, through Array.prototype and Object.prototype. An index
+// property there that throws or answers junk, which a guest can define, breaks Deno itself:
+// the next command used to end the whole worker. Array.prototype cannot get one (see where
+// its length is made read-only below); for Object.prototype, whenever a command ends and
+// whenever the read loop comes round, the worker removes them (and puts Array.prototype back
+// on Object.prototype) and says so on the console. When none is there, which is always but
+// after such a guest, the check costs one listing of Object.prototype's names. One the guest
+// made non-configurable cannot go: the worker then ends once the command is answered, rather
+// than fail at random later.
+let unremovable = "";
+
+function scrubPrototypes(): void {
+  if (holesReadUndefined()) return;
+  let removed = "";
+  const names = ObjectGetOwnPropertyNames(ObjectPrototype);
+  for (let i = 0; i < names.length; i++) {
+    const c = StringCharCodeAt(names[i], 0);
+    if (!(c >= 0x30 && c <= 0x39)) break; // index names come first
+    const what = `Object.prototype[${names[i]}]`;
+    if (ReflectDeleteProperty(ObjectPrototype, names[i])) removed = removed === "" ? what : `${removed}, ${what}`;
+    else unremovable = what;
+  }
+  if (ObjectGetPrototypeOf(ArrayPrototype) !== ObjectPrototype) {
+    const what = "the prototype of Array.prototype";
+    try {
+      ObjectSetPrototypeOf(ArrayPrototype, ObjectPrototype);
+      removed = removed === "" ? what : `${removed}, ${what}`;
+    } catch {
+      unremovable = what;
+    }
+  }
+  if (removed !== "") {
+    try {
+      sendConsole("warn", `pydeno: removed ${removed}: an index property there breaks the runtime`);
+    } catch { /* a console frame cannot fail the command */ }
+  }
+}
+
+/** Ends the worker if the guest left the prototypes in a state Deno's own code fails in. */
+function endIfUnremovable(): void {
+  if (unremovable === "") return;
+  coreWriteSync(2, coreEncode(
+    `pydeno worker: the guest made ${unremovable} non-configurable; Deno's own code reads through it\n`,
+  ));
+  exit(70);
+}
+
 // --- Commands ------------------------------------------------------------------------------
 let inflight = 0;
 
@@ -544,7 +601,8 @@ function commandStarts(): void {
 }
 
 function isNativePromise(value: any): boolean {
-  return value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto;
+  // The brand check first: it runs no trap, so a Proxy cannot throw from here.
+  return IsPromise(value) && ObjectGetPrototypeOf(value) === PromiseProto;
 }
 
 /** Runs one command and answers request id with its value or its error. A value that is
@@ -555,9 +613,11 @@ function answer(id: number, run: () => any): void {
   try {
     value = run();
   } catch (e) {
+    scrubPrototypes();
     try { sendError(id, e); } finally { inflight--; }
     return;
   }
+  scrubPrototypes();
   if (!isNativePromise(value)) {
     try { sendResult(id, value); } finally { inflight--; }
     return;
@@ -566,8 +626,17 @@ function answer(id: number, run: () => any): void {
 }
 
 async function settle(id: number, promise: Promise<any>): Promise<void> {
+  let value: any;
   try {
-    sendResult(id, await promise);
+    value = await promise;
+  } catch (e) {
+    scrubPrototypes();
+    try { sendError(id, e); } finally { inflight--; }
+    return;
+  }
+  try {
+    scrubPrototypes();
+    sendResult(id, value);
   } catch (e) {
     sendError(id, e);
   } finally {
@@ -585,6 +654,15 @@ function runEval(id: number, code: string): void {
     // One specifier for every eval: V8 caches the compilation of repeated source instead of
     // keeping a new script per eval alive until the next full GC.
     const outcome = evalContext(code, "guest:eval");
+    // The same wrapper ran after the guest code: if that code changed what it reads, the
+    // outcome may hold something other than the code's value or error.
+    if (!classicScriptSafe()) {
+      throw new ErrorCtor(
+        "the value of this eval was lost: the code replaced array iteration or put an index property on " +
+          "Object.prototype or Array.prototype, which Deno's evaluation reads after the code runs " +
+          "(its other effects stand; evals that use await are not affected)",
+      );
+    }
     if (outcome[1] !== null) throw outcome[1].thrown;
     return outcome[0];
   });
@@ -637,11 +715,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
         delete pendingCalls[callId];
         outstandingCalls--;
       }
-      let payload: any, failed = !ok;
-      try { payload = reader.value(0); } catch (e) { payload = e; failed = true; }
+      let payload: any, unreadable = false;
+      try { payload = reader.value(0); } catch (e) { payload = e; unreadable = true; }
       if (pending === undefined) return;
-      if (!failed) pending[0](payload);
-      else if (payload instanceof ErrorCtor) pending[1](payload);
+      if (unreadable) pending[1](payload);
+      else if (ok) pending[0](payload);
       else {
         const err = new ErrorCtor(StringFn(payload[1]));
         ObjectDefineProperty(err, "name", { value: StringFn(payload[0]), writable: true, configurable: true });
@@ -667,6 +745,9 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
 }
 
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
+// Array.prototype can hold no index property from here on: with its length read-only, V8
+// refuses to define one. Deno's own code, and the codec, read array holes through it.
+ObjectDefineProperty(ArrayPrototype, "length", { writable: false });
 const g: any = globalThis;
 ObjectDefineProperty(g, "console", { value: guestConsole, writable: true, enumerable: false, configurable: true });
 delete g.Deno;
@@ -723,6 +804,8 @@ function pump(): void {
   try {
     for (;;) {
       takeFrames();
+      scrubPrototypes();
+      endIfUnremovable();
       // Inside a nextTick callback the tick flag is still up and other ticks (node: modules
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.
