@@ -744,6 +744,52 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
   throw new ErrorCtor(`unknown frame kind ${kind} from host`);
 }
 
+// --- Web Workers the guest starts ------------------------------------------------------------
+// Deno ends the whole process, not the constructor call, when a Worker is given an unstable
+// option (deno.permissions without --unstable-worker-options). So the guest's Worker checks
+// its options first, and hands Deno a fresh options object of its own. Every worker starts
+// from a data: module that installs the same guard in the worker (it can start workers too)
+// before it imports the guest's module. This function runs there from its source text, so it
+// uses nothing from this module.
+function guardWorkers(global: any, source: string): void {
+  const Original = global.Worker;
+  if (typeof Original !== "function") return;
+  const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
+  const encode = encodeURIComponent, defineProperty = Object.defineProperty;
+  const prologue = `(${source})(globalThis, ${JSONStringify(source)});\n`;
+  function Worker(specifier: any, options?: any): any {
+    if (new.target === undefined) {
+      throw new TypeErrorCtor("Failed to construct 'Worker': Please use the 'new' operator.");
+    }
+    const text = typeof specifier === "string" ? specifier : StringFn(specifier);
+    let url: string;
+    try {
+      url = new URLCtor(text).href;
+    } catch {
+      throw new TypeErrorCtor(`Failed to construct 'Worker': ${JSONStringify(text)} is not an absolute URL`);
+    }
+    let type = "module", name = "";
+    if (options !== undefined && options !== null) {
+      if (typeof options !== "object") throw new TypeErrorCtor("Failed to construct 'Worker': options is not an object");
+      if (options.deno !== undefined) {
+        throw new TypeErrorCtor(
+          "Failed to construct 'Worker': the deno option is not supported; a Worker runs with the permissions of the code that starts it",
+        );
+      }
+      const t = options.type, n = options.name;
+      if (t !== undefined) type = StringFn(t);
+      if (n !== undefined) name = StringFn(n);
+    }
+    const entry = `${prologue}await import(${JSONStringify(url)});\n`;
+    return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
+  }
+  const proto = Original.prototype;
+  defineProperty(Worker, "prototype", { value: proto });
+  defineProperty(proto, "constructor", { value: Worker, writable: true, enumerable: false, configurable: true });
+  defineProperty(global, "Worker", { value: Worker, writable: true, enumerable: false, configurable: true });
+}
+guardWorkers(globalThis, guardWorkers.toString());
+
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
 // Array.prototype can hold no index property from here on: with its length read-only, V8
 // refuses to define one. Deno's own code, and the codec, read array holes through it.

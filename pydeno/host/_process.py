@@ -147,6 +147,9 @@ class WorkerConfig:
             "--no-lock",
             "--no-remote",
             "--no-npm",
+            # Without it, a Worker given deno.permissions (which may only narrow what the
+            # code that starts it has) ends the whole process instead of the constructor call.
+            "--unstable-worker-options",
             # Only the inspector, for REPL-mode evaluation; the worker revokes it before
             # it reads the first command.
             "--allow-sys=inspector",

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import math
 import os
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -381,3 +383,103 @@ def test_a_host_call_argument_that_changes_while_it_is_checked_arrives_as_one_re
     rt.eval(f"await f({code})")
     (arg,) = received
     assert_one_reading(arg, allowed)
+
+
+# --- 4. and 5. Web Workers the guest starts ----------------------------------------------------
+
+RUN_WORKER: Final = r"""
+function run(url) {
+  return new Promise((resolve) => {
+    const w = new Worker(url, {type: 'module'});
+    w.onmessage = (e) => { resolve(e.data); w.terminate(); };
+    w.onerror = (e) => { e.preventDefault(); resolve(`error: ${e.message}`); w.terminate(); };
+  });
+}
+"""
+UNSTABLE: Final = "{permissions: 'none'}"
+
+
+def data_url(code: str) -> str:
+    return "data:text/javascript," + urllib.parse.quote(code)
+
+
+def relay(url: str) -> str:
+    """A worker's code that starts a worker at url and passes on its first message."""
+    return (
+        f"const w = new Worker({json.dumps(url)}, {{type: 'module'}}); w.onmessage = (e) => self.postMessage(e.data);"
+    )
+
+
+def test_a_worker_with_a_deno_option_is_a_type_error_and_the_runtime_carries_on(rt: pydeno.Runtime) -> None:
+    got = rt.eval(
+        f"let out; try {{ new Worker('data:text/javascript,1', {{type: 'module', deno: {UNSTABLE}}}); }}"
+        " catch (e) { out = e.name + ': ' + e.message; } out"
+    )
+    assert got.startswith("TypeError: Failed to construct 'Worker': the deno option is not supported"), got
+    assert_usable(rt)
+
+
+def test_a_nested_worker_with_a_deno_option_is_a_type_error_and_the_runtime_carries_on(rt: pydeno.Runtime) -> None:
+    nested = (
+        f"try {{ new Worker('data:text/javascript,1', {{type: 'module', deno: {UNSTABLE}}});"
+        " self.postMessage('made'); } catch (e) { self.postMessage(e.name); }"
+    )
+    assert rt.eval(RUN_WORKER + f"await run({json.dumps(data_url(nested))})") == "TypeError"
+    assert rt.eval(RUN_WORKER + f"await run({json.dumps(data_url(relay(data_url(nested))))})") == "TypeError"
+    assert_usable(rt)
+
+
+# What a guest's Web Worker sees: Deno's worker globals, with every permission refused.
+WORKER_SEES: Final = (
+    "const names = ['read', 'write', 'net', 'env', 'run', 'ffi', 'sys', 'import'];"
+    " self.postMessage({deno: typeof Deno, process: typeof process, require: typeof require,"
+    " granted: names.filter((n) => Deno.permissions.querySync({name: n}).state === 'granted'),"
+    " requested: Deno.permissions.requestSync({name: 'read'}).state === 'granted'});"
+)
+
+
+def test_a_guest_web_worker_sees_deno_and_process_with_every_permission_refused(rt: pydeno.Runtime) -> None:
+    expected = {"deno": "object", "process": "object", "require": "undefined", "granted": [], "requested": False}
+    places = {
+        "data:": json.dumps(data_url(WORKER_SEES)),
+        "blob:": f"URL.createObjectURL(new Blob([{json.dumps(WORKER_SEES)}], {{type: 'text/javascript'}}))",
+        "nested": json.dumps(data_url(relay(data_url(WORKER_SEES)))),
+    }
+    for place, url in places.items():
+        assert rt.eval(RUN_WORKER + f"await run({url})") == expected, place
+    # The runtime's own isolate has none of them.
+    assert rt.eval("[typeof Deno, typeof process, typeof require]") == ["undefined"] * 3
+
+
+NODE_WORKER_STARTS: Final = r"""
+const { Worker } = await import('node:worker_threads');
+await new Promise((resolve) => {
+  const source = `const { parentPort } = require('worker_threads');
+    try {
+      const w = new globalThis.Worker('data:text/javascript,self.postMessage(1)',
+        {type: 'module', deno: {permissions: PERMISSIONS}});
+      w.onmessage = () => { parentPort.postMessage('started'); w.terminate(); };
+    } catch (e) { parentPort.postMessage(e.name + ': ' + e.message); }`;
+  const w = new Worker(source, {eval: true});
+  w.on('message', (m) => { resolve(m); w.terminate(); });
+  w.on('error', (e) => resolve('error: ' + e.message));
+})
+"""
+
+
+@pytest.mark.parametrize(
+    ("permissions", "outcome"),
+    [
+        ("'none'", "started"),
+        ("'inherit'", "started"),
+        ("{read: true}", "NotCapable: Can't escalate parent thread permissions"),
+        ("{net: true, run: true, env: true, ffi: true}", "NotCapable: Can't escalate parent thread permissions"),
+    ],
+)
+def test_a_worker_inside_a_node_worker_may_narrow_permissions_but_never_widen_them(
+    rt: pydeno.Runtime, permissions: str, outcome: str
+) -> None:
+    # A node:worker_threads worker's own Worker is Deno's, unguarded: Deno itself checks the
+    # option there, and refuses to widen what the guest has.
+    assert rt.eval(NODE_WORKER_STARTS.replace("PERMISSIONS", permissions)) == outcome
+    assert_usable(rt)
