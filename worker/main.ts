@@ -64,6 +64,7 @@ const StringIncludes = uncurry(String.prototype.includes);
 const StringIndexOf = uncurry(String.prototype.indexOf);
 const StringSlice = uncurry(String.prototype.slice);
 const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
+const StringStartsWith = uncurry(String.prototype.startsWith);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const PromiseThen = uncurry(Promise.prototype.then);
@@ -304,7 +305,7 @@ async function replEval(code: string): Promise<any> {
       // The guest code may put index properties on Object.prototype, which must go before
       // Deno's tick plumbing meets them: that runs before the inspector's answer reaches
       // this function, but after a reaction to the evaluation's promise.
-      if (kept !== undefined) PromiseThen(kept, scrubPrototypes, scrubPrototypes);
+      if (kept !== undefined) PromiseThen(kept, tidyPrototypes, tidyPrototypes);
     }
   });
   void kept; // the inspector has answered: the evaluation's promise may go now
@@ -555,10 +556,11 @@ function bind(name: string): void {
 // made non-configurable cannot go: the worker then ends once the command is answered, rather
 // than fail at random later.
 let unremovable = "";
+let removed = ""; // what scrubPrototypes removed and tidyPrototypes has yet to report
 
+/** Removes the index properties on Object.prototype; safe to call in the middle of a frame. */
 function scrubPrototypes(): void {
   if (holesReadUndefined()) return;
-  let removed = "";
   const names = ObjectGetOwnPropertyNames(ObjectPrototype);
   for (let i = 0; i < names.length; i++) {
     const c = StringCharCodeAt(names[i], 0);
@@ -576,11 +578,17 @@ function scrubPrototypes(): void {
       unremovable = what;
     }
   }
-  if (removed !== "") {
-    try {
-      sendConsole("warn", `pydeno: removed ${removed}: an index property there breaks the runtime`);
-    } catch { /* a console frame cannot fail the command */ }
-  }
+}
+
+/** scrubPrototypes, and the report of what it removed: only where no frame is being written. */
+function tidyPrototypes(): void {
+  scrubPrototypes();
+  if (removed === "") return;
+  const what = removed;
+  removed = "";
+  try {
+    sendConsole("warn", `pydeno: removed ${what}: an index property there breaks the runtime`);
+  } catch { /* a console frame cannot fail the command */ }
 }
 
 /** Ends the worker if the guest left the prototypes in a state Deno's own code fails in. */
@@ -613,11 +621,11 @@ function answer(id: number, run: () => any): void {
   try {
     value = run();
   } catch (e) {
-    scrubPrototypes();
+    tidyPrototypes();
     try { sendError(id, e); } finally { inflight--; }
     return;
   }
-  scrubPrototypes();
+  tidyPrototypes();
   if (!isNativePromise(value)) {
     try { sendResult(id, value); } finally { inflight--; }
     return;
@@ -630,12 +638,12 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
   try {
     value = await promise;
   } catch (e) {
-    scrubPrototypes();
+    tidyPrototypes();
     try { sendError(id, e); } finally { inflight--; }
     return;
   }
   try {
-    scrubPrototypes();
+    tidyPrototypes();
     sendResult(id, value);
   } catch (e) {
     sendError(id, e);
@@ -744,6 +752,55 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
   throw new ErrorCtor(`unknown frame kind ${kind} from host`);
 }
 
+// --- Stack traces the guest can read --------------------------------------------------------
+// A guest function that the worker calls (a getter the codec reads, a toJSON) sees this
+// worker's frames in its stack traces, and with them where the host keeps these files: its
+// install directory, temporary directory or user id. Every stack trace is made here instead
+// of by Deno's default, without those frames: Deno asks Error.prepareStackTrace for one
+// whenever a stack is first read, and this accessor always answers with neutralStack, which
+// calls the guest's own prepareStackTrace, if it set one, with the frames that remain.
+const CallSiteProto = (() => {
+  const saved = (ErrorCtor as any).prepareStackTrace;
+  let proto: any = null;
+  (ErrorCtor as any).prepareStackTrace = (_: any, sites: any) => { proto = ObjectGetPrototypeOf(sites[0]); };
+  void new ErrorCtor().stack;
+  (ErrorCtor as any).prepareStackTrace = saved;
+  return proto;
+})();
+const CallSiteFileName = uncurry(CallSiteProto.getFileName);
+const CallSiteToString = uncurry(CallSiteProto.toString);
+const ErrorToString = uncurry(ErrorCtor.prototype.toString);
+const WORKER_PATH = decodeURIComponent(new URL(WORKER_DIR).pathname);
+let guestPrepareStackTrace: any = undefined;
+
+function neutralStack(error: any, sites: any): any {
+  const kept: any = [];
+  let n = 0;
+  for (let i = 0; i < sites.length; i++) {
+    const file = CallSiteFileName(sites[i]);
+    if (typeof file === "string" && (StringStartsWith(file, WORKER_DIR) || StringStartsWith(file, WORKER_PATH))) continue;
+    ObjectDefineProperty(kept, n++, { value: sites[i], writable: true, enumerable: true, configurable: true });
+  }
+  if (typeof guestPrepareStackTrace === "function") return ReflectApply(guestPrepareStackTrace, ErrorCtor, [error, kept]);
+  let text: string;
+  try { text = ErrorToString(error); } catch { text = "Error"; }
+  for (let i = 0; i < n; i++) text += `\n    at ${CallSiteToString(kept[i])}`;
+  return text;
+}
+ObjectDefineProperty(ErrorCtor, "prepareStackTrace", {
+  // Deno hands the frames over in an array it fills by assignment, and panics if that throws,
+  // as an index accessor on Object.prototype makes it: those go first (see scrubPrototypes).
+  get: () => {
+    scrubPrototypes();
+    return unremovable === "" ? neutralStack : undefined;
+  },
+  set: (fn: any) => { guestPrepareStackTrace = fn === neutralStack ? undefined : fn; },
+  enumerable: false,
+  configurable: false,
+});
+// Deno looks the accessor up on the global Error, which therefore stays this one.
+ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, enumerable: false, configurable: false });
+
 // --- Web Workers the guest starts ------------------------------------------------------------
 // Deno ends the whole process, not the constructor call, when a Worker is given an unstable
 // option (deno.permissions without --unstable-worker-options). So the guest's Worker checks
@@ -850,7 +907,7 @@ function pump(): void {
   try {
     for (;;) {
       takeFrames();
-      scrubPrototypes();
+      tidyPrototypes();
       endIfUnremovable();
       // Inside a nextTick callback the tick flag is still up and other ticks (node: modules
       // queue them) may wait behind this one: run them, the microtasks and the report of

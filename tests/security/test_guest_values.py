@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
@@ -21,6 +22,7 @@ from typing import Any, Final
 import pytest
 
 import pydeno
+from pydeno.host import _process
 
 LINUX_X86_64: Final = sys.platform == "linux" and os.uname().machine == "x86_64"
 MODES: Final = [
@@ -483,3 +485,33 @@ def test_a_worker_inside_a_node_worker_may_narrow_permissions_but_never_widen_th
     # option there, and refuses to widen what the guest has.
     assert rt.eval(NODE_WORKER_STARTS.replace("PERMISSIONS", permissions)) == outcome
     assert_usable(rt)
+
+
+# --- 6. Stack traces that cross the worker's own code ------------------------------------------
+
+FILE_NAMES: Final = "Error.prepareStackTrace = (e, sites) => sites.map((s) => String(s.getFileName()));"
+STACKS_THROUGH_THE_WORKER: Final = {
+    "a getter the codec reads, with prepareStackTrace": FILE_NAMES + "({get a() { return new Error().stack; }})",
+    "a getter the codec reads": "({get a() { return new Error().stack; }})",
+    "a getter in a host call's argument": "await f({get a() { return new Error().stack; }})",
+    "a Proxy trap the codec runs": "new Proxy({k: 1}, {get() { return new Error().stack; }})",
+    "an error the worker makes for a host call": "try { await f(Symbol()); } catch (e) { e.stack }",
+    "an error the worker makes, with prepareStackTrace": FILE_NAMES
+    + "try { await f(Symbol()); } catch (e) { e.stack }",
+    "a host call's error": "try { await g(); } catch (e) { e.stack }",
+    "captureStackTrace in a getter": "({get a() { const o = {}; Error.captureStackTrace(o); return o.stack; }})",
+}
+
+
+@pytest.mark.parametrize("where", list(STACKS_THROUGH_THE_WORKER))
+def test_stack_traces_through_the_worker_show_no_host_path(rt: pydeno.Runtime, where: str) -> None:
+    def fail() -> None:
+        raise ValueError("from the host")
+
+    rt.bind_function("f", lambda *a: a[0] if a else None)
+    rt.bind_function("g", fail)
+    got = str(rt.eval(STACKS_THROUGH_THE_WORKER[where]))
+    assert "    at " in got or "ext:" in got, got
+    worker_dir = str(_process.worker_entry().parent)
+    for leak in (worker_dir, "file://", tempfile.gettempdir() + "/", "pydeno-", "worker-", "main.ts", "codec.ts"):
+        assert leak not in got, f"{leak!r} in {got!r}"
