@@ -759,21 +759,19 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
 // of by Deno's default, without those frames: Deno asks Error.prepareStackTrace for one
 // whenever a stack is first read, and this accessor always answers with neutralStack, which
 // calls the guest's own prepareStackTrace, if it set one, with the frames that remain.
-const CallSiteProto = (() => {
-  const saved = (ErrorCtor as any).prepareStackTrace;
-  let proto: any = null;
-  (ErrorCtor as any).prepareStackTrace = (_: any, sites: any) => { proto = ObjectGetPrototypeOf(sites[0]); };
-  void new ErrorCtor().stack;
-  (ErrorCtor as any).prepareStackTrace = saved;
-  return proto;
-})();
-const CallSiteFileName = uncurry(CallSiteProto.getFileName);
-const CallSiteToString = uncurry(CallSiteProto.toString);
 const ErrorToString = uncurry(ErrorCtor.prototype.toString);
-const WORKER_PATH = decodeURIComponent(new URL(WORKER_DIR).pathname);
+// A frame's file is a path where Deno gives one for a file: URL.
+const WORKER_PATH = decodeURIComponent(StringSlice(WORKER_DIR, "file://".length));
 let guestPrepareStackTrace: any = undefined;
+// Taken from the first frames Deno hands over, before any reaches the guest.
+let CallSiteFileName: any = undefined, CallSiteToString: any = undefined;
 
 function neutralStack(error: any, sites: any): any {
+  if (CallSiteFileName === undefined && sites.length > 0) {
+    const proto = ObjectGetPrototypeOf(sites[0]);
+    CallSiteFileName = uncurry(proto.getFileName);
+    CallSiteToString = uncurry(proto.toString);
+  }
   const kept: any = [];
   let n = 0;
   for (let i = 0; i < sites.length; i++) {
@@ -809,41 +807,63 @@ ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, e
 // before it imports the guest's module. This function runs there from its source text, so it
 // uses nothing from this module.
 function guardWorkers(global: any, source: string): void {
-  const Original = global.Worker;
-  if (typeof Original !== "function") return;
+  const defineProperty = Object.defineProperty, apply = Reflect.apply;
+  const found = Object.getOwnPropertyDescriptor(global, "Worker");
+  if (found === undefined) return;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
-  const encode = encodeURIComponent, defineProperty = Object.defineProperty;
+  const encode = encodeURIComponent;
   const prologue = `(${source})(globalThis, ${JSONStringify(source)});\n`;
-  function Worker(specifier: any, options?: any): any {
-    if (new.target === undefined) {
-      throw new TypeErrorCtor("Failed to construct 'Worker': Please use the 'new' operator.");
-    }
-    const text = typeof specifier === "string" ? specifier : StringFn(specifier);
-    let url: string;
-    try {
-      url = new URLCtor(text).href;
-    } catch {
-      throw new TypeErrorCtor(`Failed to construct 'Worker': ${JSONStringify(text)} is not an absolute URL`);
-    }
-    let type = "module", name = "";
-    if (options !== undefined && options !== null) {
-      if (typeof options !== "object") throw new TypeErrorCtor("Failed to construct 'Worker': options is not an object");
-      if (options.deno !== undefined) {
-        throw new TypeErrorCtor(
-          "Failed to construct 'Worker': the deno option is not supported; a Worker runs with the permissions of the code that starts it",
-        );
+  const guard = (Original: any): any => {
+    function Worker(specifier: any, options?: any): any {
+      if (new.target === undefined) {
+        throw new TypeErrorCtor("Failed to construct 'Worker': Please use the 'new' operator.");
       }
-      const t = options.type, n = options.name;
-      if (t !== undefined) type = StringFn(t);
-      if (n !== undefined) name = StringFn(n);
+      const text = typeof specifier === "string" ? specifier : StringFn(specifier);
+      let url: string;
+      try {
+        url = new URLCtor(text).href;
+      } catch {
+        throw new TypeErrorCtor(`Failed to construct 'Worker': ${JSONStringify(text)} is not an absolute URL`);
+      }
+      let type = "module", name = "";
+      if (options !== undefined && options !== null) {
+        if (typeof options !== "object") throw new TypeErrorCtor("Failed to construct 'Worker': options is not an object");
+        if (options.deno !== undefined) {
+          throw new TypeErrorCtor(
+            "Failed to construct 'Worker': the deno option is not supported; a Worker runs with the permissions of the code that starts it",
+          );
+        }
+        const t = options.type, n = options.name;
+        if (t !== undefined) type = StringFn(t);
+        if (n !== undefined) name = StringFn(n);
+      }
+      const entry = `${prologue}await import(${JSONStringify(url)});\n`;
+      return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
     }
-    const entry = `${prologue}await import(${JSONStringify(url)});\n`;
-    return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
+    const proto = Original.prototype;
+    defineProperty(Worker, "prototype", { value: proto });
+    defineProperty(proto, "constructor", { value: Worker, writable: true, enumerable: false, configurable: true });
+    return Worker;
+  };
+  const settle = (value: any): void => {
+    defineProperty(global, "Worker", { value, writable: true, enumerable: false, configurable: true });
+  };
+  if (found.get === undefined) {
+    if (typeof found.value === "function") settle(guard(found.value));
+    return;
   }
-  const proto = Original.prototype;
-  defineProperty(Worker, "prototype", { value: proto });
-  defineProperty(proto, "constructor", { value: Worker, writable: true, enumerable: false, configurable: true });
-  defineProperty(global, "Worker", { value: Worker, writable: true, enumerable: false, configurable: true });
+  // Deno loads its Worker class on first use; so does the guard, which keeps start-up short.
+  const load = found.get;
+  defineProperty(global, "Worker", {
+    get() {
+      const Worker = guard(apply(load, global, []));
+      settle(Worker);
+      return Worker;
+    },
+    set: settle,
+    enumerable: false,
+    configurable: true,
+  });
 }
 guardWorkers(globalThis, guardWorkers.toString());
 
