@@ -570,7 +570,7 @@ function scrubPrototypes(): void {
     else unremovable = what;
   }
   if (ObjectGetPrototypeOf(ArrayPrototype) !== ObjectPrototype) {
-    const what = "the prototype of Array.prototype";
+    const what = "the prototype given to Array.prototype";
     try {
       ObjectSetPrototypeOf(ArrayPrototype, ObjectPrototype);
       removed = removed === "" ? what : `${removed}, ${what}`;
@@ -587,7 +587,7 @@ function tidyPrototypes(): void {
   const what = removed;
   removed = "";
   try {
-    sendConsole("warn", `pydeno: removed ${what}: an index property there breaks the runtime`);
+    sendConsole("warn", `pydeno: removed ${what} (Deno's own code reads missing array items through it)`);
   } catch { /* a console frame cannot fail the command */ }
 }
 
