@@ -19,7 +19,12 @@ const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINAT
 const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5, W_PART = 6;
 
 const D: any = (globalThis as any).Deno;
-const config = JSON.parse(D.args[0] ?? "{}");
+// In the environment, not on the command line, which the guest can read back (see
+// pydeno/host/_process.py, SETTINGS_VARIABLE).
+const SETTINGS_VARIABLE = "PYDENO_WORKER_SETTINGS";
+const config = JSON.parse((() => {
+  try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
+})());
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
 const MAX_DEPTH: number = config.max_depth ?? 128;
 const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
@@ -156,7 +161,7 @@ if (config.selftest) {
   // st.env is the whole environment expected: what the launcher set and what deno adds to
   // it. Counts only: names and values of anything else stay out of every message.
   const env = D.env.toObject();
-  const extra = Object.keys(env).filter((name) => env[name] !== st.env[name]).length;
+  const extra = Object.keys(env).filter((name) => name !== SETTINGS_VARIABLE && env[name] !== st.env[name]).length;
   if (extra) breaches.push(`saw ${extra} environment variables the host did not set`);
 }
 
@@ -265,6 +270,7 @@ let hookInstalled = false;
 // no guest code. Guest code could observe that moment only through accessors it planted on
 // shared prototypes; what it would see is the Deno namespace with every permission revoked.
 let nodeProcessLoaded = false;
+const nodeProcessGetter = ObjectGetOwnPropertyDescriptor(globalThis, "process")?.get;
 function loadNodeProcess(): void {
   if (nodeProcessLoaded) return;
   nodeProcessLoaded = true;
@@ -272,6 +278,14 @@ function loadNodeProcess(): void {
   try {
     ObjectDefineProperty(globalThis, "Deno", { value: D, writable: true, enumerable: false, configurable: true });
     post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
+    // node:process is importable from here on; its argv names this file, and so where the
+    // host keeps the worker.
+    if (nodeProcessGetter !== undefined) {
+      const nodeProcess = ReflectApply(nodeProcessGetter, globalThis, []);
+      const argv: any = [nodeProcess.argv[0], "main.ts"];
+      ObjectDefineProperty(nodeProcess, "argv", { value: argv, writable: true, enumerable: true, configurable: true });
+      delete (globalThis as any).process;
+    }
   } catch { /* the REPL eval that follows reports what is broken */ } finally {
     try {
       if (had === undefined) delete (globalThis as any).Deno;

@@ -527,3 +527,29 @@ def test_stack_traces_through_the_worker_show_no_host_path(rt: pydeno.Runtime, w
     worker_dir = str(_process.worker_entry().parent)
     for leak in (worker_dir, "file://", tempfile.gettempdir() + "/", "pydeno-", "worker-", "main.ts", "codec.ts"):
         assert leak not in got, f"{leak!r} in {got!r}"
+
+
+READ_BACK: Final = {
+    "node:process argv": "await 0; (await import('node:process')).default.argv",
+    "Deno.args and process.argv in a Web Worker": RUN_WORKER
+    + "await run("
+    + json.dumps(data_url("self.postMessage([...Deno.args, ...process.argv, String(Deno.mainModule)])"))
+    + ")",
+    "Deno.args and process.argv in a node worker": (
+        "const { Worker } = await import('node:worker_threads');"
+        " await new Promise((resolve) => { const w = new Worker(`require('worker_threads').parentPort.postMessage("
+        "[...Deno.args, ...process.argv])`, {eval: true}); w.on('message', (m) => { resolve(m); w.terminate(); }); })"
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(READ_BACK))
+def test_the_command_line_the_guest_can_read_back_names_no_host_path(rt: pydeno.Runtime, where: str) -> None:
+    got = rt.eval(READ_BACK[where])
+    assert isinstance(got, list) and got, got
+    # The deno binary's own path is there (docs/security.md says so); nothing else of the host.
+    deno = _process.stage(os.path.realpath(_process.find_deno()), _process.worker_entry()).deno
+    text = json.dumps([item for item in got if not str(item).startswith(deno)])
+    worker_dir = str(_process.worker_entry().parent)
+    for leak in (worker_dir, "max_message_bytes", "selftest", "mailbox", sys.executable, "pydeno-"):
+        assert leak not in text, f"{leak!r} in {text}"
