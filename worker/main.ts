@@ -469,7 +469,7 @@ function describe(e: any): [string, string, string] {
   if (stack !== "") {
     // Line by line with indexOf, not split/join: those consult Symbol.split and index
     // setters the guest may have planted.
-    let kept = "", from = 0;
+    let kept = "", any = false, from = 0;
     while (from <= stack.length) {
       let to = StringIndexOf(stack, "\n", from);
       if (to < 0) to = stack.length;
@@ -477,7 +477,8 @@ function describe(e: any): [string, string, string] {
       from = to + 1;
       if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
           StringIncludes(line, "ext:deno_node/inspector")) continue;
-      kept = kept === "" ? line : kept + "\n" + line;
+      kept = any ? kept + "\n" + line : line;
+      any = true;
     }
     stack = kept;
   }
