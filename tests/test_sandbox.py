@@ -215,7 +215,8 @@ def unconfined_with_selftest(config: _process.WorkerConfig) -> list[str]:
     deno, entry = os.path.realpath(_process.find_deno()), _process.worker_entry()
     staged = _process.stage(deno, entry)
     targets = _process.selftest_targets(staged.cache, str(entry.parent))
-    return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", *config.argv(deno, entry, targets)]
+    settings = f"{_process.SETTINGS_VARIABLE}={config.settings(targets)}"
+    return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", settings, *config.argv(deno, entry, targets)]
 
 
 def test_every_probe_reports_its_breach_in_an_unconfined_worker(monkeypatch: pytest.MonkeyPatch) -> None:

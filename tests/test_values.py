@@ -296,7 +296,8 @@ SHAPES: list[tuple[str, str, Callable[[int], Any], bool]] = [
     ("bytes", "new Uint8Array([i % 256, 7])", lambda i: bytes([i % 256, 7]), False),
     ("Dates", "new Date(i * 1000)", lambda i: EPOCH + dt.timedelta(seconds=i), False),
     ("class instances", "new (class { constructor(i) { this.i = i } })(i)", lambda i: {"i": i}, False),
-    ("objects with toJSON", "({i, toJSON: null})", lambda i: {"i": i, "toJSON": None}, False),
+    # JSON.stringify sees a copy: an own toJSON that is not a function is plain data there.
+    ("objects with toJSON", "({i, toJSON: null})", lambda i: {"i": i, "toJSON": None}, True),
 ]
 
 
@@ -421,10 +422,6 @@ def test_function_handles_in_a_long_array_stay_callable(rt: pydeno.Runtime, part
     [
         pytest.param("Array.from({length: 4095}, (_, i) => i)", id="4095 items"),
         pytest.param(
-            iife(f"const a = Array.from({{length: {LONG}}}, (_, i) => i); a.constructor = Object; return a;"),
-            id="own constructor",
-        ),
-        pytest.param(
             f"new (class extends Array {{}})(...Array.from({{length: {LONG}}}, (_, i) => i))", id="Array subclass"
         ),
     ],
@@ -432,12 +429,19 @@ def test_function_handles_in_a_long_array_stay_callable(rt: pydeno.Runtime, part
 def test_an_array_whose_copies_the_guest_could_shape_goes_in_one_frame(
     rt: pydeno.Runtime, part_frames: list[int], code: str
 ) -> None:
-    # Array.prototype.slice builds the species of the array's constructor: only a plain array
-    # is cut into runs. Short ones gain nothing from parts.
+    # Only an array whose prototype is Array.prototype is cut into runs. Short ones gain
+    # nothing from parts.
     value = rt.eval(code)
     assert value == list(range(len(value)))
     assert len(value) in (4095, LONG)
     assert part_frames == []
+
+
+def test_an_array_with_its_own_constructor_arrives_exactly_in_parts(rt: pydeno.Runtime, part_frames: list[int]) -> None:
+    # The runs are copied item by item, never built by the species the constructor names.
+    value = rt.eval(iife(f"const a = Array.from({{length: {LONG}}}, (_, i) => i); a.constructor = Object; return a;"))
+    assert part_frames
+    assert value == list(range(LONG))
 
 
 def test_a_getter_that_gives_arrays_a_tojson_during_the_check_leaves_a_result_in_parts_whole() -> None:
@@ -1064,9 +1068,10 @@ POISONS = {
     "toJSON on every object": (
         "Object.prototype.toJSON = function () { return 'garbage' }; Array.prototype.toJSON = () => 'garbage'"
     ),
-    "setters on Object.prototype and Array.prototype": (
+    # Array.prototype cannot hold an index property; one on Object.prototype is removed.
+    "setters on Object.prototype": (
         "Object.defineProperty(Object.prototype, 's', {set: bad, configurable: true});"
-        "Object.defineProperty(Array.prototype, '2', {set: bad, configurable: true})"
+        "Object.defineProperty(Object.prototype, '2', {set: bad, configurable: true})"
     ),
     "Symbol.toStringTag": (
         "Object.defineProperty(Object.getPrototypeOf(Uint8Array.prototype), Symbol.toStringTag, {get: () => 'x'})"
@@ -1136,10 +1141,9 @@ def test_poisoning_a_builtin_does_not_change_how_values_cross(unpoisoned: dict[s
 def test_a_getter_that_changes_its_value_cannot_smuggle_a_lone_surrogate_through_the_json_lane(
     rt: pydeno.Runtime,
 ) -> None:
-    # The JSON lane checks a value and then JSON.stringify reads it again; a getter can
-    # answer differently the second time. Whatever it answers, no lone surrogate reaches
-    # Python: json.loads would turn JSON.stringify's \ud800 escape back into one.
-    value = rt.eval(iife(r"let n = 0; return [{ get a() { return n++ === 0 ? 'ok' : 'x\ud800' } }];"))
+    # The JSON lane reads a getter once, into the copy it stringifies; no lone surrogate it
+    # answers reaches Python: json.loads would turn JSON.stringify's \ud800 escape back into one.
+    value = rt.eval(iife(r"let n = 0; return [{ get a() { return n++ === 0 ? 'x\ud800' : 'ok' } }];"))
     assert value == [{"a": "x\ufffd"}]
     value[0]["a"].encode("utf-8")
 
@@ -1160,19 +1164,21 @@ OUTSIDE_CODEC = {
     "Function.prototype.call": "Function.prototype.call = () => 'G'",
 }
 
+# Index accessors on the prototypes break Deno's own JavaScript (evalContext, the tick queue,
+# the inspector build and read arrays with [[Set]] and [[Get]]): Array.prototype refuses them,
+# and the worker removes Object.prototype's after each command.
+OUTSIDE_CODEC["a getter for index 0 on Object.prototype"] = (
+    "Object.defineProperty(Object.prototype, '0', {get: () => 'G', configurable: true})"
+)
+OUTSIDE_CODEC["a setter for index 0 on Array.prototype"] = (
+    "Object.defineProperty(Array.prototype, '0', {set: bad, configurable: true})"
+)
+
 # Known gaps, strict so that closing one makes its test fail loudly. They live in Deno's own
 # JavaScript, which the worker cannot capture: the async op machinery (used for stdin while
-# a timer or other async work is pending) calls `originalOp.call(...)`, and evalContext and
-# the inspector build arrays with [[Set]], which an accessor on an index of Object.prototype
-# or Array.prototype intercepts. A guest that does this only breaks its own runtime: its
-# commands hit their deadline and the host kills the worker.
+# a timer or other async work is pending) calls `originalOp.call(...)`. A guest that does this
+# only breaks its own runtime: its commands hit their deadline and the host kills the worker.
 DENO_INTERNALS = {
-    "a getter for index 0 on Object.prototype": (
-        "Object.defineProperty(Object.prototype, '0', {get: () => 'G', configurable: true})"
-    ),
-    "a setter for index 0 on Array.prototype": (
-        "Object.defineProperty(Array.prototype, '0', {set: bad, configurable: true})"
-    ),
     "Function.prototype.call, with a timer pending": (
         "Function.prototype.call = () => 'G'; globalThis.keep = setInterval(() => {}, 5)"
     ),
@@ -1183,7 +1189,12 @@ def _survives(poison: str) -> None:
     with pydeno.Runtime(timeout=1) as rt:
         ident = rt.eval("(x) => x")
         rt.bind_function("take", lambda: {"k": [1, 2]})
-        rt.eval(f"{{ const bad = function () {{ throw new Error('poisoned') }}; {poison}; }} 1")
+        try:
+            rt.eval(f"{{ const bad = function () {{ throw new Error('poisoned') }}; {poison}; }} 1")
+        except pydeno.JavaScriptError as exc:
+            # Deno's evaluation reads array iteration and indices 0 and 1 after the code: its
+            # value is refused; Array.prototype refuses an index property outright.
+            assert "value of this eval was lost" in str(exc) or "Cannot define property 0" in str(exc)
         assert rt.eval("[1, 'x']") == [1, "x"]
         assert ident(["y" * 100_000, b"\x01" * 70_000]) == ["y" * 100_000, b"\x01" * 70_000]
         assert rt.eval("take().then((v) => v.k[1])") == 2
@@ -1247,8 +1258,8 @@ def test_only_plain_json_values_take_the_json_lane(
     assert len(back) == len(value)
 
 
-# -- the worker's JSON lane check (codec.ts jsonExact) at every level ---------------------------
-# jsonExact checks an object's children in the same call and recurses only every second level,
+# -- the worker's JSON lane check (codec.ts jsonCopy) at every level ----------------------------
+# jsonCopy checks an object's children in the same call and recurses only every second level,
 # so each of its rules is tried with the value one to four levels down, after good siblings.
 LEAVES = [
     # (JavaScript leaf, what Python receives, whether the value takes the JSON lane)
@@ -1275,8 +1286,9 @@ LEAVES = [
     ("new Map([[1, 2]])", {1: 2}, False),
     ("new Uint8Array([1])", b"\x01", False),
     ("new (class { constructor() { this.a = 1 } })()", {"a": 1}, False),
-    ("({a: 1, toJSON: null})", {"a": 1, "toJSON": None}, False),
-    ("Object.assign([1], {toJSON: null})", [1], False),
+    # JSON.stringify sees a copy: an own toJSON that is not a function is plain data there.
+    ("({a: 1, toJSON: null})", {"a": 1, "toJSON": None}, True),
+    ("Object.assign([1], {toJSON: null})", [1], True),
     ("[1, , 3]", [1, pydeno.undefined, 3], False),
 ]
 

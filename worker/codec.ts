@@ -15,6 +15,9 @@ const ObjectKeys = Object.keys;
 const ObjectIs = Object.is;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const ObjectDefineProperty = Object.defineProperty;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
+const ObjectHasOwn = Object.hasOwn;
 const ArrayIsArray = Array.isArray;
 const NumberIsInteger = Number.isInteger;
 const NumberIsSafeInteger = Number.isSafeInteger;
@@ -26,7 +29,6 @@ const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const U8Slice = uncurry(Uint8Array.prototype.slice);
-const ArraySlice = uncurry(Array.prototype.slice);
 const TypedArrayProto = ObjectGetPrototypeOf(Uint8Array.prototype);
 const TypedArrayLength = uncurry(
   Object.getOwnPropertyDescriptor(TypedArrayProto, "length")!.get as () => number,
@@ -43,6 +45,7 @@ const SetForEach = uncurry(Set.prototype.forEach);
 const SetSize = uncurry(Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get as () => number);
 const SetAdd = uncurry(Set.prototype.add);
 const MapCtor = Map;
+const ArrayCtor = Array;
 const SetCtor = Set;
 const DateCtor = Date;
 const Uint8ArrayCtor = Uint8Array;
@@ -135,6 +138,8 @@ export class Writer {
   limit: number;
   maxDepth: number;
   hooks: EncodeHooks;
+  // Whether holes read as undefined in the value being encoded: -1 until an array asks.
+  private holes = -1;
   // Null-prototype so a setter the guest puts on Array.prototype cannot intercept them.
   private stack: any = ObjectCreate(null);
   private keys: any = ObjectCreate(null);
@@ -315,35 +320,61 @@ export class Writer {
 
   /** Encodes a whole value: plain JSON-shaped data goes through V8's native JSON.stringify
    * (several times faster than encoding in JavaScript when V8 runs jitless), as an
-   * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
+   * EXT_JSON payload of a copy made by jsonCopy; anything JSON would not carry exactly goes
+   * through value(). */
   top(v: any, depth = 0): void {
-    if (typeof v === "object" && v !== null && jsonExact(v, depth, this.maxDepth)) {
-      const text = JSONStringify(v);
-      if (wrote(text, ArrayIsArray(v) ? 0x5b : 0x7b)) {
-        this.json(text);
+    if (typeof v === "object" && v !== null) {
+      const copy = jsonCopy(v, depth, this.maxDepth);
+      // Checked after the copy, whose getters may have changed the prototypes: the state
+      // JSON.stringify meets, and (but for a getter that undid its own change) the one the
+      // copy was read in.
+      if (copy !== NOT_JSON && jsonSafe()) {
+        this.json(JSONStringify(copy));
         return;
       }
     }
+    this.holes = -1;
     this.value(v, depth);
-    if (this.room() < 0) throw this.tooLarge();
+    this.settled();
   }
 
   /** Encodes items from..to of the array v (at depth 0) as an array of their own, as top()
    * would encode them inside v: the same lane rules, v itself on the stack for the cycle
    * check, and paths in errors that name each item's index in v. */
   items(v: any[], from: number, to: number): void {
-    if ((v as any).toJSON === undefined && exactItems(v, null, from, to, 0, this.maxDepth)) {
-      const text = JSONStringify(ArraySlice(v, from, to));
-      if (wrote(text, 0x5b)) {
-        this.json(text);
-        return;
-      }
+    const copy = copyItems(v, from, to, 0, this.maxDepth);
+    if (copy !== NOT_JSON && jsonSafe()) {
+      this.json(JSONStringify(copy));
+      return;
     }
+    this.holes = -1;
     this.header(0x90, -1, 0xdc, 0xdd, to - from, 15);
     this.stack[0] = v;
     const keys = this.keys;
-    for (let i = from; i < to; i++) { keys[0] = i; this.value(v[i], 1); }
+    const plain = ObjectGetPrototypeOf(v) === ArrayPrototype && this.holesUndefined();
+    for (let i = from; i < to; i++) {
+      keys[0] = i;
+      this.value(plain || ObjectHasOwn(v, i) ? v[i] : undefined, 1);
+    }
+    this.settled();
+  }
+
+  /** Whether holes read as undefined, asked once per value and then kept: see settled(). */
+  private holesUndefined(): boolean {
+    if (this.holes < 0) this.holes = holesReadUndefined() ? 1 : 0;
+    return this.holes === 1;
+  }
+
+  /** The checks at the end of a value: its size, and that the value's getters did not put an
+   * index property on a prototype while it was read, which a hole read after it would have
+   * read instead of undefined. */
+  private settled(): void {
     if (this.room() < 0) throw this.tooLarge();
+    if (this.holes === 1 && !holesReadUndefined()) {
+      throw new CodecError(
+        "the value put an index property on Object.prototype while it was converted",
+      );
+    }
   }
 
   /** text as an EXT_JSON payload. */
@@ -408,7 +439,12 @@ export class Writer {
       const n = v.length;
       this.header(0x90, -1, 0xdc, 0xdd, n, 15);
       const keys = this.keys;
-      for (let i = 0; i < n; i++) { keys[depth] = i; this.value(v[i], depth + 1); }
+      // Only own items: a hole is undefined, never what a prototype holds at its index.
+      if (proto === ArrayPrototype && this.holesUndefined()) {
+        for (let i = 0; i < n; i++) { keys[depth] = i; this.value(v[i], depth + 1); }
+      } else {
+        for (let i = 0; i < n; i++) { keys[depth] = i; this.value(ObjectHasOwn(v, i) ? v[i] : undefined, depth + 1); }
+      }
       return;
     }
     if (ArrayBufferIsView(v)) {
@@ -495,7 +531,8 @@ export class Writer {
       if (canon === undefined) return;
       const earlier = MapGet(first, canon);
       if (earlier !== undefined) {
-        const [what, one] = isMap ? ["a Map whose keys", "one key of a Python dict"] : ["a Set whose items", "one item of a Python set"];
+        const what = isMap ? "a Map whose keys" : "a Set whose items";
+        const one = isMap ? "one key of a Python dict" : "one item of a Python set";
         throw new CodecError(`${this.where(depth)} is ${what} ${keyText(earlier)} and ${keyText(key)} would be ${one}`);
       }
       MapSet(first, canon, key);
@@ -504,9 +541,12 @@ export class Writer {
     else SetForEach(v, check);
   }
 
-  /** Any other object: its own enumerable string-keyed properties, like JSON. */
+  /** Any other object: its own enumerable string-keyed properties, like JSON. Read once, by
+   * spread, into a copy: a getter that deletes a later key then cannot make its read fall
+   * through to a prototype. */
   object(v: any, depth: number): void {
-    const keys = ObjectKeys(v);
+    const c = { ...v };
+    const keys = ObjectKeys(c);
     const n = keys.length;
     this.header(0x80, -1, 0xde, 0xdf, n, 15);
     const path = this.keys;
@@ -514,7 +554,7 @@ export class Writer {
       const k = keys[i];
       this.str(k);
       path[depth] = k;
-      this.value(v[k], depth + 1);
+      this.value(c[k], depth + 1);
     }
   }
 }
@@ -526,81 +566,124 @@ function keyText(key: any): string {
   return `${key}`;
 }
 
-/** Whether JSON.stringify wrote an array ([, 0x5b) or an object ({, 0x7b) as asked. A getter
- * the exactness check ran may have given arrays or objects a toJSON meanwhile (or changed
- * what slice() builds): then the value takes the msgpack lane, since the host refuses a
- * part, or a host call's argument list, that is not an array. */
-function wrote(text: string | undefined, open: number): boolean {
-  return typeof text === "string" && StringCharCodeAt(text, 0) === open;
+/** Whether a hole in a plain array reads as undefined: no index property on Array.prototype
+ * or Object.prototype, and Array.prototype still inherits from Object.prototype directly.
+ * Array.prototype is an array itself, so an index property on it would raise its length;
+ * Object.prototype's own names list its index properties first. */
+export function holesReadUndefined(): boolean {
+  if (ArrayPrototype.length !== 0 || ObjectGetPrototypeOf(ArrayPrototype) !== ObjectPrototype) return false;
+  const names = ObjectGetOwnPropertyNames(ObjectPrototype);
+  if (names.length === 0) return true;
+  const c = StringCharCodeAt(names[0], 0);
+  return !(c >= 0x30 && c <= 0x39);
 }
 
-/** True when JSON.stringify(v), for an object v, carries v exactly as value() would: only
- * plain objects and arrays (no toJSON) holding strings, booleans, null and numbers other than
- * -0, NaN, infinities and integers beyond 2**53, within the depth limit (which also rules out
- * cycles). Strings are not checked here: JSON.stringify escapes a lone surrogate as \udXXX,
- * and the host turns those into U+FFFD, as the msgpack lane does.
+/** Whether JSON.stringify of a copy made by jsonCopy runs no guest code and reads only what
+ * the copy holds: no toJSON on Object.prototype or Array.prototype, no enumerable property on
+ * Object.prototype (the copy's for-in would visit it) and holes reading as undefined. */
+function jsonSafe(): boolean {
+  return ObjectGetOwnPropertyDescriptor(ObjectPrototype, "toJSON") === undefined &&
+    ObjectGetOwnPropertyDescriptor(ArrayPrototype, "toJSON") === undefined &&
+    ObjectKeys(ObjectPrototype).length === 0 && holesReadUndefined();
+}
+
+// What jsonCopy returns for a value JSON.stringify would not carry exactly.
+const NOT_JSON: any = ObjectCreate(null);
+
+/** For an object v, a copy of it that JSON.stringify carries exactly as value() would carry v,
+ * or NOT_JSON. The copy holds only plain objects and arrays, made by this function, and in them
+ * strings, booleans, null and numbers other than -0, NaN, infinities and integers beyond 2**53,
+ * within the depth limit (which also rules out cycles). Strings are not checked: JSON.stringify
+ * escapes a lone surrogate as \udXXX, and the host turns those into U+FFFD, as the msgpack lane
+ * does.
+ *
+ * Each property of v is read once, here: a getter, or a Proxy's trap, that changes some part
+ * of v, or plants a toJSON, while it is read cannot make JSON.stringify write anything but
+ * what was checked, since JSON.stringify only ever sees the copy. An object is copied by
+ * spread, which reads its own enumerable properties only; an array item by index, so holes
+ * read as undefined only when holesReadUndefined() (the caller checks jsonSafe() after).
  *
  * Written for jitless V8, where a call costs more than the checks and each bytecode counts:
- * primitives are checked inline, and each object item's own items are opened inline too (in
- * exactItems, whose inner loop repeats the outer one a level down), so the walk makes one
+ * primitives are checked inline, and each item's own properties are checked inline too (in
+ * copyItems, whose inner loop repeats the outer one a level down), so the walk makes one
  * call per two levels of objects, none for an array of flat records. typeof tests in an if
- * chain compile to one bytecode each, unlike a switch on typeof. The order in which
- * properties are read, and so any getter the guest defined runs, is depth first, as a plain
- * recursive walk would. */
-function jsonExact(v: any, depth: number, maxDepth: number): boolean {
-  if (depth >= maxDepth) return false;
+ * chain compile to one bytecode each, unlike a switch on typeof. Properties are read, and so
+ * any getter the guest defined runs, depth first, as a plain recursive walk would. */
+function jsonCopy(v: any, depth: number, maxDepth: number): any {
+  if (depth >= maxDepth) return NOT_JSON;
   const proto = ObjectGetPrototypeOf(v);
   if (proto === ArrayPrototype) {
-    if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
-    return exactItems(v, null, 0, v.length, depth, maxDepth);
+    if (!ArrayIsArray(v)) return NOT_JSON;
+    return copyItems(v, 0, v.length, depth, maxDepth);
   }
-  if ((proto === ObjectPrototype || proto === null) && v.toJSON === undefined) {
-    const keys = ObjectKeys(v);
-    return exactItems(v, keys, 0, keys.length, depth, maxDepth);
+  if (proto !== ObjectPrototype && proto !== null) return NOT_JSON;
+  const c = { ...v };
+  for (const k in c) {
+    const y = c[k];
+    if (typeof y === "string" || typeof y === "boolean") continue;
+    if (typeof y === "number") {
+      if (y === (y | 0) ? y === 0 && 1 / y < 0 : y - y !== 0 || (y % 1 === 0 && (y > MAX_SAFE || y < -MAX_SAFE))) {
+        return NOT_JSON;
+      }
+      continue;
+    }
+    if (typeof y !== "object") return NOT_JSON;
+    if (y === null) continue;
+    const cy = jsonCopy(y, depth + 1, maxDepth);
+    if (cy === NOT_JSON) return NOT_JSON;
+    c[k] = cy;
   }
-  return false;
+  return c;
 }
 
-/** Whether items from..to of v (its own keys[i], or its indices when keys is null), which sits
- * at depth, are each exactly what JSON.stringify writes (see jsonExact). */
-function exactItems(v: any, keys: string[] | null, from: number, to: number, depth: number, maxDepth: number): boolean {
+/** Items from..to of the array v, which sits at depth, as a new array of what jsonCopy makes of
+ * each, or NOT_JSON. */
+function copyItems(v: any, from: number, to: number, depth: number, maxDepth: number): any {
+  // Sized up front: cheaper than growing it, and every slot is filled or the copy dropped.
+  const out: any[] = new ArrayCtor(to - from);
+  let j = 0;
   for (let i = from; i < to; i++) {
-    const x = keys === null ? v[i] : v[keys[i]];
-    if (typeof x === "string" || typeof x === "boolean") continue;
+    const x = v[i];
+    if (typeof x === "string" || typeof x === "boolean") { out[j++] = x; continue; }
     if (typeof x === "number") {
       // An int32 (-0 too, as -0 === 0) needs only the sign test; others are checked in full.
       if (x === (x | 0) ? x === 0 && 1 / x < 0 : x - x !== 0 || (x % 1 === 0 && (x > MAX_SAFE || x < -MAX_SAFE))) {
-        return false;
+        return NOT_JSON;
       }
+      out[j++] = x;
       continue;
     }
-    if (typeof x !== "object") return false;
-    if (x === null) continue;
-    if (depth + 1 >= maxDepth) return false;
+    if (typeof x !== "object") return NOT_JSON;
+    if (x === null) { out[j++] = x; continue; }
+    if (depth + 1 >= maxDepth) return NOT_JSON;
     const xProto = ObjectGetPrototypeOf(x);
     if (xProto === ArrayPrototype) {
-      if (!ArrayIsArray(x) || (x as any).toJSON !== undefined) return false;
-      if (!exactItems(x, null, 0, x.length, depth + 1, maxDepth)) return false;
+      if (!ArrayIsArray(x)) return NOT_JSON;
+      const cx = copyItems(x, 0, x.length, depth + 1, maxDepth);
+      if (cx === NOT_JSON) return NOT_JSON;
+      out[j++] = cx;
       continue;
     }
-    if ((xProto !== ObjectPrototype && xProto !== null) || x.toJSON !== undefined) return false;
-    // for-in rather than Object.keys: no array of keys per object (a quarter of the time
-    // under jitless V8). It also visits inherited enumerable keys, which JSON.stringify
-    // skips: checking more than needed can only send a value down the msgpack lane.
-    for (const k in x) {
-      const y = x[k];
+    if (xProto !== ObjectPrototype && xProto !== null) return NOT_JSON;
+    const c = { ...x };
+    for (const k in c) {
+      const y = c[k];
       if (typeof y === "string" || typeof y === "boolean") continue;
       if (typeof y === "number") {
         if (y === (y | 0) ? y === 0 && 1 / y < 0 : y - y !== 0 || (y % 1 === 0 && (y > MAX_SAFE || y < -MAX_SAFE))) {
-          return false;
+          return NOT_JSON;
         }
         continue;
       }
-      if (typeof y !== "object") return false;
-      if (y !== null && !jsonExact(y, depth + 2, maxDepth)) return false;
+      if (typeof y !== "object") return NOT_JSON;
+      if (y === null) continue;
+      const cy = jsonCopy(y, depth + 2, maxDepth);
+      if (cy === NOT_JSON) return NOT_JSON;
+      c[k] = cy;
     }
+    out[j++] = c;
   }
-  return true;
+  return out;
 }
 
 export interface DecodeHooks {

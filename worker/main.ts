@@ -9,7 +9,7 @@
 
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
-import { CodecError, Reader, Writer } from "./codec.ts";
+import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
 
 const PROTOCOL_VERSION = 3;
 
@@ -19,7 +19,12 @@ const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINAT
 const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5, W_PART = 6;
 
 const D: any = (globalThis as any).Deno;
-const config = JSON.parse(D.args[0] ?? "{}");
+// In the environment, not on the command line, which the guest can read back (see
+// pydeno/host/_process.py, SETTINGS_VARIABLE).
+const SETTINGS_VARIABLE = "PYDENO_WORKER_SETTINGS";
+const config = JSON.parse((() => {
+  try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
+})());
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
 const MAX_DEPTH: number = config.max_depth ?? 128;
 const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
@@ -61,11 +66,11 @@ const PromiseCtor = Promise;
 const PromiseProto = Promise.prototype;
 const ErrorCtor = Error;
 const RegExpExec = uncurry(RegExp.prototype.exec);
-const StringSplit = uncurry(String.prototype.split);
 const StringIncludes = uncurry(String.prototype.includes);
+const StringIndexOf = uncurry(String.prototype.indexOf);
 const StringSlice = uncurry(String.prototype.slice);
-const ArrayJoin = uncurry(Array.prototype.join);
-const ArrayPush = uncurry(Array.prototype.push);
+const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
+const StringStartsWith = uncurry(String.prototype.startsWith);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
 const PromiseThen = uncurry(Promise.prototype.then);
@@ -79,9 +84,15 @@ function randomHex(): string {
   return out;
 }
 const Uint8ArrayCtor = Uint8Array;
+const coreEncode: (s: string) => Uint8Array = core.encode;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
+const ObjectSetPrototypeOf = Object.setPrototypeOf;
+const ObjectHasOwn = Object.hasOwn;
+const ReflectDeleteProperty = Reflect.deleteProperty;
+const IsPromise: (v: any) => boolean = core.isPromise;
 const ArrayPrototype: any = Array.prototype;
 const ObjectPrototype = Object.prototype;
 const ArrayIteratorPrototype: any = ObjectGetPrototypeOf([][Symbol.iterator]());
@@ -151,7 +162,7 @@ if (config.selftest) {
   // st.env is the whole environment expected: what the launcher set and what deno adds to
   // it. Counts only: names and values of anything else stay out of every message.
   const env = D.env.toObject();
-  const extra = Object.keys(env).filter((name) => env[name] !== st.env[name]).length;
+  const extra = Object.keys(env).filter((name) => name !== SETTINGS_VARIABLE && env[name] !== st.env[name]).length;
   if (extra) breaches.push(`saw ${extra} environment variables the host did not set`);
 }
 
@@ -214,7 +225,7 @@ function inspectorCall(method: string, params: any): Promise<any> {
 
 async function fetchRemote(remote: any): Promise<any> {
   if (remote.objectId === undefined) {
-    if ("unserializableValue" in remote) {
+    if (ObjectHasOwn(remote, "unserializableValue")) {
       const u: string = remote.unserializableValue;
       if (u === "NaN") return NaN;
       if (u === "Infinity") return Infinity;
@@ -260,6 +271,7 @@ let hookInstalled = false;
 // for exactly that synchronous load and a message that runs no guest code. Guest code could observe that moment only through accessors it planted on
 // shared prototypes; what it would see is the Deno namespace with every permission revoked.
 let nodeProcessLoaded = false;
+const nodeProcessGetter = ObjectGetOwnPropertyDescriptor(globalThis, "process")?.get;
 function loadNodeProcess(): void {
   if (nodeProcessLoaded) return;
   nodeProcessLoaded = true;
@@ -267,6 +279,14 @@ function loadNodeProcess(): void {
   try {
     ObjectDefineProperty(globalThis, "Deno", { value: D, writable: true, enumerable: false, configurable: true });
     post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
+    // node:process is importable from here on; its argv names this file, and so where the
+    // host keeps the worker.
+    if (nodeProcessGetter !== undefined) {
+      const nodeProcess = ReflectApply(nodeProcessGetter, globalThis, []);
+      const argv: any = [nodeProcess.argv[0], "main.ts"];
+      ObjectDefineProperty(nodeProcess, "argv", { value: argv, writable: true, enumerable: true, configurable: true });
+      delete (globalThis as any).process;
+    }
   } catch { /* the REPL eval that follows reports what is broken */ } finally {
     try {
       if (had === undefined) delete (globalThis as any).Deno;
@@ -297,6 +317,10 @@ async function replEval(code: string): Promise<any> {
       capturePromise = false;
       kept = capturedPromise;
       capturedPromise = undefined;
+      // The guest code may put index properties on Object.prototype, which must go before
+      // Deno's tick plumbing meets them: that runs before the inspector's answer reaches
+      // this function, but after a reaction to the evaluation's promise.
+      if (kept !== undefined) PromiseThen(kept, tidyPrototypes, tidyPrototypes);
     }
   });
   void kept; // the inspector has answered: the evaluation's promise may go now
@@ -427,13 +451,8 @@ function sendError(id: number, e: any): void {
 // the conversion. The RESULT frame carries the last run; all of them share one byte budget.
 const PARTS_FROM = 4096; // items
 const PARTS = 8;
-const ArrayCtor = Array;
-const SymbolSpecies = Symbol.species;
-
 function inParts(value: any): boolean {
-  // Array.prototype.slice builds what the constructor's species says: only plain arrays.
-  return ArrayIsArray(value) && value.length >= PARTS_FROM && ObjectGetPrototypeOf(value) === ArrayPrototype &&
-    value.constructor === ArrayCtor && (ArrayCtor as any)[SymbolSpecies] === ArrayCtor;
+  return ArrayIsArray(value) && ObjectGetPrototypeOf(value) === ArrayPrototype && value.length >= PARTS_FROM;
 }
 
 function sendResult(id: number, value: any): void {
@@ -508,29 +527,34 @@ function describe(e: any): [string, string, string] {
     try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
   }
   if (stack !== "") {
-    const kept: string[] = [];
-    const lines = StringSplit(stack, "\n");
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i];
+    // Line by line with indexOf, not split/join: those consult Symbol.split and index
+    // setters the guest may have planted.
+    let kept = "", any = false, from = 0;
+    while (from <= stack.length) {
+      let to = StringIndexOf(stack, "\n", from);
+      if (to < 0) to = stack.length;
+      const line = StringSlice(stack, from, to);
+      from = to + 1;
       if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
           StringIncludes(line, "ext:deno_node/inspector")) continue;
-      ArrayPush(kept, line);
+      kept = any ? kept + "\n" + line : line;
+      any = true;
     }
-    stack = ArrayJoin(kept, "\n");
+    stack = kept;
   }
   return [name, message, stack];
 }
 
 // --- Guest-facing globals ----------------------------------------------------------------
 function formatArgs(args: any[]): string {
-  const parts: string[] = [];
+  let out = "";
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     let s: string;
     try { s = typeof a === "string" ? a : inspect(a, { depth: 4, colors: false }); } catch { s = "<uninspectable>"; }
-    ArrayPush(parts, s);
+    out = i === 0 ? s : out + " " + s;
   }
-  return ArrayJoin(parts, " ");
+  return out;
 }
 
 function consoleMethod(level: string) {
@@ -595,6 +619,62 @@ function bind(name: string): void {
   ObjectDefineProperty(globalThis, name, { value: fn, writable: true, enumerable: false, configurable: true });
 }
 
+// --- Index properties on the shared prototypes -----------------------------------------------
+// Deno's own JavaScript (its tick queue, timers, promise and op plumbing) reads array holes and
+// missing indices the usual way, through Array.prototype and Object.prototype. An index
+// property there that throws or answers junk, which a guest can define, breaks Deno itself:
+// the next command used to end the whole worker. Array.prototype cannot get one (see where
+// its length is made read-only below); for Object.prototype, whenever a command ends and
+// whenever the read loop comes round, the worker removes them (and puts Array.prototype back
+// on Object.prototype) and says so on the console. When none is there, which is always but
+// after such a guest, the check costs one listing of Object.prototype's names. One the guest
+// made non-configurable cannot go: the worker then ends once the command is answered, rather
+// than fail at random later.
+let unremovable = "";
+let removed = ""; // what scrubPrototypes removed and tidyPrototypes has yet to report
+
+/** Removes the index properties on Object.prototype; safe to call in the middle of a frame. */
+function scrubPrototypes(): void {
+  if (holesReadUndefined()) return;
+  const names = ObjectGetOwnPropertyNames(ObjectPrototype);
+  for (let i = 0; i < names.length; i++) {
+    const c = StringCharCodeAt(names[i], 0);
+    if (!(c >= 0x30 && c <= 0x39)) break; // index names come first
+    const what = `Object.prototype[${names[i]}]`;
+    if (ReflectDeleteProperty(ObjectPrototype, names[i])) removed = removed === "" ? what : `${removed}, ${what}`;
+    else unremovable = what;
+  }
+  if (ObjectGetPrototypeOf(ArrayPrototype) !== ObjectPrototype) {
+    const what = "the prototype given to Array.prototype";
+    try {
+      ObjectSetPrototypeOf(ArrayPrototype, ObjectPrototype);
+      removed = removed === "" ? what : `${removed}, ${what}`;
+    } catch {
+      unremovable = what;
+    }
+  }
+}
+
+/** scrubPrototypes, and the report of what it removed: only where no frame is being written. */
+function tidyPrototypes(): void {
+  scrubPrototypes();
+  if (removed === "") return;
+  const what = removed;
+  removed = "";
+  try {
+    sendConsole("warn", `pydeno: removed ${what} (Deno's own code reads missing array items through it)`);
+  } catch { /* a console frame cannot fail the command */ }
+}
+
+/** Ends the worker if the guest left the prototypes in a state Deno's own code fails in. */
+function endIfUnremovable(): void {
+  if (unremovable === "") return;
+  coreWriteSync(2, coreEncode(
+    `pydeno worker: the guest made ${unremovable} non-configurable; Deno's own code reads through it\n`,
+  ));
+  exit(70);
+}
+
 // --- Commands ------------------------------------------------------------------------------
 let inflight = 0;
 
@@ -605,7 +685,8 @@ function commandStarts(): void {
 }
 
 function isNativePromise(value: any): boolean {
-  return value !== null && typeof value === "object" && ObjectGetPrototypeOf(value) === PromiseProto;
+  // The brand check first: it runs no trap, so a Proxy cannot throw from here.
+  return IsPromise(value) && ObjectGetPrototypeOf(value) === PromiseProto;
 }
 
 /** Runs one command and answers request id with its value or its error. A value that is
@@ -616,9 +697,11 @@ function answer(id: number, run: () => any): void {
   try {
     value = run();
   } catch (e) {
+    tidyPrototypes();
     try { sendError(id, e); } finally { inflight--; }
     return;
   }
+  tidyPrototypes();
   if (!isNativePromise(value)) {
     try { sendResult(id, value); } finally { inflight--; }
     return;
@@ -627,8 +710,17 @@ function answer(id: number, run: () => any): void {
 }
 
 async function settle(id: number, promise: Promise<any>): Promise<void> {
+  let value: any;
   try {
-    sendResult(id, await promise);
+    value = await promise;
+  } catch (e) {
+    tidyPrototypes();
+    try { sendError(id, e); } finally { inflight--; }
+    return;
+  }
+  try {
+    tidyPrototypes();
+    sendResult(id, value);
   } catch (e) {
     sendError(id, e);
   } finally {
@@ -647,6 +739,15 @@ function runEval(id: number, code: string): void {
     // serves repeated source; what it keeps of each new source goes at the worker's next
     // collection (see "Memory over a long life").
     const outcome = evalContext(code, "guest:eval");
+    // The same wrapper ran after the guest code: if that code changed what it reads, the
+    // outcome may hold something other than the code's value or error.
+    if (!classicScriptSafe()) {
+      throw new ErrorCtor(
+        "the value of this eval was lost: the code replaced array iteration or put an index property on " +
+          "Object.prototype or Array.prototype, which Deno's evaluation reads after the code runs " +
+          "(its other effects stand; evals that use await are not affected)",
+      );
+    }
     if (outcome[1] !== null) throw outcome[1].thrown;
     return outcome[0];
   });
@@ -699,11 +800,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
         delete pendingCalls[callId];
         outstandingCalls--;
       }
-      let payload: any, failed = !ok;
-      try { payload = reader.value(0); } catch (e) { payload = e; failed = true; }
+      let payload: any, unreadable = false;
+      try { payload = reader.value(0); } catch (e) { payload = e; unreadable = true; }
       if (pending === undefined) return;
-      if (!failed) pending[0](payload);
-      else if (payload instanceof ErrorCtor) pending[1](payload);
+      if (unreadable) pending[1](payload);
+      else if (ok) pending[0](payload);
       else {
         const err = new ErrorCtor(StringFn(payload[1]));
         ObjectDefineProperty(err, "name", { value: StringFn(payload[0]), writable: true, configurable: true });
@@ -728,7 +829,125 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
   throw new ErrorCtor(`unknown frame kind ${kind} from host`);
 }
 
+// --- Stack traces the guest can read --------------------------------------------------------
+// A guest function that the worker calls (a getter the codec reads, a toJSON) sees this
+// worker's frames in its stack traces, and with them where the host keeps these files: its
+// install directory, temporary directory or user id. Every stack trace is made here instead
+// of by Deno's default, without those frames: Deno asks Error.prepareStackTrace for one
+// whenever a stack is first read, and this accessor always answers with neutralStack, which
+// calls the guest's own prepareStackTrace, if it set one, with the frames that remain.
+const ErrorToString = uncurry(ErrorCtor.prototype.toString);
+// A frame's file is a path where Deno gives one for a file: URL.
+const WORKER_PATH = decodeURIComponent(StringSlice(WORKER_DIR, "file://".length));
+let guestPrepareStackTrace: any = undefined;
+// Taken from the first frames Deno hands over, before any reaches the guest.
+let CallSiteFileName: any = undefined, CallSiteToString: any = undefined;
+
+function neutralStack(error: any, sites: any): any {
+  if (CallSiteFileName === undefined && sites.length > 0) {
+    const proto = ObjectGetPrototypeOf(sites[0]);
+    CallSiteFileName = uncurry(proto.getFileName);
+    CallSiteToString = uncurry(proto.toString);
+  }
+  const kept: any = [];
+  let n = 0;
+  for (let i = 0; i < sites.length; i++) {
+    const file = CallSiteFileName(sites[i]);
+    if (typeof file === "string" && (StringStartsWith(file, WORKER_DIR) || StringStartsWith(file, WORKER_PATH))) continue;
+    ObjectDefineProperty(kept, n++, { value: sites[i], writable: true, enumerable: true, configurable: true });
+  }
+  if (typeof guestPrepareStackTrace === "function") return ReflectApply(guestPrepareStackTrace, ErrorCtor, [error, kept]);
+  let text: string;
+  try { text = ErrorToString(error); } catch { text = "Error"; }
+  for (let i = 0; i < n; i++) text += `\n    at ${CallSiteToString(kept[i])}`;
+  return text;
+}
+ObjectDefineProperty(ErrorCtor, "prepareStackTrace", {
+  // Deno hands the frames over in an array it fills by assignment, and panics if that throws,
+  // as an index accessor on Object.prototype makes it: those go first (see scrubPrototypes).
+  get: () => {
+    scrubPrototypes();
+    return unremovable === "" ? neutralStack : undefined;
+  },
+  set: (fn: any) => { guestPrepareStackTrace = fn === neutralStack ? undefined : fn; },
+  enumerable: false,
+  configurable: false,
+});
+// Deno looks the accessor up on the global Error, which therefore stays this one.
+ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, enumerable: false, configurable: false });
+
+// --- Web Workers the guest starts ------------------------------------------------------------
+// Deno ends the whole process, not the constructor call, when a Worker is given an unstable
+// option (deno.permissions without --unstable-worker-options). So the guest's Worker checks
+// its options first, and hands Deno a fresh options object of its own. Every worker starts
+// from a data: module that installs the same guard in the worker (it can start workers too)
+// before it imports the guest's module. This function runs there from its source text, so it
+// uses nothing from this module.
+function guardWorkers(global: any, source: string): void {
+  const defineProperty = Object.defineProperty, apply = Reflect.apply;
+  const found = Object.getOwnPropertyDescriptor(global, "Worker");
+  if (found === undefined) return;
+  const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
+  const encode = encodeURIComponent;
+  const prologue = `(${source})(globalThis, ${JSONStringify(source)});\n`;
+  const guard = (Original: any): any => {
+    function Worker(specifier: any, options?: any): any {
+      if (new.target === undefined) {
+        throw new TypeErrorCtor("Failed to construct 'Worker': Please use the 'new' operator.");
+      }
+      const text = typeof specifier === "string" ? specifier : StringFn(specifier);
+      let url: string;
+      try {
+        url = new URLCtor(text).href;
+      } catch {
+        throw new TypeErrorCtor(`Failed to construct 'Worker': ${JSONStringify(text)} is not an absolute URL`);
+      }
+      let type = "module", name = "";
+      if (options !== undefined && options !== null) {
+        if (typeof options !== "object") throw new TypeErrorCtor("Failed to construct 'Worker': options is not an object");
+        if (options.deno !== undefined) {
+          throw new TypeErrorCtor(
+            "Failed to construct 'Worker': the deno option is not supported; a Worker runs with the permissions of the code that starts it",
+          );
+        }
+        const t = options.type, n = options.name;
+        if (t !== undefined) type = StringFn(t);
+        if (n !== undefined) name = StringFn(n);
+      }
+      const entry = `${prologue}await import(${JSONStringify(url)});\n`;
+      return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
+    }
+    const proto = Original.prototype;
+    defineProperty(Worker, "prototype", { value: proto });
+    defineProperty(proto, "constructor", { value: Worker, writable: true, enumerable: false, configurable: true });
+    return Worker;
+  };
+  const settle = (value: any): void => {
+    defineProperty(global, "Worker", { value, writable: true, enumerable: false, configurable: true });
+  };
+  if (found.get === undefined) {
+    if (typeof found.value === "function") settle(guard(found.value));
+    return;
+  }
+  // Deno loads its Worker class on first use; so does the guard, which keeps start-up short.
+  const load = found.get;
+  defineProperty(global, "Worker", {
+    get() {
+      const Worker = guard(apply(load, global, []));
+      settle(Worker);
+      return Worker;
+    },
+    set: settle,
+    enumerable: false,
+    configurable: true,
+  });
+}
+guardWorkers(globalThis, guardWorkers.toString());
+
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
+// Array.prototype can hold no index property from here on: with its length read-only, V8
+// refuses to define one. Deno's own code, and the codec, read array holes through it.
+ObjectDefineProperty(ArrayPrototype, "length", { writable: false });
 const g: any = globalThis;
 ObjectDefineProperty(g, "console", { value: guestConsole, writable: true, enumerable: false, configurable: true });
 delete g.Deno;
@@ -785,6 +1004,8 @@ function pump(): void {
   try {
     for (;;) {
       takeFrames();
+      tidyPrototypes();
+      endIfUnremovable();
       // Inside a nextTick callback the tick flag is still up and other ticks (node: modules
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.

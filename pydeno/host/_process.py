@@ -67,6 +67,10 @@ SELFTEST_PORT: Final = 9
 # permission granted for the self-test is still granted after it revoked them all.
 EXIT_PERMISSION_KEPT: Final = 72
 WORKER_PREFIX: Final = "pydeno worker: "
+# The environment variable the worker's settings travel in. Not on the command line: the
+# guest can read that back (Deno.args in a Web Worker, process.argv), and the self-test's
+# targets and the mailbox's path in it would tell it where the host keeps its files.
+SETTINGS_VARIABLE: Final = "PYDENO_WORKER_SETTINGS"
 
 STDERR_RING_BYTES: Final = 8192
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -123,11 +127,10 @@ class WorkerConfig:
             flags.append("--jitless")
         return ",".join(flags)
 
-    def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
-        """deno's command line. With ``selftest`` (what the sandbox self-test probes), deno
-        starts with the permissions the probes need, so that each meets the OS layers rather
-        than Deno's own checks; the worker revokes them all before it reports ready."""
-        settings = json.dumps(
+    def settings(self, selftest: dict[str, Any] | None = None) -> str:
+        """What the worker reads from SETTINGS_VARIABLE: its limits, the self-test's targets
+        and the mailbox."""
+        return json.dumps(
             {
                 "max_message_bytes": self.max_message_bytes,
                 "max_depth": self.max_depth,
@@ -138,11 +141,23 @@ class WorkerConfig:
                 "mailbox": self.mailbox,
             }
         )
+
+    def environment(self, cache: Path, selftest: dict[str, Any] | None = None) -> dict[str, str]:
+        """The worker's whole environment: deno's, and the worker's settings."""
+        return {**deno_environment(cache), SETTINGS_VARIABLE: self.settings(selftest)}
+
+    def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
+        """deno's command line. With ``selftest`` (what the sandbox self-test probes), deno
+        starts with the permissions the probes need, so that each meets the OS layers rather
+        than Deno's own checks; the worker revokes them all before it reports ready."""
         if selftest:
             grants = ["--allow-read", "--allow-write", "--allow-net", "--allow-run", "--allow-env"]
         else:
-            # Only to open the mailbox; revoked with the rest before the handshake.
-            grants = [f"--allow-read={self.mailbox}"] if self.mailbox else []
+            # Only to read the settings and open the mailbox; revoked with the rest before the
+            # handshake.
+            grants = [f"--allow-env={SETTINGS_VARIABLE}"]
+            if self.mailbox:
+                grants.append(f"--allow-read={self.mailbox}")
         return [
             deno,
             "run",
@@ -152,13 +167,15 @@ class WorkerConfig:
             "--no-lock",
             "--no-remote",
             "--no-npm",
+            # Without it, a Worker given deno.permissions (which may only narrow what the
+            # code that starts it has) ends the whole process instead of the constructor call.
+            "--unstable-worker-options",
             # Only the inspector, for REPL-mode evaluation; the worker revokes it before
             # it reads the first command.
             "--allow-sys=inspector",
             *grants,
             *([f"--v8-flags={flags}"] if (flags := self.v8_flags()) else []),
             str(entry),
-            settings,
         ]
 
 
@@ -361,6 +378,7 @@ def confined(config: WorkerConfig) -> Confined:
     deno, entry, cache = staged.deno, staged.entry, staged.cache
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     worker_dir = str(entry.parent.resolve())
+    targets = selftest_targets(cache, worker_dir)
     return Confined(
         {
             "parent": os.getpid(),
@@ -368,11 +386,11 @@ def confined(config: WorkerConfig) -> Confined:
             # /proc/self: deno reads its own memory map; only the worker's own entries.
             "read": [*_library_dirs(), worker_dir, str(cache), "/proc/self"],
             "execute": [deno, loader],
-            "env": deno_environment(cache),
+            "env": config.environment(cache, targets),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": watcher_memory_cap(config.max_memory) if not config.cgroup_procs else None,
             "thread_cap": config.max_threads if not config.cgroup_procs else None,
-            "argv": config.argv(deno, entry, selftest_targets(cache, worker_dir)),
+            "argv": config.argv(deno, entry, targets),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
         }
@@ -404,10 +422,10 @@ def _staged_here() -> Staged:
 
 def worker_environment(config: WorkerConfig) -> dict[str, str]:
     """The environment the worker process starts with: nothing of the host's. With no OS
-    layers it is deno_environment(); the launcher sets that itself, after the layers."""
+    layers it is WorkerConfig.environment(); the launcher sets that itself, after the layers."""
     if config.sandbox != "off":
         return {}
-    return deno_environment(_staged_here().cache)
+    return config.environment(_staged_here().cache)
 
 
 class Child(Protocol):

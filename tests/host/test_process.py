@@ -56,10 +56,12 @@ def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(
     assert isinstance(info.value.__cause__, PermissionError)
 
 
-def test_the_worker_gets_no_permission_but_the_inspector_it_revokes() -> None:
+def test_the_worker_gets_no_permission_but_the_inspector_and_its_settings_it_revokes() -> None:
     argv = _config().argv("deno", Path("/w/main.ts"))
     grants = [a for a in argv if a.startswith("--allow")]
-    assert grants == ["--allow-sys=inspector"]
+    assert grants == ["--allow-sys=inspector", f"--allow-env={_process.SETTINGS_VARIABLE}"]
+    # The settings travel in the environment: the guest can read the command line back.
+    assert argv[-1] == "/w/main.ts"
     for flag in ("--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm"):
         assert flag in argv
 
@@ -78,14 +80,16 @@ def test_the_v8_heap_is_sized_from_max_memory(max_memory: int, jitless: bool, ex
 
 @pytest.mark.parametrize("sandbox", ["off", "best_effort", "require"])
 def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.MonkeyPatch, sandbox: Any) -> None:
-    # It gets only the location of pydeno's own deno cache, never the host user's, and the
-    # switch that keeps deno from looking up its download server from every worker.
+    # It gets only the location of pydeno's own deno cache, never the host user's, the
+    # switch that keeps deno from looking up its download server from every worker, and its
+    # own settings.
     monkeypatch.setenv("PYDENO_TEST_SECRET", "hunter2")
     with pydeno.Runtime(sandbox=sandbox) as rt:
         process = rt._core.process
         assert process is not None
         entries = [e for e in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0") if e]
-        assert {e.partition(b"=")[0] for e in entries} == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK"}
+        names = {e.partition(b"=")[0] for e in entries}
+        assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", _process.SETTINGS_VARIABLE.encode()}
         assert b"DENO_NO_UPDATE_CHECK=1" in entries
         assert not any(b"hunter2" in e for e in entries)
 
