@@ -9,6 +9,7 @@ not stop.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -143,7 +144,8 @@ def test_without_a_cgroup_or_the_zygote_the_same_burst_goes_far_past_max_memory(
         assert process is not None
         assert process.cgroup is None
         watcher = Watcher(process.pid, tmp)
-        with pytest.raises(pydeno.WorkerCrashed):
+        # The eval may even succeed: nothing looked while the GIL was held.
+        with contextlib.suppress(pydeno.WorkerCrashed):
             rt.eval(ALLOCATE_IN_A_WEB_WORKER)
         peak = watcher.peak()
     assert peak > max_memory + max(64 * MiB, max_memory // 4), peak / MiB
