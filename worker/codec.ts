@@ -155,8 +155,36 @@ export class Writer {
 
   /** Payload bytes the next frames may take, at most maxBytes: a value sent in parts shares
    * one budget among them. */
-  budget(bytes: number): void {
+  budget(bytes: number, charged = 0): void {
     this.limit = bytes + FRAME_PREFIX;
+    this.charged = charged;
+  }
+
+  // The decode budget (pydeno/_budget.py): the host refuses a frame whose decoding would take
+  // more than decodeRatio bytes of its memory per byte, plus DECODE_FLOOR; the parts of a
+  // value share one allowance, so charged is what the earlier ones took (see budget()).
+  decodeRatio = DEFAULT_DECODE_RATIO;
+  charged = 0;
+  // What the host charges for decoding the frame written last, once top() or items() ends.
+  decodeCost = 0;
+
+  /** Refuses the frame written if the host would: it charges the same, from the same bytes. */
+  checkDecodeCost(): void {
+    const bytes = this.pos - FRAME_PREFIX;
+    const before = this.maxBytes + FRAME_PREFIX - this.limit;
+    const allowance = this.decodeRatio * (before + bytes) + DECODE_FLOOR - this.charged;
+    let cost = bytes * MAX_COST_PER_BYTE;
+    if (cost > allowance) {
+      cost = frameCost(this.buf, this.view, FRAME_PREFIX, this.pos);
+      if (cost > allowance) {
+        throw new RangeErrorCtor(
+          `value would take about ${cost} bytes of host memory to decode, over the ${allowance} its ` +
+            `${before + bytes} bytes allow (max_decode_ratio=${this.decodeRatio} per byte, plus ${DECODE_FLOOR}): ` +
+            "raise max_decode_ratio= for a value of many tiny containers or numbers",
+        );
+      }
+    }
+    this.decodeCost = cost;
   }
 
   /** The bytes written since reset(), as a view (valid until the next write). */
@@ -317,25 +345,32 @@ export class Writer {
    * (several times faster than encoding in JavaScript when V8 runs jitless), as an
    * EXT_JSON payload; anything JSON would not carry exactly goes through value(). */
   top(v: any, depth = 0): void {
+    jsonLists = jsonDicts = 0;
     if (typeof v === "object" && v !== null && jsonExact(v, depth, this.maxDepth)) {
       const text = JSONStringify(v);
       if (wrote(text, ArrayIsArray(v) ? 0x5b : 0x7b)) {
         this.json(text);
+        this.checkDecodeCost();
         return;
       }
     }
     this.value(v, depth);
     if (this.room() < 0) throw this.tooLarge();
+    this.checkDecodeCost();
   }
 
   /** Encodes items from..to of the array v (at depth 0) as an array of their own, as top()
    * would encode them inside v: the same lane rules, v itself on the stack for the cycle
    * check, and paths in errors that name each item's index in v. */
   items(v: any[], from: number, to: number): void {
+    // The run's own array counts: exactItems counts only what it holds.
+    jsonLists = 1;
+    jsonDicts = 0;
     if ((v as any).toJSON === undefined && exactItems(v, null, from, to, 0, this.maxDepth)) {
       const text = JSONStringify(ArraySlice(v, from, to));
       if (wrote(text, 0x5b)) {
         this.json(text);
+        this.checkDecodeCost();
         return;
       }
     }
@@ -344,6 +379,7 @@ export class Writer {
     const keys = this.keys;
     for (let i = from; i < to; i++) { keys[0] = i; this.value(v[i], 1); }
     if (this.room() < 0) throw this.tooLarge();
+    this.checkDecodeCost();
   }
 
   /** text as an EXT_JSON payload. */
@@ -552,9 +588,11 @@ function jsonExact(v: any, depth: number, maxDepth: number): boolean {
   const proto = ObjectGetPrototypeOf(v);
   if (proto === ArrayPrototype) {
     if (!ArrayIsArray(v) || (v as any).toJSON !== undefined) return false;
+    jsonLists++;
     return exactItems(v, null, 0, v.length, depth, maxDepth);
   }
   if ((proto === ObjectPrototype || proto === null) && v.toJSON === undefined) {
+    jsonDicts++;
     const keys = ObjectKeys(v);
     return exactItems(v, keys, 0, keys.length, depth, maxDepth);
   }
@@ -580,10 +618,12 @@ function exactItems(v: any, keys: string[] | null, from: number, to: number, dep
     const xProto = ObjectGetPrototypeOf(x);
     if (xProto === ArrayPrototype) {
       if (!ArrayIsArray(x) || (x as any).toJSON !== undefined) return false;
+      jsonLists++;
       if (!exactItems(x, null, 0, x.length, depth + 1, maxDepth)) return false;
       continue;
     }
     if ((xProto !== ObjectPrototype && xProto !== null) || x.toJSON !== undefined) return false;
+    jsonDicts++;
     // for-in rather than Object.keys: no array of keys per object (a quarter of the time
     // under jitless V8). It also visits inherited enumerable keys, which JSON.stringify
     // skips: checking more than needed can only send a value down the msgpack lane.
@@ -601,6 +641,88 @@ function exactItems(v: any, keys: string[] | null, from: number, to: number, dep
     }
   }
   return true;
+}
+
+// -- The decode budget: what the host charges for decoding a frame (pydeno/_budget.py) --------
+export const DEFAULT_DECODE_RATIO = 40;
+const DECODE_FLOOR = 1 << 20;
+const MAX_COST_PER_BYTE = 128;
+// The arrays and objects of the value the last JSON-exactness check passed: what JSON.stringify
+// writes, so the brackets outside strings that the host counts in the payload.
+let jsonLists = 0, jsonDicts = 0;
+
+const listCost = (n: number): number => (n ? 72 + 8 * n : 64);
+const mapCost = (n: number): number => (n === 0 ? 64 : n <= 5 ? 224 : 160 + 64 * n);
+const strCost = (n: number): number => (n <= 1 ? 0 : n === 2 ? 112 : 128 + 4 * n);
+const binCost = (n: number): number => (n <= 1 ? 0 : 48 + n);
+const jsonCost = (lists: number, dicts: number, n: number): number => {
+  const rest = n - 3 * (lists + dicts);
+  return 96 * lists + 200 * dicts + 15 * (rest > 0 ? rest : 0);
+};
+
+// Tokens by first byte: FIXED ones have a length and a charge known from it; the others read
+// a length or count from the WIDTH bytes after it.
+const FIXED = 0, STR = 1, BIN = 2, ARRAY = 3, MAP = 4, EXT = 5, FIXEXT = 6;
+const KIND = new Uint8Array(256), LEN = new Uint8Array(256), WIDTH = new Uint8Array(256);
+const CHARGE = new Int32Array(256);
+for (let b = 0; b < 256; b++) LEN[b] = 1;
+const fixed = (b: number, len: number, charge: number): void => {
+  KIND[b] = FIXED; LEN[b] = len; CHARGE[b] = charge;
+};
+for (let b = 0xe0; b <= 0xfa; b++) fixed(b, 1, 32); // CPython caches only -5 to 256
+for (const [b, len, charge] of [
+  [0xca, 5, 32], [0xcb, 9, 32], [0xcc, 2, 0], [0xcd, 3, 32], [0xce, 5, 32], [0xcf, 9, 48],
+  [0xd0, 2, 32], [0xd1, 3, 32], [0xd2, 5, 32], [0xd3, 9, 48],
+]) fixed(b, len, charge);
+for (let n = 0; n < 16; n++) { fixed(0x80 | n, 1, mapCost(n)); fixed(0x90 | n, 1, listCost(n)); }
+for (let n = 0; n < 32; n++) fixed(0xa0 | n, 1 + n, strCost(n));
+for (const [b, kind, width] of [
+  [0xd9, STR, 1], [0xda, STR, 2], [0xdb, STR, 4], [0xc4, BIN, 1], [0xc5, BIN, 2], [0xc6, BIN, 4],
+  [0xdc, ARRAY, 2], [0xdd, ARRAY, 4], [0xde, MAP, 2], [0xdf, MAP, 4], [0xc7, EXT, 1], [0xc8, EXT, 2], [0xc9, EXT, 4],
+]) { KIND[b] = kind; WIDTH[b] = width; }
+for (const [b, size] of [[0xd4, 1], [0xd5, 2], [0xd6, 4], [0xd7, 8], [0xd8, 16]]) { KIND[b] = FIXEXT; LEN[b] = size; }
+
+function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): number {
+  return width === 1 ? buf[p] : width === 2 ? DVGetUint16(view, p) : DVGetUint32(view, p);
+}
+
+/** What the host charges for decoding the msgpack in buf[pos, end), which this writer wrote:
+ * pydeno/_budget.py's frame_cost, with the JSON payload's arrays and objects as counted. */
+function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): number {
+  let cost = 0;
+  while (pos < end) {
+    const b = buf[pos];
+    const k = KIND[b];
+    if (k === FIXED) { pos += LEN[b]; cost += CHARGE[b]; continue; }
+    let n: number, head: number;
+    if (k === FIXEXT) {
+      n = LEN[b];
+      head = pos + 2;
+    } else {
+      n = uintAt(buf, view, pos + 1, WIDTH[b]);
+      head = pos + 1 + WIDTH[b] + (k === EXT ? 1 : 0);
+    }
+    if (k === STR) { pos = head + n; cost += strCost(n); continue; }
+    if (k === BIN) { pos = head + n; cost += binCost(n); continue; }
+    if (k === ARRAY) { pos = head; cost += listCost(n); continue; }
+    if (k === MAP) { pos = head; cost += mapCost(n); continue; }
+    const code = buf[head - 1];
+    if (n > 1) cost += 48 + n;
+    if (code === EXT_SET) {
+      // Its items follow as tokens; the Set's own table is charged for their count.
+      const h = buf[head];
+      const count = h >= 0x90 && h <= 0x9f ? h & 0x0f : h === 0xdc ? uintAt(buf, view, head + 1, 2) : uintAt(buf, view, head + 1, 4);
+      cost += 216 + 112 * count;
+      pos = head;
+      continue;
+    }
+    if (code === EXT_JSON) cost += jsonCost(jsonLists, jsonDicts, n);
+    else if (code === EXT_BIGINT) cost += 96 + 2 * n;
+    else if (code === EXT_DATE) cost += 128;
+    else if (code === EXT_FUNCTION) cost += 256;
+    pos = head + n;
+  }
+  return cost;
 }
 
 export interface DecodeHooks {
