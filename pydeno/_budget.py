@@ -13,8 +13,9 @@ bytes of all of them. The charge is an upper bound on what CPython builds, per t
 ==============================  ===========================================================
 token                           bytes charged
 ==============================  ===========================================================
-array of n items                64 if empty, else 72 + 8n (the list and its item slots)
-map of n entries                64 if empty, 224 up to 5 entries, else 160 + 64n
+array of n items                72 if empty, else 80 + 8n (the list and its item slots)
+map of n entries                72 if empty, 232 up to 5 entries, else 168 + 64n
+                                (either has 8 more for its slot in the depth check's walk)
 string of n bytes               0 up to 1 byte (cached), 112 for 2, else 128 + 4n (a
                                 string of wide characters, and the entry a map key takes
                                 in CPython's table of interned strings)
@@ -27,6 +28,9 @@ extension of n payload bytes    48 + n for the payload (0 up to 1 byte), and: Bi
                                 216 + 112k (its items are charged as an array), JSON below
 ==============================  ===========================================================
 
+A part of a result in parts is charged besides ``join_cost``: the list the parts join into
+grows by its items.
+
 A JSON payload of n bytes holding L arrays and D objects (brackets outside strings) is
 charged ``96 L + 200 D + 15 max(0, n - 3 (L + D))``: a list or a small dict with the slot
 that holds it, and 15 bytes for every other byte, which covers the costliest scalars (a
@@ -34,7 +38,8 @@ short string of wide characters and the slot for it). The worker counts L and D 
 checks that a value is JSON-exact, and charges the same (worker/codec.ts).
 
 Every charge is at most MAX_COST_PER_BYTE per byte of the frame, so a frame that small
-against its allowance is not read at all: the warm path pays nothing.
+against its allowance (with room for the most a part can add joining, nine bytes a byte) is
+not read at all, and is charged that most: the warm path pays nothing.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ __all__ = [
     "MAX_COST_PER_BYTE",
     "DecodeRefused",
     "frame_cost",
+    "join_cost",
     "json_cost",
     "json_shape",
     "json_text",
@@ -71,13 +77,18 @@ class DecodeRefused(ValueError):
 
 
 def list_cost(n: int) -> int:
-    return 72 + 8 * n if n else 64
+    return 80 + 8 * n if n else 72
 
 
 def map_cost(n: int) -> int:
     if n == 0:
-        return 64
-    return 224 if n <= 5 else 160 + 64 * n
+        return 72
+    return 232 if n <= 5 else 168 + 64 * n
+
+
+def join_cost(items: int) -> int:
+    """The growth of the list a result's parts join into, for one part of ``items`` items."""
+    return 64 + 9 * items
 
 
 def str_cost(n: int) -> int:

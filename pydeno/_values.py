@@ -46,6 +46,7 @@ from ._budget import (
     MAX_COST_PER_BYTE,
     DecodeRefused,
     frame_cost,
+    join_cost,
     json_cost,
     json_shape,
     json_text,
@@ -269,6 +270,11 @@ class Codec:
         self.max_message_bytes = max_message_bytes
         self.max_depth = max_depth
         self.max_decode_ratio = max_decode_ratio
+        # The frame being decoded: what it may still build, and the depths of its JSON
+        # payloads (see unpack_counted). One bound hook for all frames, made once.
+        self._spare = _Budget(0, deque())
+        self._decoding: tuple[_Budget, dict[int, tuple[Any, int]]] = (self._spare, {})
+        self._frame_ext_hook = self._frame_hook
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
         self._limits = {
             "max_str_len": max_message_bytes,
@@ -370,10 +376,11 @@ class Codec:
     def unpack_counted(self, data: memoryview | bytes, allowance: int) -> tuple[Any, int]:
         """Decode one value whose objects may take ``allowance`` bytes of host memory, and
         what they were charged. Over the allowance raises DecodeRefused, before decoding."""
-        # A frame that cannot cost its allowance is charged its most without being read.
+        # A frame that cannot cost its allowance is charged its most without being read: its
+        # most, and the most it can add joining a result in parts (an item takes a byte).
         cost = len(data) * MAX_COST_PER_BYTE
-        shapes: list[tuple[int, int]] = []
-        if cost > allowance:
+        if cost + join_cost(len(data)) > allowance:
+            shapes: list[tuple[int, int]] = []
             cost = frame_cost(data, self.max_message_bytes, shapes)
             if cost > allowance:
                 raise DecodeRefused(
@@ -381,19 +388,20 @@ class Codec:
                     f"{len(data)} bytes allow (max_decode_ratio={self.max_decode_ratio} per byte, "
                     f"plus {DECODE_FLOOR})"
                 )
+            budget = _Budget(allowance - cost, deque(shapes))
+        else:
+            # No shapes were read, so none is left over: the spare budget serves every such frame.
+            budget = self._spare
+            budget.left = allowance - cost
         # The depths of JSON-lane payloads, measured as they are decoded (see _json_value),
         # so that the depth check below does not walk them again.
         measured: dict[int, tuple[Any, int]] = {}
-        budget = _Budget(allowance - cost, deque(shapes))
-
-        def ext_hook(code: int, payload: bytes) -> Any:
-            return self._ext_hook(code, payload, budget, measured)
-
+        self._decoding = budget, measured
         value = msgpack.unpackb(
             data,
             raw=False,
             strict_map_key=False,
-            ext_hook=ext_hook,
+            ext_hook=self._frame_ext_hook,
             timestamp=1,
             **self._limits,
         )
@@ -406,6 +414,9 @@ class Codec:
         ):
             raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
         return value, allowance - budget.left
+
+    def _frame_hook(self, code: int, data: bytes) -> Any:
+        return self._ext_hook(code, data, *self._decoding)
 
     def _ext_hook(
         self, code: int, data: bytes, budget: _Budget, measured: dict[int, tuple[Any, int]] | None = None

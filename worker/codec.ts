@@ -168,21 +168,23 @@ export class Writer {
   // What the host charges for decoding the frame written last, once top() or items() ends.
   decodeCost = 0;
 
-  /** Refuses the frame written if the host would: it charges the same, from the same bytes. */
-  checkDecodeCost(): void {
+  /** Refuses the frame written if the host would: it charges the same, from the same bytes,
+   * and for a part of a value in parts the growth of the list the parts join into. */
+  checkDecodeCost(join = 0): void {
     const bytes = this.pos - FRAME_PREFIX;
     const before = this.maxBytes + FRAME_PREFIX - this.limit;
     const allowance = this.decodeRatio * (before + bytes) + DECODE_FLOOR - this.charged;
     let cost = bytes * MAX_COST_PER_BYTE;
-    if (cost > allowance) {
+    if (cost + joinCost(bytes) > allowance) {
       cost = frameCost(this.buf, this.view, FRAME_PREFIX, this.pos);
-      if (cost > allowance) {
-        throw new RangeErrorCtor(
-          `value would take about ${cost} bytes of host memory to decode, over the ${allowance} its ` +
-            `${before + bytes} bytes allow (max_decode_ratio=${this.decodeRatio} per byte, plus ${DECODE_FLOOR}): ` +
-            "raise max_decode_ratio= for a value of many tiny containers or numbers",
-        );
-      }
+    }
+    cost += join;
+    if (cost > allowance) {
+      throw new RangeErrorCtor(
+        `value would take about ${cost} bytes of host memory to decode, over the ${allowance} its ` +
+          `${before + bytes} bytes allow (max_decode_ratio=${this.decodeRatio} per byte, plus ${DECODE_FLOOR}): ` +
+          "raise max_decode_ratio= for a value of many tiny containers or numbers",
+      );
     }
     this.decodeCost = cost;
   }
@@ -370,7 +372,7 @@ export class Writer {
       const text = JSONStringify(ArraySlice(v, from, to));
       if (wrote(text, 0x5b)) {
         this.json(text);
-        this.checkDecodeCost();
+        this.checkDecodeCost(joinCost(to - from));
         return;
       }
     }
@@ -379,7 +381,7 @@ export class Writer {
     const keys = this.keys;
     for (let i = from; i < to; i++) { keys[0] = i; this.value(v[i], 1); }
     if (this.room() < 0) throw this.tooLarge();
-    this.checkDecodeCost();
+    this.checkDecodeCost(joinCost(to - from));
   }
 
   /** text as an EXT_JSON payload. */
@@ -651,10 +653,12 @@ const MAX_COST_PER_BYTE = 128;
 // writes, so the brackets outside strings that the host counts in the payload.
 let jsonLists = 0, jsonDicts = 0;
 
-const listCost = (n: number): number => (n ? 72 + 8 * n : 64);
-const mapCost = (n: number): number => (n === 0 ? 64 : n <= 5 ? 224 : 160 + 64 * n);
+const listCost = (n: number): number => (n ? 80 + 8 * n : 72);
+const mapCost = (n: number): number => (n === 0 ? 72 : n <= 5 ? 232 : 168 + 64 * n);
 const strCost = (n: number): number => (n <= 1 ? 0 : n === 2 ? 112 : 128 + 4 * n);
 const binCost = (n: number): number => (n <= 1 ? 0 : 48 + n);
+// The growth of the list a value's parts join into, for one part of n items.
+const joinCost = (n: number): number => 64 + 9 * n;
 const jsonCost = (lists: number, dicts: number, n: number): number => {
   const rest = n - 3 * (lists + dicts);
   return 96 * lists + 200 * dicts + 15 * (rest > 0 ? rest : 0);

@@ -45,7 +45,7 @@ from typing import Any, Final
 
 import msgpack
 
-from .._budget import DecodeRefused
+from .._budget import DECODE_FLOOR, DecodeRefused, join_cost
 from .._errors import JavaScriptError
 from .._values import Codec, ValueRefused
 
@@ -165,8 +165,9 @@ class Connection:
         # Request id -> the items of its result received in PART frames, their bytes, and
         # what decoding them was charged.
         self._parts: dict[int, tuple[list[Any], int, int]] = {}
-        # What decoding the last frame was charged (pydeno/_budget.py), for a PART to add up.
-        self._charged = 0
+        # What decoding the last frame was charged (pydeno/_budget.py), and what its allowance
+        # left: a part adds them up, and the growth of the list the parts join into.
+        self._charged = self._left = 0
         self.host_calls: set[int] = set()
         self.bound: set[str] = set()
         self.live_functions: set[int] = set()
@@ -254,7 +255,7 @@ class Connection:
         with memoryview(buf) as view:
             payload = view[pos + 4 : end]
             try:
-                carried = self._carried(payload)
+                carried = self._carried(payload) if self._parts else (0, 0)
                 allowance = self.codec.allowance(carried[0] + length) - carried[1]
                 try:
                     item, cost = self.codec.unpack_counted(payload, allowance)
@@ -278,7 +279,7 @@ class Connection:
         if end > 65536 and end * 2 > len(buf):
             del buf[:end]
             self._pos = 0
-        self._charged = cost
+        self._charged, self._left = cost, allowance - cost
         return self._event(item, length)
 
     def _carried(self, payload: memoryview) -> tuple[int, int]:
@@ -317,6 +318,7 @@ class Connection:
                         f"the last part of the answer to request {rid} is not an array", malformed=False
                     )
                 self._spend(spent + length)
+                self._join(len(value))
                 received += value
                 value = received
             self._complete(rid, Outcome(value=value))
@@ -366,8 +368,21 @@ class Connection:
             raise ProtocolError(f"part of an answer to request {rid}, which is not pending", malformed=False)
         received, spent, charged = self._parts.get(rid) or ([], 0, 0)
         spent = self._spend(spent + length)
+        join = self._join(len(items))
         received += items
-        self._parts[rid] = (received, spent, charged + self._charged)
+        self._parts[rid] = (received, spent, charged + self._charged + join)
+
+    def _join(self, items: int) -> int:
+        """What joining a part of ``items`` items to the result costs, refused past what the
+        allowance of the parts so far has left."""
+        cost = join_cost(items)
+        if cost > self._left:
+            raise ProtocolError(
+                f"a result in parts would take more host memory to decode than its bytes allow "
+                f"(max_decode_ratio={self.codec.max_decode_ratio} per byte, plus {DECODE_FLOOR})",
+                malformed=False,
+            )
+        return cost
 
     def _spend(self, spent: int) -> int:
         """The bytes a result in parts has taken so far, refused past max_message_bytes."""
