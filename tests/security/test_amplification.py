@@ -17,10 +17,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+import msgpack
 import psutil
 import pytest
 
 import pydeno
+from pydeno._values import Codec
+from pydeno.host._wire import Connection, ProtocolError, frame
 
 FakeWorker = Callable[..., None]
 
@@ -217,3 +220,77 @@ def test_an_accepted_frame_grows_host_memory_by_at_most_max_decode_ratio_per_byt
         assert len(value) == n
         frame_bytes = 3 * n + 10
         assert rss.growth < 40 * frame_bytes + MiB, f"host RSS grew {rss.growth / frame_bytes:.1f}x"
+
+
+# -- the worker charges what the host charges ---------------------------------------------------
+AGREEMENT = [
+    pytest.param(
+        "const m = new Map(); const row = Array.from({length: 3000}, () => m); Array.from({length: 100}, () => row)",
+        id="Maps, one frame",
+    ),
+    pytest.param(
+        "const row = Array.from({length: 2000}, () => ({})); Array.from({length: 100}, () => row)",
+        id="objects, JSON lane, one frame",
+    ),
+    pytest.param("Array.from({length: 100000}, (_, i) => i % 3 ? new Map() : 'ab')", id="Maps and strings, in parts"),
+    pytest.param("Array.from({length: 100000}, (_, i) => [i % 7])", id="arrays, JSON lane, in parts"),
+    pytest.param(
+        "Array.from({length: 3000}, (_, i) => [new Date(i), 10n ** 30n, new Set([i, 'x']), undefined, -10, 'é€😀'])",
+        id="every extension type",
+    ),
+    pytest.param(
+        "Array.from({length: 3000}, (_, i) => Object.fromEntries("
+        "Array.from({length: 20}, (_, k) => ['k' + k, k % 2 ? undefined : i])))",
+        id="records of twenty fields",
+    ),
+    pytest.param("new Int8Array(1_000_000).fill(-10)", id="small negative numbers"),
+]
+
+
+def _frames_of(code: str) -> list[bytes]:
+    """The payloads of the frames answering code, as the host receives them."""
+    frames: list[bytes] = []
+    with pydeno.Runtime(sandbox="off", timeout=60, max_decode_ratio=10**6) as rt:
+        codec = rt._core.connection.codec
+        real = codec.unpack_counted
+
+        def spy(data: Any, allowance: int) -> tuple[Any, int]:
+            frames.append(bytes(data))
+            return real(data, allowance)
+
+        codec.unpack_counted = spy  # type: ignore[method-assign]
+        rt.eval(code)
+    return frames
+
+
+def _host_accepts(frames: list[bytes], ratio: int) -> bool:
+    """Whether the host, at this ratio, takes these frames as the answer to its first eval."""
+    conn = Connection(Codec(lambda i: i, lambda fn: 0, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
+    conn.feed(frame(msgpack.packb([0, 3, "2.0.0", "13.0", []])))
+    conn.next_event()
+    conn.eval("")
+    conn.feed(b"".join(frame(f) for f in frames))
+    try:
+        while conn.next_event() is not None:
+            pass
+    except ProtocolError as exc:
+        assert "max_decode_ratio" in exc.detail, exc.detail
+        return False
+    return True
+
+
+@pytest.mark.parametrize("code", AGREEMENT)
+def test_the_worker_refuses_exactly_what_the_host_would_at_any_ratio(code: str) -> None:
+    frames = _frames_of(code)
+    low, high = 1, 1000  # the least ratio the host accepts these frames at, by bisection
+    assert _host_accepts(frames, high) and not _host_accepts(frames, low)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _host_accepts(frames, middle) else (middle, high)
+    with pydeno.Runtime(sandbox="off", timeout=60, max_decode_ratio=high) as rt:
+        rt.eval(code)
+    with pydeno.Runtime(sandbox="off", timeout=60, max_decode_ratio=low) as rt:
+        with pytest.raises(pydeno.JavaScriptError) as info:
+            rt.eval(code)
+        assert f"max_decode_ratio={low} per byte" in info.value.message, info.value.message
+        assert rt.eval("1") == 1
