@@ -239,6 +239,7 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
     # The ends of the regions being read: the frame's, and those of Sets' payloads inside.
     ends: list[int] = []
     cost = 0
+    last = -1
     while True:
         if pos >= end:
             if pos > end or not ends:
@@ -248,8 +249,16 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
         b = data[pos]
         k = kind[b]
         if k == _FIXED:
-            pos += length[b]
-            cost += charge[b]
+            step = length[b]
+            if b == last and pos + step < end and data[pos + step] == b:
+                # The second of three like tokens in a row: the rest of their run is counted in C.
+                run = _run(data, pos, end, step, b)
+                pos += run * step
+                cost += run * charge[b]
+            else:
+                pos += step
+                cost += charge[b]
+                last = b
             continue
         if k == _BAD:
             return cost
@@ -302,6 +311,26 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
             else:
                 cost += _EXT_CHARGE.get(code, 0) + (2 * n if code == 1 else 0)
             pos = stop
+
+
+_ONE = [bytes([b]) for b in range(256)]
+
+
+def _run(data: Sequence[int], pos: int, end: int, step: int, b: int) -> int:
+    """How many tokens of ``step`` bytes starting with byte b follow each other from pos (at
+    least one), counted in C: a typed array or a list of like items is one such run. Read in
+    windows that double up to a few KiB, so that a short run costs no more than its own
+    bytes and a long one no memory to speak of."""
+    run, window = 0, 16
+    while True:
+        stop = min(end - (step - 1), pos + window * step)
+        firsts = bytes(data[pos:stop:step])
+        same = len(firsts) - len(firsts.lstrip(_ONE[b]))
+        run += same
+        if same < len(firsts) or stop < pos + window * step:
+            return max(run, 1)
+        pos += same * step
+        window = min(2 * window, 4096)
 
 
 def _count(data: Sequence[int], pos: int, end: int) -> int:

@@ -685,6 +685,9 @@ for (const [b, kind, width] of [
   [0xdc, ARRAY, 2], [0xdd, ARRAY, 4], [0xde, MAP, 2], [0xdf, MAP, 4], [0xc7, EXT, 1], [0xc8, EXT, 2], [0xc9, EXT, 4],
 ]) { KIND[b] = kind; WIDTH[b] = width; }
 for (const [b, size] of [[0xd4, 1], [0xd5, 2], [0xd6, 4], [0xd7, 8], [0xd8, 16]]) { KIND[b] = FIXEXT; LEN[b] = size; }
+// The length of a FIXED token, 0 for the others.
+const STEP = new Uint8Array(256);
+for (let b = 0; b < 256; b++) if (KIND[b] === FIXED) STEP[b] = LEN[b];
 
 function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): number {
   return width === 1 ? buf[p] : width === 2 ? DVGetUint16(view, p) : DVGetUint32(view, p);
@@ -696,8 +699,10 @@ function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): n
   let cost = 0;
   while (pos < end) {
     const b = buf[pos];
+    // Fixed tokens, most of any frame, in as few bytecodes as jitless V8 allows.
+    const step = STEP[b];
+    if (step !== 0) { pos += step; cost += CHARGE[b]; continue; }
     const k = KIND[b];
-    if (k === FIXED) { pos += LEN[b]; cost += CHARGE[b]; continue; }
     let n: number, head: number;
     if (k === FIXEXT) {
       n = LEN[b];
