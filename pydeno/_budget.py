@@ -264,6 +264,15 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
             return cost
         if k == _FIXEXT:
             n = length[b]
+            step = 2 + n
+            if pos + step + 1 < end and data[pos + step] == b and data[pos + step + 1] == data[pos + 1]:
+                code = data[pos + 1]
+                if code not in (EXT_SET, EXT_JSON):
+                    # A run of like extension values (Dates, undefined): counted in C, all but
+                    # the last, which the code below reads as any other.
+                    run = _run(data, pos, end, step, b, code) - 1
+                    pos += run * step
+                    cost += run * ((48 + n if n > 1 else 0) + _EXT_CHARGE.get(code, 0) + (2 * n if code == 1 else 0))
             head = pos + 2
         else:
             w = width[b]
@@ -316,16 +325,19 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
 _ONE = [bytes([b]) for b in range(256)]
 
 
-def _run(data: Sequence[int], pos: int, end: int, step: int, b: int) -> int:
-    """How many tokens of ``step`` bytes starting with byte b follow each other from pos (at
-    least one), counted in C: a typed array or a list of like items is one such run. Read in
-    windows that double up to a few KiB, so that a short run costs no more than its own
-    bytes and a long one no memory to speak of."""
+def _run(data: Sequence[int], pos: int, end: int, step: int, b: int, second: int | None = None) -> int:
+    """How many tokens of ``step`` bytes starting with byte b (and ``second`` after it, for
+    an extension type) follow each other from pos (at least one), counted in C: a typed array
+    or a list of like items is one such run. Read in windows that double up to a few KiB, so
+    that a short run costs no more than its own bytes and a long one no memory to speak of."""
     run, window = 0, 16
     while True:
         stop = min(end - (step - 1), pos + window * step)
         firsts = bytes(data[pos:stop:step])
         same = len(firsts) - len(firsts.lstrip(_ONE[b]))
+        if second is not None:
+            seconds = bytes(data[pos + 1 : stop + 1 : step])
+            same = min(same, len(seconds) - len(seconds.lstrip(_ONE[second])))
         run += same
         if same < len(firsts) or stop < pos + window * step:
             return max(run, 1)

@@ -689,6 +689,11 @@ for (const [b, size] of [[0xd4, 1], [0xd5, 2], [0xd6, 4], [0xd7, 8], [0xd8, 16]]
 const STEP = new Uint8Array(256);
 for (let b = 0; b < 256; b++) if (KIND[b] === FIXED) STEP[b] = LEN[b];
 
+/** What an extension value of type code and n payload bytes builds besides its payload. */
+function extCharge(code: number, n: number): number {
+  return code === EXT_BIGINT ? 96 + 2 * n : code === EXT_DATE ? 128 : code === EXT_FUNCTION ? 256 : 0;
+}
+
 function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): number {
   return width === 1 ? buf[p] : width === 2 ? DVGetUint16(view, p) : DVGetUint32(view, p);
 }
@@ -707,6 +712,13 @@ function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): n
     if (k === FIXEXT) {
       n = LEN[b];
       head = pos + 2;
+      const code = buf[pos + 1];
+      if (code !== EXT_SET && code !== EXT_JSON) {
+        // A run of like extension values (Dates, undefined) takes a tight loop.
+        const each = (n > 1 ? 48 + n : 0) + extCharge(code, n);
+        do { pos += 2 + n; cost += each; } while (pos < end && buf[pos] === b && buf[pos + 1] === code);
+        continue;
+      }
     } else {
       n = uintAt(buf, view, pos + 1, WIDTH[b]);
       head = pos + 1 + WIDTH[b] + (k === EXT ? 1 : 0);
@@ -725,10 +737,7 @@ function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): n
       pos = head;
       continue;
     }
-    if (code === EXT_JSON) cost += jsonCost(jsonLists, jsonDicts, n);
-    else if (code === EXT_BIGINT) cost += 96 + 2 * n;
-    else if (code === EXT_DATE) cost += 128;
-    else if (code === EXT_FUNCTION) cost += 256;
+    cost += code === EXT_JSON ? jsonCost(jsonLists, jsonDicts, n) : extCharge(code, n);
     pos = head + n;
   }
   return cost;
