@@ -250,8 +250,8 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
         k = kind[b]
         if k == _FIXED:
             step = length[b]
-            if b == last and pos + step < end and data[pos + step] == b:
-                # The second of three like tokens in a row: the rest of their run is counted in C.
+            if b == last and pos + 2 * step < end and data[pos + step] == b == data[pos + 2 * step]:
+                # The second of four like tokens in a row: the rest of their run is counted in C.
                 run = _run(data, pos, end, step, b)
                 pos += run * step
                 cost += run * charge[b]
