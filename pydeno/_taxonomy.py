@@ -249,7 +249,7 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         False,
         "A value or argument was refused (wire or API misuse).",
-        "TypeError / ValueError (wire errors, bad arguments)",
+        "TypeError / ValueError (wire errors, bad arguments); JavaScriptError: a value too costly to decode",
         "Pass what the error message asks for.",
         "pydeno.Runtime(timeout=-1)  # ValueError: timeout must be a positive, finite number of seconds",
     ),
@@ -373,6 +373,11 @@ _CLOSED: Final = frozenset(
 # as js_error itself, so a guest that writes such text gains nothing.
 _JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
 _JS_TOOL: Final = re.compile(r"(ToolBudgetError|ToolNotFoundError|ToolError)\b")
+# The worker's refusal of a value whose decoding would amplify (max_decode_ratio): a refused
+# value, as invalid_input as the host's own refusals of what it is given.
+_JS_DECODE: Final = re.compile(
+    r"(?:result|arguments to \S+\(\)) could not be converted: value would take about \d+ bytes of host memory "
+)
 _TOOL_KINDS: Final = {
     "ToolBudgetError": "tool_budget",
     "ToolNotFoundError": "tool_not_found",
@@ -473,6 +478,8 @@ def _javascript_kind(exc: BaseException) -> str:
             }[found.group(1)]
     if _JS_INFLIGHT.match(message):
         return "inflight_limit"
+    if _JS_DECODE.match(message):
+        return "invalid_input"
     return "js_error"
 
 

@@ -26,17 +26,31 @@ and values larger than ``max_message_bytes`` are refused with an error naming th
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import re
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from itertools import accumulate, chain
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 import msgspec
+
+from ._budget import (
+    DECODE_FLOOR,
+    DEFAULT_DECODE_RATIO,
+    MAX_COST_PER_BYTE,
+    DecodeRefused,
+    frame_cost,
+    join_cost,
+    json_cost,
+    json_shape,
+    json_text,
+)
 
 if TYPE_CHECKING:
     from ._function import JsFunction
@@ -234,42 +248,10 @@ def fits_depth(
     return True
 
 
-# JSON text reduced to its brackets (json_depth): escapes go first, each a backslash and the
-# character after it (the hex digits of \uXXXX are harmless), then every byte but quotes and
-# brackets, then strings, by then only their quotes and any brackets written inside them.
-_JSON_ESCAPE: Final = re.compile(rb"\\.", re.DOTALL)
-_JSON_STRING: Final = re.compile(rb'"[^"]*"')
-_JSON_NOT_MARK: Final = bytes(sorted(set(range(256)) - set(b'"[]{}')))
-_JSON_SQUARE: Final = bytes.maketrans(b"{}", b"[]")
-_JSON_STEP: Final = bytes.maketrans(b"[]", b"\x01\xff")
-
-
 def json_depth(text: bytes) -> int:
-    """How many levels of arrays and objects valid JSON text nests (a scalar 0, ``[{}]`` 2).
-
-    A scan of the raw bytes in C, several times faster than walking the decoded value; it
-    relies on the text being valid JSON (a strict decoder accepted it): only then are quotes
-    string delimiters and backslashes escapes inside strings.
-    """
-    if b"\\" in text:
-        text = _JSON_ESCAPE.sub(b"", text)
-    marks = text.translate(_JSON_SQUARE, _JSON_NOT_MARK)
-    # Quotes alternate opening and closing, and dropping two adjacent ones keeps that so: the
-    # pair is an empty string, or the end of one string and the start of the next with no
-    # brackets between. What is left between quotes is then brackets inside strings.
-    marks = marks.replace(b'""', b"")
-    if b'"' in marks:
-        marks = _JSON_STRING.sub(b"", marks)
-    # Each pass drops the innermost containers, so passes count the depth. They are cheap
-    # while the text halves; for what is left of a deep, narrow value, a running sum.
-    depth = 0
-    while marks:
-        shorter = marks.replace(b"[]", b"")
-        depth += 1
-        if len(shorter) * 2 > len(marks):
-            return depth + max(accumulate(memoryview(shorter.translate(_JSON_STEP)).cast("b")))
-        marks = shorter
-    return depth
+    """How many levels of arrays and objects valid JSON text nests (a scalar 0, ``[{}]`` 2),
+    from a scan of the raw bytes in C, several times faster than walking the decoded value."""
+    return json_shape(text)[2]
 
 
 class Codec:
@@ -281,11 +263,18 @@ class Codec:
         function_id: Callable[[JsFunction], int],
         max_message_bytes: int,
         max_depth: int = MAX_DEPTH,
+        max_decode_ratio: int = DEFAULT_DECODE_RATIO,
     ) -> None:
         self._make_function = make_function
         self._function_id = function_id
         self.max_message_bytes = max_message_bytes
         self.max_depth = max_depth
+        self.max_decode_ratio = max_decode_ratio
+        # The frame being decoded: what it may still build, and the depths of its JSON
+        # payloads (see unpack_counted). One bound hook for all frames, made once.
+        self._spare = _Budget(0, deque())
+        self._decoding: tuple[_Budget, dict[int, tuple[Any, int]]] = (self._spare, {})
+        self._frame_ext_hook = self._frame_hook
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
         self._limits = {
             "max_str_len": max_message_bytes,
@@ -376,20 +365,43 @@ class Codec:
         )
 
     # -- JavaScript -> Python ------------------------------------------------------------
+    def allowance(self, n: int) -> int:
+        """The host memory the objects decoded from n bytes may take (pydeno/_budget.py)."""
+        return self.max_decode_ratio * n + DECODE_FLOOR
+
     def unpack(self, data: memoryview | bytes) -> Any:
         """Decode one value from the worker. Raises ValueError for anything malformed."""
+        return self.unpack_counted(data, self.allowance(len(data)))[0]
+
+    def unpack_counted(self, data: memoryview | bytes, allowance: int) -> tuple[Any, int]:
+        """Decode one value whose objects may take ``allowance`` bytes of host memory, and
+        what they were charged. Over the allowance raises DecodeRefused, before decoding."""
+        # A frame that cannot cost its allowance is charged its most without being read: its
+        # most, and the most it can add joining a result in parts (an item takes a byte).
+        cost = len(data) * MAX_COST_PER_BYTE
+        if cost + join_cost(len(data)) > allowance:
+            shapes: list[tuple[int, int]] = []
+            cost = frame_cost(data, self.max_message_bytes, shapes)
+            if cost > allowance:
+                raise DecodeRefused(
+                    f"would take about {cost} bytes of host memory to decode, over the {allowance} its "
+                    f"{len(data)} bytes allow (max_decode_ratio={self.max_decode_ratio} per byte, "
+                    f"plus {DECODE_FLOOR})"
+                )
+            budget = _Budget(allowance - cost, deque(shapes))
+        else:
+            # No shapes were read, so none is left over: the spare budget serves every such frame.
+            budget = self._spare
+            budget.left = allowance - cost
         # The depths of JSON-lane payloads, measured as they are decoded (see _json_value),
         # so that the depth check below does not walk them again.
         measured: dict[int, tuple[Any, int]] = {}
-
-        def ext_hook(code: int, payload: bytes) -> Any:
-            return self._ext_hook(code, payload, measured)
-
+        self._decoding = budget, measured
         value = msgpack.unpackb(
             data,
             raw=False,
             strict_map_key=False,
-            ext_hook=ext_hook,
+            ext_hook=self._frame_ext_hook,
             timestamp=1,
             **self._limits,
         )
@@ -401,14 +413,14 @@ class Codec:
             and not fits_depth(value, self.max_depth + 2, measured=measured)
         ):
             raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
-        return value
+        return value, allowance - budget.left
 
-    def _item_ext_hook(self, code: int, data: bytes) -> Any:
-        if code == EXT_SET:
-            raise ValueError("a Set nested inside a Set")
-        return self._ext_hook(code, data)
+    def _frame_hook(self, code: int, data: bytes) -> Any:
+        return self._ext_hook(code, data, *self._decoding)
 
-    def _ext_hook(self, code: int, data: bytes, measured: dict[int, tuple[Any, int]] | None = None) -> Any:
+    def _ext_hook(
+        self, code: int, data: bytes, budget: _Budget, measured: dict[int, tuple[Any, int]] | None = None
+    ) -> Any:
         if code == EXT_UNDEFINED:
             return undefined
         if code == EXT_BIGINT:
@@ -435,44 +447,101 @@ class Codec:
             # Decoded by a nested unpackb, which costs C stack per level: a Set inside a Set is
             # refused before it is decoded (a Python set cannot hold one anyway), so a forged
             # frame cannot nest them until the host's stack overflows.
+            def item_ext_hook(code: int, data: bytes) -> Any:
+                if code == EXT_SET:
+                    raise ValueError("a Set nested inside a Set")
+                return self._ext_hook(code, data, budget)
+
             items = msgpack.unpackb(
-                data, raw=False, strict_map_key=False, ext_hook=self._item_ext_hook, timestamp=1, **self._limits
+                data, raw=False, strict_map_key=False, ext_hook=item_ext_hook, timestamp=1, **self._limits
             )
             if not isinstance(items, list):
                 raise ValueError("malformed Set")
             return set(items)
         if code == EXT_JSON:
-            return self._json_value(data, measured)
+            return self._json_value(data, budget, measured)
         raise ValueError(f"unknown extension type {code}")
 
-    def _json_value(self, data: bytes, measured: dict[int, tuple[Any, int]] | None) -> Any:
+    def _json_value(self, data: bytes, budget: _Budget, measured: dict[int, tuple[Any, int]] | None) -> Any:
         """The worker's fast lane for plain JSON-shaped data; any JSON is a valid value.
 
-        msgspec decodes the usual payload, what JSON.stringify writes, and its depth is then
-        read from the bytes into ``measured``. It refuses some JSON that json.loads takes (NaN,
-        1e400, escaped lone surrogates, other encodings): those, and a payload too deep for any
-        frame, go to json.loads, the reference, so that they decode or fail as they always have.
-        msgspec gives what json.loads would for the rest, big integers included.
+        msgspec decodes the usual payload, what JSON.stringify writes; its depth was read from
+        the bytes when the frame was charged (or is read now, for a frame too small to be).
+        Lone surrogates, escaped, it takes as U+FFFD. It refuses some JSON that json.loads
+        takes (NaN, 1e400, other encodings): those go to json.loads, the reference, so that
+        they decode or fail as they always have, charged what json.loads builds besides (its
+        copy of the text, its memo of keys). msgspec gives what json.loads would for the rest,
+        big integers included. A payload deeper than any frame may nest is refused before it
+        is decoded.
         """
+        shape = budget.shapes.popleft() if budget.shapes else None
+        known = shape[1] if shape is not None and shape[0] == len(data) else None
+        # Deeper than unpack's limit, it is refused wherever it sits in the frame.
+        limit = self.max_depth + 2
         try:
             value = _decode_json(data)
         except (msgspec.DecodeError, RecursionError):
-            pass
-        else:
+            value = _REFUSED
+            # JSON.stringify escapes a lone surrogate as \udXXX, which msgspec refuses: as
+            # U+FFFD, which the host makes of it anyway, the text decodes with msgspec still,
+            # at the length and in the shape charged.
+            if b"\\ud" in data or b"\\uD" in data:
+                with contextlib.suppress(msgspec.DecodeError, RecursionError):
+                    value = _decode_json(_LONE_SURROGATE.sub(_replacement, data))
+        if value is not _REFUSED:
             if type(value) not in (list, dict):
                 return value
-            depth = json_depth(data)
-            # Deeper than unpack's limit, it is refused wherever it sits in the frame.
-            if depth <= self.max_depth + 2:
-                if measured is not None:
-                    measured[id(value)] = (value, depth)
-                return value
+            depth = json_depth(data) if known is None else known
+            if depth > limit:
+                raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
+            if measured is not None:
+                measured[id(value)] = (value, depth)
+            return value
+        text = json_text(data)
+        if text is not None:
+            lists, dicts, depth = json_shape(text)
+            if depth > limit:
+                raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
+            # json.loads builds what msgspec would, and besides a copy of the text (of up to
+            # four bytes a character) and a memo of the keys.
+            budget.charge(json_cost(lists, dicts, len(text)) + 4 * len(text), self.max_decode_ratio)
         try:
             value = json.loads(data)
         except RecursionError:
             raise ValueError("JSON payload nested too deeply") from None
-        # JSON.stringify escapes a lone surrogate as \udXXX and json.loads turns that back
-        # into one. The worker only takes this lane for well-formed strings, but a getter can
-        # change a value between its check and JSON.stringify: the slow walk runs only when
-        # such an escape may be present.
+        # json.loads turns an escaped lone surrogate back into one: the slow walk runs only
+        # when such an escape may be present.
         return _scrub_surrogates(value) if b"\\ud" in data or b"\\uD" in data else value
+
+
+_REFUSED: Final = object()
+# An escape in JSON text: a surrogate pair, a lone surrogate, or any other (an escaped
+# backslash among them, so that the "u" after it is not read as an escape).
+_LONE_SURROGATE: Final = re.compile(
+    rb"\\(?:u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|u[dD][c-fC-F][0-9a-fA-F]{2}|.)", re.DOTALL
+)
+
+
+def _replacement(match: re.Match[bytes]) -> bytes:
+    # Only a lone surrogate's escape is six bytes: a pair's is twelve, any other two.
+    escape = match.group()
+    return b"\\ufffd" if len(escape) == 6 else escape
+
+
+class _Budget:
+    """What one frame may still build while it is decoded, and the JSON shapes read from
+    it, in the order its payloads come."""
+
+    __slots__ = ("left", "shapes")
+
+    def __init__(self, left: int, shapes: deque[tuple[int, int]]) -> None:
+        self.left = left
+        self.shapes = shapes
+
+    def charge(self, cost: int, ratio: int) -> None:
+        self.left -= cost
+        if self.left < 0:
+            raise DecodeRefused(
+                f"would take more host memory to decode than its size allows (max_decode_ratio={ratio} "
+                f"per byte, plus {DECODE_FLOOR})"
+            )

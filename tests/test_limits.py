@@ -578,6 +578,7 @@ INVALID_OPTIONS = [
     *_seconds("max_host_wait", none=True),
     *_count("max_inflight_host_calls", 1, none=False),
     *_count("max_console_bytes", 0, none=False),
+    *_count("max_decode_ratio", 1, none=False),
     *_seconds("terminate_grace", none=False),
 ]
 

@@ -160,8 +160,38 @@ export class Writer {
 
   /** Payload bytes the next frames may take, at most maxBytes: a value sent in parts shares
    * one budget among them. */
-  budget(bytes: number): void {
+  budget(bytes: number, charged = 0): void {
     this.limit = bytes + FRAME_PREFIX;
+    this.charged = charged;
+  }
+
+  // The decode budget (pydeno/_budget.py): the host refuses a frame whose decoding would take
+  // more than decodeRatio bytes of its memory per byte, plus DECODE_FLOOR; the parts of a
+  // value share one allowance, so charged is what the earlier ones took (see budget()).
+  decodeRatio = DEFAULT_DECODE_RATIO;
+  charged = 0;
+  // What the host charges for decoding the frame written last, once top() or items() ends.
+  decodeCost = 0;
+
+  /** Refuses the frame written if the host would: it charges the same, from the same bytes,
+   * and for a part of a value in parts the growth of the list the parts join into. */
+  checkDecodeCost(join = 0): void {
+    const bytes = this.pos - FRAME_PREFIX;
+    const before = this.maxBytes + FRAME_PREFIX - this.limit;
+    const allowance = this.decodeRatio * (before + bytes) + DECODE_FLOOR - this.charged;
+    let cost = bytes * MAX_COST_PER_BYTE;
+    if (cost + joinCost(bytes) > allowance) {
+      cost = frameCost(this.buf, this.view, FRAME_PREFIX, this.pos);
+    }
+    cost += join;
+    if (cost > allowance) {
+      throw new RangeErrorCtor(
+        `value would take about ${cost} bytes of host memory to decode, over the ${allowance} its ` +
+          `${before + bytes} bytes allow (max_decode_ratio=${this.decodeRatio} per byte, plus ${DECODE_FLOOR}): ` +
+          "raise max_decode_ratio= for a value of many tiny containers or numbers",
+      );
+    }
+    this.decodeCost = cost;
   }
 
   /** The bytes written since reset(), as a view (valid until the next write). */
@@ -323,6 +353,7 @@ export class Writer {
    * EXT_JSON payload of a copy made by jsonCopy; anything JSON would not carry exactly goes
    * through value(). */
   top(v: any, depth = 0): void {
+    jsonLists = jsonDicts = 0;
     if (typeof v === "object" && v !== null) {
       const copy = jsonCopy(v, depth, this.maxDepth);
       // Checked after the copy, whose getters may have changed the prototypes: the state
@@ -330,21 +361,27 @@ export class Writer {
       // copy was read in.
       if (copy !== NOT_JSON && jsonSafe()) {
         this.json(JSONStringify(copy));
+        this.checkDecodeCost();
         return;
       }
     }
     this.holes = -1;
     this.value(v, depth);
     this.settled();
+    this.checkDecodeCost();
   }
 
   /** Encodes items from..to of the array v (at depth 0) as an array of their own, as top()
    * would encode them inside v: the same lane rules, v itself on the stack for the cycle
    * check, and paths in errors that name each item's index in v. */
   items(v: any[], from: number, to: number): void {
+    // The run's own array counts: copyItems counts only what it holds.
+    jsonLists = 1;
+    jsonDicts = 0;
     const copy = copyItems(v, from, to, 0, this.maxDepth);
     if (copy !== NOT_JSON && jsonSafe()) {
       this.json(JSONStringify(copy));
+      this.checkDecodeCost(joinCost(to - from));
       return;
     }
     this.holes = -1;
@@ -357,6 +394,7 @@ export class Writer {
       this.value(plain || ObjectHasOwn(v, i) ? v[i] : undefined, 1);
     }
     this.settled();
+    this.checkDecodeCost(joinCost(to - from));
   }
 
   /** Whether holes read as undefined, asked once per value and then kept: see settled(). */
@@ -614,9 +652,11 @@ function jsonCopy(v: any, depth: number, maxDepth: number): any {
   const proto = ObjectGetPrototypeOf(v);
   if (proto === ArrayPrototype) {
     if (!ArrayIsArray(v)) return NOT_JSON;
+    jsonLists++;
     return copyItems(v, 0, v.length, depth, maxDepth);
   }
   if (proto !== ObjectPrototype && proto !== null) return NOT_JSON;
+  jsonDicts++;
   const c = { ...v };
   for (const k in c) {
     const y = c[k];
@@ -659,12 +699,14 @@ function copyItems(v: any, from: number, to: number, depth: number, maxDepth: nu
     const xProto = ObjectGetPrototypeOf(x);
     if (xProto === ArrayPrototype) {
       if (!ArrayIsArray(x)) return NOT_JSON;
+      jsonLists++;
       const cx = copyItems(x, 0, x.length, depth + 1, maxDepth);
       if (cx === NOT_JSON) return NOT_JSON;
       out[j++] = cx;
       continue;
     }
     if (xProto !== ObjectPrototype && xProto !== null) return NOT_JSON;
+    jsonDicts++;
     const c = { ...x };
     for (const k in c) {
       const y = c[k];
@@ -684,6 +726,104 @@ function copyItems(v: any, from: number, to: number, depth: number, maxDepth: nu
     out[j++] = c;
   }
   return out;
+}
+
+// -- The decode budget: what the host charges for decoding a frame (pydeno/_budget.py) --------
+export const DEFAULT_DECODE_RATIO = 40;
+const DECODE_FLOOR = 1 << 20;
+const MAX_COST_PER_BYTE = 128;
+// The arrays and objects of the value the last JSON-exactness check passed: what JSON.stringify
+// writes, so the brackets outside strings that the host counts in the payload.
+let jsonLists = 0, jsonDicts = 0;
+
+const listCost = (n: number): number => (n ? 80 + 8 * n : 72);
+const mapCost = (n: number): number => (n === 0 ? 72 : n <= 5 ? 232 : 168 + 64 * n);
+const strCost = (n: number): number => (n <= 1 ? 0 : n === 2 ? 112 : 128 + 4 * n);
+const binCost = (n: number): number => (n <= 1 ? 0 : 48 + n);
+// The growth of the list a value's parts join into, for one part of n items.
+const joinCost = (n: number): number => 64 + 9 * n;
+const jsonCost = (lists: number, dicts: number, n: number): number => {
+  const rest = n - 3 * (lists + dicts);
+  return 96 * lists + 200 * dicts + 15 * (rest > 0 ? rest : 0);
+};
+
+// Tokens by first byte: FIXED ones have a length and a charge known from it; the others read
+// a length or count from the WIDTH bytes after it.
+const FIXED = 0, STR = 1, BIN = 2, ARRAY = 3, MAP = 4, EXT = 5, FIXEXT = 6;
+const KIND = new Uint8Array(256), LEN = new Uint8Array(256), WIDTH = new Uint8Array(256);
+const CHARGE = new Int32Array(256);
+for (let b = 0; b < 256; b++) LEN[b] = 1;
+const fixed = (b: number, len: number, charge: number): void => {
+  KIND[b] = FIXED; LEN[b] = len; CHARGE[b] = charge;
+};
+for (let b = 0xe0; b <= 0xfa; b++) fixed(b, 1, 32); // CPython caches only -5 to 256
+for (const [b, len, charge] of [
+  [0xca, 5, 32], [0xcb, 9, 32], [0xcc, 2, 0], [0xcd, 3, 32], [0xce, 5, 32], [0xcf, 9, 48],
+  [0xd0, 2, 32], [0xd1, 3, 32], [0xd2, 5, 32], [0xd3, 9, 48],
+]) fixed(b, len, charge);
+for (let n = 0; n < 16; n++) { fixed(0x80 | n, 1, mapCost(n)); fixed(0x90 | n, 1, listCost(n)); }
+for (let n = 0; n < 32; n++) fixed(0xa0 | n, 1 + n, strCost(n));
+for (const [b, kind, width] of [
+  [0xd9, STR, 1], [0xda, STR, 2], [0xdb, STR, 4], [0xc4, BIN, 1], [0xc5, BIN, 2], [0xc6, BIN, 4],
+  [0xdc, ARRAY, 2], [0xdd, ARRAY, 4], [0xde, MAP, 2], [0xdf, MAP, 4], [0xc7, EXT, 1], [0xc8, EXT, 2], [0xc9, EXT, 4],
+]) { KIND[b] = kind; WIDTH[b] = width; }
+for (const [b, size] of [[0xd4, 1], [0xd5, 2], [0xd6, 4], [0xd7, 8], [0xd8, 16]]) { KIND[b] = FIXEXT; LEN[b] = size; }
+// The length of a FIXED token, 0 for the others.
+const STEP = new Uint8Array(256);
+for (let b = 0; b < 256; b++) if (KIND[b] === FIXED) STEP[b] = LEN[b];
+
+/** What an extension value of type code and n payload bytes builds besides its payload. */
+function extCharge(code: number, n: number): number {
+  return code === EXT_BIGINT ? 96 + 2 * n : code === EXT_DATE ? 128 : code === EXT_FUNCTION ? 256 : 0;
+}
+
+function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): number {
+  return width === 1 ? buf[p] : width === 2 ? DVGetUint16(view, p) : DVGetUint32(view, p);
+}
+
+/** What the host charges for decoding the msgpack in buf[pos, end), which this writer wrote:
+ * pydeno/_budget.py's frame_cost, with the JSON payload's arrays and objects as counted. */
+function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): number {
+  let cost = 0;
+  while (pos < end) {
+    const b = buf[pos];
+    // Fixed tokens, most of any frame, in as few bytecodes as jitless V8 allows.
+    const step = STEP[b];
+    if (step !== 0) { pos += step; cost += CHARGE[b]; continue; }
+    const k = KIND[b];
+    let n: number, head: number;
+    if (k === FIXEXT) {
+      n = LEN[b];
+      head = pos + 2;
+      const code = buf[pos + 1];
+      if (code !== EXT_SET && code !== EXT_JSON) {
+        // A run of like extension values (Dates, undefined) takes a tight loop.
+        const each = (n > 1 ? 48 + n : 0) + extCharge(code, n);
+        do { pos += 2 + n; cost += each; } while (pos < end && buf[pos] === b && buf[pos + 1] === code);
+        continue;
+      }
+    } else {
+      n = uintAt(buf, view, pos + 1, WIDTH[b]);
+      head = pos + 1 + WIDTH[b] + (k === EXT ? 1 : 0);
+    }
+    if (k === STR) { pos = head + n; cost += strCost(n); continue; }
+    if (k === BIN) { pos = head + n; cost += binCost(n); continue; }
+    if (k === ARRAY) { pos = head; cost += listCost(n); continue; }
+    if (k === MAP) { pos = head; cost += mapCost(n); continue; }
+    const code = buf[head - 1];
+    if (n > 1) cost += 48 + n;
+    if (code === EXT_SET) {
+      // Its items follow as tokens; the Set's own table is charged for their count.
+      const h = buf[head];
+      const count = h >= 0x90 && h <= 0x9f ? h & 0x0f : h === 0xdc ? uintAt(buf, view, head + 1, 2) : uintAt(buf, view, head + 1, 4);
+      cost += 216 + 112 * count;
+      pos = head;
+      continue;
+    }
+    cost += code === EXT_JSON ? jsonCost(jsonLists, jsonDicts, n) : extCharge(code, n);
+    pos = head + n;
+  }
+  return cost;
 }
 
 export interface DecodeHooks {

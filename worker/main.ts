@@ -404,6 +404,7 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
     return id;
   },
 });
+writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
 
 function flushWriter(): void {
   const len = writer.pos - 4;
@@ -480,16 +481,17 @@ function sendResult(id: number, value: any): void {
 function sendParts(id: number, value: any[]): void {
   const n = value.length;
   const step = MathCeil(n / PARTS);
-  let spent = 0;
+  let spent = 0, charged = 0;
   try {
     for (let from = 0; ; from += step) {
       const to = from + step < n ? from + step : n;
       beginFrame(to === n ? W_RESULT : W_PART, 3);
-      writer.budget(MAX_MESSAGE_BYTES - spent);
+      writer.budget(MAX_MESSAGE_BYTES - spent, charged);
       writer.int(id);
       writer.items(value, from, to);
       if (to === n) return;
       spent += writer.pos - 4;
+      charged += writer.decodeCost;
       flushWriter();
     }
   } finally {

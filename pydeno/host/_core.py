@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
+from .._budget import DEFAULT_DECODE_RATIO
 from .._checks import count, optional_count, optional_seconds, seconds
 from .._errors import (
     JavaScriptError,
@@ -150,6 +151,7 @@ class RuntimeKwargs(TypedDict, total=False):
     max_host_wait: float | None
     max_inflight_host_calls: int
     max_message_bytes: int
+    max_decode_ratio: int
     max_console_bytes: int
     jitless: bool
     startup_timeout: float
@@ -173,6 +175,7 @@ class RuntimeOptions:
         max_host_wait: float | None = None,
         max_inflight_host_calls: int = 32,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_decode_ratio: int = DEFAULT_DECODE_RATIO,
         max_console_bytes: int = 1 << 20,
         jitless: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
@@ -189,6 +192,7 @@ class RuntimeOptions:
         self.max_host_wait = optional_seconds("max_host_wait", max_host_wait)
         self.max_inflight_host_calls = count("max_inflight_host_calls", max_inflight_host_calls, 1)
         self.max_message_bytes = count("max_message_bytes", max_message_bytes, 1024)
+        self.max_decode_ratio = count("max_decode_ratio", max_decode_ratio, 1)
         self.max_console_bytes = count("max_console_bytes", max_console_bytes, 0)
         if not isinstance(jitless, bool):
             raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
@@ -214,6 +218,7 @@ class RuntimeOptions:
         return WorkerConfig(
             max_memory=self.max_memory,
             max_message_bytes=self.max_message_bytes,
+            max_decode_ratio=self.max_decode_ratio,
             jitless=self.jitless,
             max_depth=MAX_DEPTH,
             max_inflight_host_calls=self.max_inflight_host_calls,
@@ -243,7 +248,12 @@ class Core:
     def __init__(self, options: RuntimeOptions, driver: Any) -> None:
         self.options = options
         self.driver = driver
-        self.codec = Codec(self._make_function, self._function_id, options.max_message_bytes)
+        self.codec = Codec(
+            self._make_function,
+            self._function_id,
+            options.max_message_bytes,
+            max_decode_ratio=options.max_decode_ratio,
+        )
         self.connection = Connection(self.codec, options.max_message_bytes)
         self.functions: dict[str, Callable[..., Any]] = {}
         self.process: WorkerProcess | None = None

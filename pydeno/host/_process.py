@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Final, Literal, Protocol
 
+from .._budget import DEFAULT_DECODE_RATIO
 from .._errors import WorkerCrashed
 from ._cgroup import WorkerGroup
 from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
@@ -107,6 +108,7 @@ class WorkerConfig:
     jitless: bool
     max_depth: int
     max_inflight_host_calls: int = 32
+    max_decode_ratio: int = DEFAULT_DECODE_RATIO
     max_console_bytes: int = 1 << 20
     max_console_chars: int = 16 * 1024
     sandbox: SandboxMode = "require"
@@ -134,6 +136,7 @@ class WorkerConfig:
             {
                 "max_message_bytes": self.max_message_bytes,
                 "max_depth": self.max_depth,
+                "max_decode_ratio": self.max_decode_ratio,
                 "max_console_chars": self.max_console_chars,
                 "max_inflight_host_calls": self.max_inflight_host_calls,
                 "max_console_bytes": self.max_console_bytes,

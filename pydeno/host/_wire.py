@@ -20,8 +20,11 @@ Worker -> host::
     [6, request_id, [item, ...]]                PART of a long array result, in order; the
                                                 RESULT that follows carries the last items
 
-A result in parts is one value: its frames' payloads share max_message_bytes, and an ERROR
-for the request drops the parts received so far.
+A result in parts is one value: its frames' payloads share max_message_bytes and one decode
+allowance, and an ERROR for the request drops the parts received so far.
+
+Before a frame is decoded, what decoding it would build is charged against its allowance of
+host memory (pydeno/_budget.py); a frame over it is refused without building anything.
 
 Host -> worker::
 
@@ -42,6 +45,7 @@ from typing import Any, Final
 
 import msgpack
 
+from .._budget import DECODE_FLOOR, DecodeRefused, join_cost
 from .._errors import JavaScriptError
 from .._values import Codec, ValueRefused
 
@@ -158,8 +162,12 @@ class Connection:
         self.hello: Hello | None = None
         self.pending: set[int] = set()
         self.outcomes: dict[int, Outcome] = {}
-        # Request id -> the items of its result received in PART frames, and their bytes.
-        self._parts: dict[int, tuple[list[Any], int]] = {}
+        # Request id -> the items of its result received in PART frames, their bytes, and
+        # what decoding them was charged.
+        self._parts: dict[int, tuple[list[Any], int, int]] = {}
+        # What decoding the last frame was charged (pydeno/_budget.py), and what its allowance
+        # left: a part adds them up, and the growth of the list the parts join into.
+        self._charged = self._left = 0
         self.host_calls: set[int] = set()
         self.bound: set[str] = set()
         self.live_functions: set[int] = set()
@@ -247,8 +255,13 @@ class Connection:
         with memoryview(buf) as view:
             payload = view[pos + 4 : end]
             try:
+                carried = self._carried(payload) if self._parts else (0, 0)
+                allowance = self.codec.allowance(carried[0] + length) - carried[1]
                 try:
-                    item = self.codec.unpack(payload)
+                    item, cost = self.codec.unpack_counted(payload, allowance)
+                except DecodeRefused as exc:
+                    whole = "a result in parts" if carried[0] else f"a frame of {length} bytes"
+                    raise ProtocolError(f"{whole} {exc}", malformed=False) from None
                 except ValueRefused as exc:
                     raise ProtocolError(str(exc), malformed=True) from None
                 except (
@@ -266,7 +279,25 @@ class Connection:
         if end > 65536 and end * 2 > len(buf):
             del buf[:end]
             self._pos = 0
+        self._charged, self._left = cost, allowance - cost
         return self._event(item, length)
+
+    def _carried(self, payload: memoryview) -> tuple[int, int]:
+        """The bytes and decode charge of the parts received so far, if payload is a PART or
+        RESULT frame of a result in parts, else (0, 0): read from its first bytes, since the
+        allowance is needed before the frame is decoded."""
+        if len(payload) < 3 or payload[0] != 0x93 or payload[1] not in (W_PART, W_RESULT):
+            return 0, 0
+        b = payload[2]
+        if b < 0x80:
+            rid = b
+        elif 0xCC <= b <= 0xCF:
+            size = 1 << (b - 0xCC)
+            rid = int.from_bytes(payload[3 : 3 + size], "big")
+        else:
+            return 0, 0
+        parts = self._parts.get(rid)
+        return (parts[1], parts[2]) if parts is not None else (0, 0)
 
     def _event(self, item: Any, length: int) -> Event | _Part:
         if not isinstance(item, list) or not item or type(item[0]) is not int:
@@ -281,12 +312,13 @@ class Connection:
             rid, value = item[1], item[2]
             if rid in self._parts:
                 # The RESULT after PARTs carries the last items, under the same budget.
-                received, spent = self._parts.pop(rid)
+                received, spent, _ = self._parts.pop(rid)
                 if type(value) is not list:
                     raise ProtocolError(
                         f"the last part of the answer to request {rid} is not an array", malformed=False
                     )
                 self._spend(spent + length)
+                self._join(len(value))
                 received += value
                 value = received
             self._complete(rid, Outcome(value=value))
@@ -334,10 +366,23 @@ class Connection:
     def _part(self, rid: int, items: list[Any], length: int) -> None:
         if rid not in self.pending:
             raise ProtocolError(f"part of an answer to request {rid}, which is not pending", malformed=False)
-        received, spent = self._parts.get(rid) or ([], 0)
+        received, spent, charged = self._parts.get(rid) or ([], 0, 0)
         spent = self._spend(spent + length)
+        join = self._join(len(items))
         received += items
-        self._parts[rid] = (received, spent)
+        self._parts[rid] = (received, spent, charged + self._charged + join)
+
+    def _join(self, items: int) -> int:
+        """What joining a part of ``items`` items to the result costs, refused past what the
+        allowance of the parts so far has left."""
+        cost = join_cost(items)
+        if cost > self._left:
+            raise ProtocolError(
+                f"a result in parts would take more host memory to decode than its bytes allow "
+                f"(max_decode_ratio={self.codec.max_decode_ratio} per byte, plus {DECODE_FLOOR})",
+                malformed=False,
+            )
+        return cost
 
     def _spend(self, spent: int) -> int:
         """The bytes a result in parts has taken so far, refused past max_message_bytes."""

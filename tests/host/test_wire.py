@@ -176,7 +176,8 @@ REFUSED_AFTER_HANDSHAKE = [
     # The host allows two levels beyond 128: the frame's own array and a host call's argument list.
     pytest.param(wire([1, 1, _nested(130)]), True, "a value is nested deeper than 128 levels", id="deep-130"),
     pytest.param(wire([1, 1, _nested(1000)]), True, "a value is nested deeper than 128 levels", id="deep-1000"),
-    pytest.param(_result_raw(b"\x91" * 100_000 + b"\x90"), True, "StackError", id="deep-100000"),
+    # Too costly to decode before it is too deep: refused before msgspec or msgpack build it.
+    pytest.param(_result_raw(b"\x91" * 100_000 + b"\x90"), False, "would take about", id="deep-100000"),
     pytest.param(wire([1, 1, msgpack.ExtType(42, b"")]), True, "unknown extension type 42", id="unknown-ext"),
     pytest.param(wire([1, 1, msgpack.ExtType(1, b"\x05ff")]), True, "malformed BigInt", id="bigint-sign"),
     pytest.param(wire([1, 1, msgpack.ExtType(1, b"\x00")]), True, "malformed BigInt", id="bigint-empty"),
@@ -526,9 +527,9 @@ def test_a_json_payload_decodes_exactly_as_json_loads_would(payload: bytes, expe
         assert got[0] == expected
 
 
-def test_a_json_payload_too_deep_for_msgspec_and_json_loads_is_refused_as_before() -> None:
+def test_a_json_payload_too_deep_for_any_frame_is_refused_for_its_depth_before_it_is_decoded() -> None:
     payload = msgpack.ExtType(EXT_JSON, b"[" * 5000 + b"]" * 5000)
-    assert _outcome(wire([1, 1, payload])) == ("refused", "True ValueError: JSON payload nested too deeply")
+    assert _outcome(wire([1, 1, payload])) == ("refused", "True a value is nested deeper than 128 levels")
 
 
 def _depth(value: Any) -> int:
