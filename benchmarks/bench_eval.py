@@ -820,15 +820,22 @@ def render_table(results: dict[str, Any]) -> str:
     return "\n".join([fmt_line(header), rule, *(fmt_line(line) for line in lines)])
 
 
+def peer_interpreter(args: argparse.Namespace) -> str | None:
+    """The peer's interpreter for this run: --peer-python, else benchmarks/.peer-venv (made
+    the first time); None with --skip-peer. Exits with 2 if --peer-python does not exist."""
+    if args.skip_peer:
+        return None
+    if args.peer_python and not args.peer_python.is_file():
+        print(f"error: --peer-python {args.peer_python} does not exist", file=sys.stderr)
+        raise SystemExit(2)
+    # Absolute: the sides run from another working directory.
+    return str(args.peer_python.resolve()) if args.peer_python else str(ensure_peer_venv(DEFAULT_PEER_VENV))
+
+
 def drive(args: argparse.Namespace, params: Params) -> int:
     output: Path = args.output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    peer_python: str | None = None
-    if not args.skip_peer:
-        if args.peer_python and not args.peer_python.is_file():
-            print(f"error: --peer-python {args.peer_python} does not exist", file=sys.stderr)
-            return 2
-        peer_python = str(args.peer_python) if args.peer_python else str(ensure_peer_venv(DEFAULT_PEER_VENV))
+    peer_python = peer_interpreter(args)
 
     machine = machine_info()
     versions = our_versions()

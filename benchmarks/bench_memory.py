@@ -264,14 +264,7 @@ def drive(args: argparse.Namespace) -> int:
     helpers = bench_eval()
     output: Path = args.output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    peer_python: str | None = None
-    if not args.skip_peer:
-        if args.peer_python and not args.peer_python.is_file():
-            print(f"error: --peer-python {args.peer_python} does not exist", file=sys.stderr)
-            return 2
-        peer_python = (
-            str(args.peer_python) if args.peer_python else str(helpers.ensure_peer_venv(helpers.DEFAULT_PEER_VENV))
-        )
+    peer_python = helpers.peer_interpreter(args)
     machine = helpers.machine_info()
     versions = helpers.our_versions()
     print(
