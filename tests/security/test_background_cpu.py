@@ -25,9 +25,10 @@ def web_worker(body: str) -> str:
 
 LEFT_RUNNING = {
     "a spinning Web Worker": f"{web_worker(SPIN)}; 'returned'",
-    # A Worker takes a moment to start; once it is busy, terminate() does not stop it.
+    # Terminated once it says it is about to spin: then terminate() does not stop it.
     "a Web Worker that ignores terminate()": (
-        f"const w = {web_worker(SPIN)}; await new Promise((r) => setTimeout(r, 900)); w.terminate(); 'returned'"
+        f"const w = {web_worker('postMessage(1); ' + SPIN)}; await new Promise((r) => {{ w.onmessage = r }});"
+        " w.terminate(); 'returned'"
     ),
     "a timer loop": ("setInterval(() => { const t = Date.now(); while (Date.now() - t < 20) {} }, 0); 'returned'"),
     "a promise chain": (

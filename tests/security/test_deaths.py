@@ -25,12 +25,17 @@ GUEST_DIED = "worker died running guest code ("
 
 
 def in_web_worker(body: str) -> str:
-    """Run ``body`` as a module Web Worker and give it a moment to act."""
+    """Run ``body`` as a module Web Worker and give it a moment to act once it has started
+    (a Worker takes a while to start, longer on a busy machine)."""
     return (
-        f"const source = {json.dumps(body)};"
+        f"const source = {json.dumps(body + '; postMessage(1)')};"
         "const url = URL.createObjectURL(new Blob([source], {type: 'application/javascript'}));"
-        "new Worker(url, {type: 'module'});"
-        "await new Promise((resolve) => setTimeout(resolve, 1000)); 'survived'"
+        "const worker = new Worker(url, {type: 'module'});"
+        "await new Promise((resolve) => {"
+        "  worker.onmessage = resolve;"
+        "  worker.onerror = (e) => { e.preventDefault(); resolve() };"
+        "});"
+        "await new Promise((resolve) => setTimeout(resolve, 300)); 'survived'"
     )
 
 
