@@ -828,8 +828,9 @@ def peer_interpreter(args: argparse.Namespace) -> str | None:
     if args.peer_python and not args.peer_python.is_file():
         print(f"error: --peer-python {args.peer_python} does not exist", file=sys.stderr)
         raise SystemExit(2)
-    # Absolute: the sides run from another working directory.
-    return str(args.peer_python.resolve()) if args.peer_python else str(ensure_peer_venv(DEFAULT_PEER_VENV))
+    # Absolute, but not resolved: the sides run from another working directory, and a
+    # venv's python is a link the venv is found through.
+    return str(args.peer_python.absolute()) if args.peer_python else str(ensure_peer_venv(DEFAULT_PEER_VENV))
 
 
 def drive(args: argparse.Namespace, params: Params) -> int:
