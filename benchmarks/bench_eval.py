@@ -736,18 +736,23 @@ def merge_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def run_child(side: str, python: str, params: Params, output: Path, label: str) -> dict[str, Any]:
+def run_script_side(
+    script: Path, side: str, python: str, argv: list[str], output: Path, label: str, timeout: float
+) -> dict[str, Any]:
+    """Run ``script --side side`` under python and return the JSON it wrote, or the error
+    that stopped it; ``wall_seconds`` is how long it took. bench_memory.py runs its sides
+    through this too."""
     tmp = output.with_name(f"{output.stem}.{side}.tmp")
     tmp.unlink(missing_ok=True)
     # -I: neither PYTHONPATH nor the working directory may put the other side's package
     # first on sys.path; the child also checks which pydeno it imported.
-    cmd = [python, "-I", str(Path(__file__).resolve()), "--side", side, "--json-out", str(tmp), *params.argv()]
-    print(f"{label}: measuring {side} ({python}) ...", file=sys.stderr, flush=True)
+    cmd = [python, "-I", str(script.resolve()), "--side", side, "--json-out", str(tmp), *argv]
+    print(f"{label}measuring {side} ({python}) ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, check=False, timeout=CHILD_TIMEOUT_S, cwd=HERE)
+        proc = subprocess.run(cmd, check=False, timeout=timeout, cwd=HERE)
     except subprocess.TimeoutExpired:
-        return {"side": side, "errors": {"process": f"timed out after {CHILD_TIMEOUT_S:.0f}s"}}
+        return {"side": side, "errors": {"process": f"timed out after {timeout:.0f}s"}}
     except OSError as exc:
         return {"side": side, "errors": {"process": f"could not start {python}: {exc}"}}
     elapsed = time.perf_counter() - started
@@ -757,6 +762,10 @@ def run_child(side: str, python: str, params: Params, output: Path, label: str) 
     tmp.unlink()
     data["wall_seconds"] = round(elapsed, 2)
     return data
+
+
+def run_child(side: str, python: str, params: Params, output: Path, label: str) -> dict[str, Any]:
+    return run_script_side(Path(__file__), side, python, params.argv(), output, f"{label}: ", CHILD_TIMEOUT_S)
 
 
 def compute_ratios(ours: dict[str, Any], peer: dict[str, Any] | None) -> dict[str, float | None]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import subprocess
 import sys
 import time
 import traceback
@@ -190,22 +189,9 @@ def measure(side: str, evals: int, workloads: list[str]) -> dict[str, Any]:
 
 
 def run_child(side: str, python: str, evals: int, workloads: list[str], output: Path) -> dict[str, Any]:
-    tmp = output.with_name(f"{output.stem}.{side}.tmp")
-    tmp.unlink(missing_ok=True)
-    # -I: neither PYTHONPATH nor the working directory may put the other side's package first.
-    cmd = [python, "-I", str(Path(__file__).resolve()), "--side", side, "--json-out", str(tmp)]
-    cmd += ["--evals", str(evals), "--workloads", ",".join(workloads)]
-    print(f"measuring {side} ({python}) ...", file=sys.stderr, flush=True)
-    try:
-        proc = subprocess.run(cmd, check=False, timeout=CHILD_TIMEOUT_S, cwd=HERE)
-    except subprocess.TimeoutExpired:
-        return {"side": side, "errors": {"process": f"timed out after {CHILD_TIMEOUT_S:.0f}s"}}
-    except OSError as exc:
-        return {"side": side, "errors": {"process": f"could not start {python}: {exc}"}}
-    if proc.returncode != 0 or not tmp.exists():
-        return {"side": side, "errors": {"process": f"exited with code {proc.returncode}"}}
-    data: dict[str, Any] = json.loads(tmp.read_text(encoding="utf-8"))
-    tmp.unlink()
+    argv = ["--evals", str(evals), "--workloads", ",".join(workloads)]
+    data = bench_eval().run_script_side(Path(__file__), side, python, argv, output, "", CHILD_TIMEOUT_S)
+    data.pop("wall_seconds", None)
     return data
 
 

@@ -33,23 +33,13 @@ from typing import Final
 
 from ._mailbox import host_running
 
-__all__ = ["MIB", "Mechanism", "WorkerGroup", "hard_memory_limit", "mechanism", "task_limit"]
+__all__ = ["Mechanism", "WorkerGroup", "mechanism", "task_limit"]
 
-MIB: Final = 1 << 20
 _ROOT: Final = Path("/sys/fs/cgroup")
 _NAME: Final = re.compile(r"pydeno-(\d+)-\d+")
 _counter = itertools.count(1)
 _swept: set[Path] = set()
 _sweep_lock = threading.Lock()
-
-
-def hard_memory_limit(max_memory: int) -> int:
-    """The kernel's cap for a worker with ``max_memory``: max_memory itself. The group is
-    charged only what the worker brought into memory; its resident size also counts the
-    pages of deno's binary that other processes loaded first (charged to them), so the
-    monitor, which kills at a resident size of max_memory, still comes first whenever it
-    runs, and the size a worker can reach is max_memory plus those pages."""
-    return max_memory
 
 
 def task_limit(max_threads: int) -> int:
@@ -219,7 +209,12 @@ class WorkerGroup:
 
     def _set_limits(self) -> None:
         if self.memory_dir is not None and self.max_memory is not None:
-            hard = str(hard_memory_limit(self.max_memory))
+            # max_memory itself: the group is charged only what the worker brought into
+            # memory, while its resident size (what the monitor kills at max_memory) also
+            # counts the pages of deno's binary other processes loaded first. So the monitor
+            # still comes first whenever it runs, and a worker the kernel stops reaches
+            # max_memory plus those pages.
+            hard = str(self.max_memory)
             if self.version == 1:
                 _write(self.memory_dir / "memory.limit_in_bytes", hard)
                 # Swap counts too where the kernel accounts it; else the cap would not hold
@@ -233,14 +228,10 @@ class WorkerGroup:
         if self.pids_dir is not None and self.max_threads is not None:
             _write(self.pids_dir / "pids.max", str(task_limit(self.max_threads)))
 
-    @property
-    def procs_files(self) -> list[str]:
-        """The files a process joins the group through (writing its pid)."""
-        return [str(d / "cgroup.procs") for d in self.dirs]
-
     def add(self, pid: int) -> None:
-        for procs in self.procs_files:
-            _write(Path(procs), str(pid))
+        """Move the process into the group (every controller's directory)."""
+        for directory in self.dirs:
+            _write(directory / "cgroup.procs", str(pid))
 
     # -- what the kernel counted ----------------------------------------------------------
     def oom_killed(self) -> bool:

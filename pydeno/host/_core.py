@@ -391,11 +391,10 @@ class Core:
         except JavaScriptError:
             # A thread the kernel refused (the worker's task cap) reaches the guest as an
             # error it may not even have caused itself; the worker is at its thread limit.
-            process, options = self.process, self.options
-            group = process.cgroup if process is not None else None
-            if group is None or options.max_threads is None or not group.tasks_refused():
+            refused = self._threads_refused(self.process) if self.process is not None else None
+            if refused is None:
                 raise
-            raise self._fail(monitor.thread_verdict(task_limit(options.max_threads), options.max_threads)) from None
+            raise self._fail(refused) from None
 
     @staticmethod
     def check_code(code: Any) -> str:
@@ -712,9 +711,14 @@ class Core:
         if options.max_memory is not None and group.oom_killed():
             peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
             return monitor.memory_verdict(max(peak, options.max_memory + 1), options.max_memory)
-        if options.max_threads is not None and group.tasks_refused():
-            return monitor.thread_verdict(task_limit(options.max_threads), options.max_threads)
-        return None
+        return self._threads_refused(process)
+
+    def _threads_refused(self, process: WorkerProcess) -> WorkerCrashed | None:
+        """thread_limit, if the worker's cgroup refused it a task over its cap."""
+        group, max_threads = process.cgroup, self.options.max_threads
+        if group is None or max_threads is None or not group.tasks_refused():
+            return None
+        return monitor.thread_verdict(task_limit(max_threads), max_threads)
 
     def _from_outside(self, code: int) -> bool:
         """Whether a death after the handshake can only have come from outside the worker.

@@ -97,8 +97,9 @@ class Watch:
     peak_rss: int = 0
     last_cpu: float = 0.0
     # CPU used while no command was in flight, drained at IDLE_CPU_DRAIN, and the reading
-    # (with its time) the next idle sample charges from: taken by the first sample after a
-    # command ends, so that ending a command reads nothing; None while a command runs.
+    # (with its time) the next idle sample charges from: taken as a command ends where a
+    # cpu_limit makes that reading anyway, else by the first sample after it (so that ending
+    # a command reads nothing); None while a command runs.
     idle_charge: float = 0.0
     idle_mark: tuple[float, float] | None = None
     verdict: PydenoError | None = None

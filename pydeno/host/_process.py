@@ -115,9 +115,9 @@ class WorkerConfig:
     max_threads: int | None = None
     # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
     mailbox: str | None = None
-    # The cgroup.procs files of the worker's own cgroup (pydeno/host/_cgroup.py), where it
-    # has one; set by WorkerProcess.
-    cgroup_procs: tuple[str, ...] = ()
+    # Whether the worker has a cgroup of its own (pydeno/host/_cgroup.py), whose caps the
+    # kernel enforces; else the zygote holds a confined worker to its caps. Set by WorkerProcess.
+    own_cgroup: bool = False
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
@@ -391,8 +391,8 @@ def confined(config: WorkerConfig) -> Confined:
             "execute": [deno, loader],
             "env": config.environment(cache, targets),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
-            "memory_cap": watcher_memory_cap(config.max_memory) if not config.cgroup_procs else None,
-            "thread_cap": config.max_threads if not config.cgroup_procs else None,
+            "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
+            "thread_cap": None if config.own_cgroup else config.max_threads,
             "argv": config.argv(deno, entry, targets),
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
@@ -585,6 +585,12 @@ class _Zygote:
         self._pump(lambda: pid in self._exits, timeout)
         with self._cond:
             return self._exits.get(pid)
+
+    def overlimit(self, pid: int) -> tuple[str, int] | None:
+        """The cap the zygote killed the worker over and its reading, from what has arrived."""
+        self._pump(lambda: False, 0)
+        with self._cond:
+            return self.overlimits.get(pid)
 
     def release(self, pid: int) -> None:
         """Let the zygote reap the worker, and wait until it has: once a runtime is closed,
@@ -802,9 +808,7 @@ class _ZygoteChild:
 
     def killed_over_cap(self) -> tuple[str, int] | None:
         """The cap the zygote killed this worker over ("memory", "threads") and its reading."""
-        self.zygote.status(self.pid, 0)
-        with self.zygote._cond:
-            return self.zygote.overlimits.get(self.pid)
+        return self.zygote.overlimit(self.pid)
 
     def release(self) -> None:
         """The host is done with the worker: the zygote may reap it, freeing its pid."""
@@ -1114,7 +1118,7 @@ class WorkerProcess:
         try:
             self.cgroup = WorkerGroup.create(config.max_memory, config.max_threads)
             if self.cgroup is not None:
-                config = self.config = replace(config, cgroup_procs=tuple(self.cgroup.procs_files))
+                config = self.config = replace(config, own_cgroup=True)
             command = worker_command(config)
             environment = worker_environment(config)
             self.popen: Child = self._spawner.spawn(lambda: start_process(command, environment))
@@ -1281,8 +1285,6 @@ class WorkerProcess:
 
     def settled(self, timeout: float) -> bool:
         """Whether the worker has exited by itself, waiting up to timeout for its status."""
-        if self.popen.poll() is not None:
-            return True
         try:
             self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
