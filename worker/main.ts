@@ -105,11 +105,9 @@ function classicScriptSafe(): boolean {
   if (ArrayPrototype[SymbolIterator] !== originalArrayIterator) return false;
   if (ArrayIteratorPrototype.next !== originalArrayIteratorNext) return false;
   // Indices 0 and 1 carry the result and the error; nothing else of that array is used.
-  for (let i = 0; i < 2; i++) {
-    if (ObjectGetOwnPropertyDescriptor(ArrayPrototype, i) !== undefined) return false;
-    if (ObjectGetOwnPropertyDescriptor(ObjectPrototype, i) !== undefined) return false;
-  }
-  return true;
+  // Array.prototype cannot have them: its length is read-only (see "Index properties").
+  return ObjectGetOwnPropertyDescriptor(ObjectPrototype, 0) === undefined &&
+    ObjectGetOwnPropertyDescriptor(ObjectPrototype, 1) === undefined;
 }
 const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("/") + 1);
 
@@ -634,6 +632,10 @@ function bind(name: string): void {
 // than fail at random later.
 let unremovable = "";
 let removed = ""; // what scrubPrototypes removed and tidyPrototypes has yet to report
+// Whether guest code may have run since the last tidy: the read loop's own tidy is for code
+// run outside a command (ticks, microtasks, timers), and is skipped after commands that
+// tidied on their way out and ran nothing of the guest's after.
+let untidy = true;
 
 /** Removes the index properties on Object.prototype; safe to call in the middle of a frame. */
 function scrubPrototypes(): void {
@@ -660,6 +662,7 @@ function scrubPrototypes(): void {
 /** scrubPrototypes, and the report of what it removed: only where no frame is being written. */
 function tidyPrototypes(): void {
   scrubPrototypes();
+  untidy = false;
   if (removed === "") return;
   const what = removed;
   removed = "";
@@ -700,14 +703,21 @@ function answer(id: number, run: () => any): void {
     value = run();
   } catch (e) {
     tidyPrototypes();
-    try { sendError(id, e); } finally { inflight--; }
+    try { sendError(id, e); } finally { inflight--; untidy = true; }
     return;
   }
   tidyPrototypes();
   if (!isNativePromise(value)) {
-    try { sendResult(id, value); } finally { inflight--; }
+    try {
+      sendResult(id, value);
+    } finally {
+      inflight--;
+      // Converting an object or a function reads it, which can run the guest's getters.
+      if ((typeof value === "object" && value !== null) || typeof value === "function") untidy = true;
+    }
     return;
   }
+  untidy = true;
   void settle(id, value);
 }
 
@@ -805,6 +815,8 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
       let payload: any, unreadable = false;
       try { payload = reader.value(0); } catch (e) { payload = e; unreadable = true; }
       if (pending === undefined) return;
+      // Resolving reads the payload's then, which the guest may have made a getter.
+      untidy = true;
       if (unreadable) pending[1](payload);
       else if (ok) pending[0](payload);
       else {
@@ -1006,12 +1018,13 @@ function pump(): void {
   try {
     for (;;) {
       takeFrames();
-      tidyPrototypes();
+      if (untidy) tidyPrototypes();
       endIfUnremovable();
       // Inside a nextTick callback the tick flag is still up and other ticks (node: modules
       // queue them) may wait behind this one: run them, the microtasks and the report of
       // unhandled rejections now, which also lowers the flag.
       drainTicks();
+      untidy = true;
       if (commandsToLook <= 0 && inflight === 0) lookAtMemory();
       // An asked collection runs as a V8 task, which only a turn of the event loop runs.
       if (collectAsked || eventLoopHasMoreWork()) {

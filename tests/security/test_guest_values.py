@@ -139,6 +139,34 @@ def test_index_properties_on_a_prototype_do_not_break_the_next_eval(rt: pydeno.R
     assert_usable(rt)
 
 
+PLANT_INDEX_TRAP: Final = (
+    "Object.defineProperty(Object.prototype, 0, {get() { throw new Error('index trap'); }, configurable: true})"
+)
+
+
+@pytest.mark.parametrize(
+    "plant",
+    {
+        "a getter of the result": f"({{get a() {{ {PLANT_INDEX_TRAP}; return 1; }}}})",
+        "a getter of a thrown error": f"throw {{get message() {{ {PLANT_INDEX_TRAP}; return 'm'; }}, name: 'E'}}",
+        "a then getter read when a host call answers": (
+            f"Object.defineProperty(Object.prototype, 'then', {{get() {{ delete Object.prototype.then;"
+            f" {PLANT_INDEX_TRAP}; return undefined; }}, configurable: true}}); echo(1)"
+        ),
+    }.values(),
+    ids=["result getter", "error getter", "then getter"],
+)
+def test_an_index_property_planted_after_the_guest_code_ends_does_not_break_the_next_eval(
+    rt: pydeno.Runtime, plant: str
+) -> None:
+    rt.bind_function("echo", lambda *a: list(a))
+    with contextlib.suppress(pydeno.JavaScriptError):
+        rt.eval(plant)
+    assert rt.eval("await new Promise((r) => setTimeout(() => r([ , 'x']), 1))") == [pydeno.undefined, "x"]
+    assert rt.eval("Object.getOwnPropertyDescriptor(Object.prototype, 0)") is pydeno.undefined
+    assert_usable(rt)
+
+
 def test_a_prototype_given_to_array_prototype_is_undone_and_holes_stay_holes(rt: pydeno.Runtime) -> None:
     trap = "{get(t, k) { if (typeof k === 'string' && /^[0-9]+$/.test(k)) throw new Error('index trap');"
     trap += " return Reflect.get(Object.prototype, k); }}"
