@@ -36,9 +36,16 @@ from typing import Any, Final, Literal
 
 import msgpack
 
-from ._errors import JavaScriptError, JournalError, ReplayDivergence, SnapshotAuthenticationError, ToolError
+from ._errors import (
+    JavaScriptError,
+    JournalError,
+    ReplayDivergence,
+    SnapshotAuthenticationError,
+    ToolError,
+    guest_error,
+)
 from ._function import JsFunction
-from ._tools import ToolBridge, guest_error
+from ._tools import ToolBridge
 from ._values import Undefined, undefined
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal"]

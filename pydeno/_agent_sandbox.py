@@ -17,8 +17,9 @@ from typing import Any, Unpack
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._errors import JavaScriptError, ReplayDivergence
+from ._options import RuntimeKwargs
 from ._runtime import Runtime, _await_sync
-from .host._core import Command, RuntimeKwargs
+from .host._core import Command
 from .host._wire import HostCall
 
 __all__ = ["AgentSandbox"]

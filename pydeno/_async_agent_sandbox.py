@@ -17,7 +17,8 @@ import anyio
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._async_runtime import AsyncRuntime
 from ._errors import JavaScriptError, ReplayDivergence
-from .host._core import Command, RuntimeKwargs
+from ._options import RuntimeKwargs
+from .host._core import Command
 from .host._wire import HostCall
 
 __all__ = ["AsyncAgentSandbox"]

@@ -17,8 +17,8 @@ import anyio.abc
 
 from ._async_runtime import AsyncRuntime
 from ._errors import PydenoError
+from ._options import RuntimeKwargs, RuntimeOptions
 from ._pool import WARM_UP, PoolCore, alive
-from .host._core import RuntimeKwargs, RuntimeOptions
 
 __all__ = ["AsyncSandboxPool"]
 

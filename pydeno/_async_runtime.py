@@ -16,8 +16,9 @@ from typing import Any, Unpack
 import anyio
 import anyio.lowlevel
 
-from ._function import JsFunction
-from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
+from ._function import JsFunction, function_id
+from ._options import RuntimeKwargs, RuntimeOptions
+from .host._core import NEED_DATA, Command, Core
 from .host._wire import HostCall
 
 __all__ = ["AsyncRuntime"]
@@ -53,7 +54,11 @@ class AsyncRuntime:
     """The async twin of :class:`pydeno.Runtime`: ``await rt.eval(code)``."""
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
-        self._core = Core(RuntimeOptions(**options), self)
+        self._core = Core(
+            RuntimeOptions(**options),
+            make_function=lambda fid: JsFunction(self, fid),
+            function_id=lambda fn: function_id(fn, self),
+        )
         self._lock = _TaskLock()
         self._stderr_busy = False
         self._core.spawn()
@@ -120,10 +125,13 @@ class AsyncRuntime:
 
     async def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
         async with self._lock:
-            self._core.check_function(fn)
+            function_id(fn, self)
             await self._ready()
             rid, data = self._core.connection.call(fn._id, args)
             return await self._roundtrip(rid, data, timeout)
+
+    def _release_function(self, function_id: int) -> None:
+        self._core.connection.release(function_id)
 
     async def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
         command = await self._begin(rid, data, timeout)

@@ -45,6 +45,7 @@ __all__ = [
     "ToolError",
     "ToolNotFoundError",
     "WorkerCrashed",
+    "guest_error",
 ]
 
 
@@ -131,3 +132,25 @@ class ReplayDivergence(JournalError):
 
 class SnapshotAuthenticationError(PydenoError):
     """A signed snapshot failed authentication."""
+
+
+_TOOL_FAMILY = (ToolBudgetError, ToolNotFoundError, ToolError)
+
+
+def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, str]:
+    """(name, message) of the Error a guest receives for a host function's exception.
+
+    A replayed answer carries its recorded pair. The tool errors are raised on purpose for
+    the guest to read: the family's name (so a subclass still classifies as its kind) and
+    the message as written. Any other exception: its class name, and its text only when the
+    runtime exposes host errors; ``where`` names the function in the hidden-details message.
+    """
+    recorded = getattr(exc, "guest_error", None)
+    if isinstance(recorded, tuple):
+        return recorded
+    if isinstance(exc, ToolError):
+        return next(c.__name__ for c in type(exc).__mro__ if c in _TOOL_FAMILY), str(exc)
+    name = type(exc).__name__
+    if expose:
+        return name, str(exc)
+    return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"

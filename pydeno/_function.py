@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .host._core import Core
+__all__ = ["FunctionOwner", "JsFunction", "function_id"]
 
-__all__ = ["JsFunction"]
+
+class FunctionOwner(Protocol):
+    """The runtime a handle came from, as the handle uses it: the runtime's own drivers."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any: ...
+
+    def _release_function(self, function_id: int) -> None: ...
 
 
 class JsFunction:
@@ -21,26 +29,25 @@ class JsFunction:
     runtime closes.
     """
 
-    __slots__ = ("__weakref__", "_closed", "_core", "_driver", "_id")
+    __slots__ = ("__weakref__", "_closed", "_id", "_owner")
 
-    def __init__(self, core: Core, driver: Any, function_id: int) -> None:
-        self._core = core
-        self._driver = driver
+    def __init__(self, owner: FunctionOwner, function_id: int) -> None:
+        self._owner = owner
         self._id = function_id
         self._closed = False
 
     @property
     def closed(self) -> bool:
-        return self._closed or self._core.closed
+        return self._closed or self._owner.closed
 
     def __call__(self, *args: Any, timeout: float | None = None) -> Any:
-        return self._driver._call_function(self, list(args), timeout)
+        return self._owner._call_function(self, list(args), timeout)
 
     def close(self) -> None:
         """Release the guest function. Idempotent; does no I/O."""
         if not self._closed:
             self._closed = True
-            self._core.connection.release(self._id)
+            self._owner._release_function(self._id)
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # never raise from a finalizer
@@ -49,3 +56,12 @@ class JsFunction:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<pydeno.JsFunction #{self._id} ({state})>"
+
+
+def function_id(fn: JsFunction, owner: FunctionOwner) -> int:
+    """The worker's id of fn, a handle that may go to owner's worker: one of its own, open."""
+    if fn._owner is not owner:
+        raise ValueError("a JsFunction can only be passed back to the runtime it came from")
+    if fn.closed:
+        raise RuntimeError("Function has been closed")
+    return fn._id

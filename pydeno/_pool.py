@@ -19,8 +19,8 @@ from typing import Any, Final, Generic, TypeVar, Unpack
 
 from ._checks import count, optional_count, seconds
 from ._errors import CheckoutTimeout, PydenoError, WorkerCrashed
+from ._options import RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
-from .host._core import RuntimeKwargs, RuntimeOptions
 
 __all__ = ["PoolCore", "SandboxPool"]
 

@@ -15,8 +15,9 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from ._function import JsFunction
-from .host._core import NEED_DATA, Command, Core, RuntimeKwargs, RuntimeOptions
+from ._function import JsFunction, function_id
+from ._options import RuntimeKwargs, RuntimeOptions
+from .host._core import NEED_DATA, Command, Core
 from .host._process import WorkerProcess
 from .host._wire import HostCall
 
@@ -63,7 +64,11 @@ class Runtime:
     """
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
-        self._core = Core(RuntimeOptions(**options), self)
+        self._core = Core(
+            RuntimeOptions(**options),
+            make_function=lambda fid: JsFunction(self, fid),
+            function_id=lambda fn: function_id(fn, self),
+        )
         self._lock = threading.RLock()
         self._poll = select.poll()
         self._stderr_polled = False
@@ -126,10 +131,13 @@ class Runtime:
     # -- the driver ---------------------------------------------------------------------
     def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
         with self._lock:
-            self._core.check_function(fn)
+            function_id(fn, self)
             self._core.check_open()
             rid, data = self._core.connection.call(fn._id, args)
             return self._roundtrip(rid, data, timeout)
+
+    def _release_function(self, function_id: int) -> None:
+        self._core.connection.release(function_id)
 
     def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
         command = self._begin(rid, data, timeout)

@@ -124,12 +124,12 @@ class ToolBridge:
             raise RuntimeError("a ToolBridge is already attached to this runtime")
         if isinstance(rt, AsyncRuntime):
             return self._attach_async(rt)
-        rt.bind_function(HOST_FUNCTION, self.dispatch)
+        rt.bind_function(HOST_FUNCTION, _Dispatcher(self))
         rt.eval(self.install_script())
         return None
 
     async def _attach_async(self, rt: AsyncRuntime) -> None:
-        await rt.bind_function(HOST_FUNCTION, self.dispatch)
+        await rt.bind_function(HOST_FUNCTION, _Dispatcher(self))
         await rt.eval(self.install_script())
 
     # -- calls -----------------------------------------------------------------------
@@ -183,26 +183,21 @@ class ToolBridge:
         return "\n".join(lines)
 
 
-_TOOL_FAMILY: Final = (ToolBudgetError, ToolNotFoundError, ToolError)
+class _Dispatcher:
+    """The host function behind a bridge's ``tools``, which names the tool a failed call was
+    to, for the error the guest gets (see guest_error)."""
 
+    __slots__ = ("_bridge",)
 
-def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, str]:
-    """(name, message) of the Error a guest receives for a host function's exception.
+    def __init__(self, bridge: ToolBridge) -> None:
+        self._bridge = bridge
 
-    A replayed answer carries its recorded pair. The tool errors are raised on purpose for
-    the guest to read: the family's name (so a subclass still classifies as its kind) and
-    the message as written. Any other exception: its class name, and its text only when the
-    runtime exposes host errors; ``where`` names the function in the hidden-details message.
-    """
-    recorded = getattr(exc, "guest_error", None)
-    if isinstance(recorded, tuple):
-        return recorded
-    if isinstance(exc, ToolError):
-        return next(c.__name__ for c in type(exc).__mro__ if c in _TOOL_FAMILY), str(exc)
-    name = type(exc).__name__
-    if expose:
-        return name, str(exc)
-    return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"
+    def __call__(self, name: Any, args: Any) -> Any:
+        return self._bridge.dispatch(name, args)
+
+    @staticmethod
+    def name_call(args: list[Any]) -> str | None:
+        return f"tools.{args[0]}()" if args and isinstance(args[0], str) else None
 
 
 def _signature(tool: Callable[..., Any]) -> inspect.Signature | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import pydeno.host._core
+import pydeno._options
 
 # PyYAML comes with mkdocs; imported as Any so that mypy needs no stubs for it.
 yaml: Any = importlib.import_module("yaml")
@@ -85,6 +85,6 @@ def test_the_nav_reader_ignores_python_tags() -> None:
     assert _nav_pages(config["nav"]) == ["index.md"]
 
 
-@pytest.mark.parametrize("option", sorted(typing.get_type_hints(pydeno.host._core.RuntimeKwargs)))
+@pytest.mark.parametrize("option", sorted(typing.get_type_hints(pydeno._options.RuntimeKwargs)))
 def test_the_api_page_lists_every_runtime_option(option: str) -> None:
     assert f"| `{option}` |" in (DOCS / "api.md").read_text(encoding="utf-8")

@@ -18,10 +18,9 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
-from .._budget import DEFAULT_DECODE_RATIO
-from .._checks import count, optional_count, optional_seconds, seconds
+from .._checks import seconds
 from .._errors import (
     JavaScriptError,
     PydenoError,
@@ -29,24 +28,20 @@ from .._errors import (
     RuntimeTerminated,
     RuntimeTimeout,
     WorkerCrashed,
+    guest_error,
 )
-from .._function import JsFunction
-from .._tools import HOST_FUNCTION, guest_error
+from .._options import RuntimeOptions
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
 from ._cgroup import task_limit
 from ._monitor import Watch
-from ._process import SANDBOX_MODES, SandboxMode, WorkerConfig, WorkerProcess
+from ._process import WorkerConfig, WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["NEED_DATA", "Command", "Core", "RuntimeKwargs", "RuntimeOptions"]
+__all__ = ["NEED_DATA", "Command", "Core", "worker_config"]
 
 log = logging.getLogger("pydeno.console")
 
-DEFAULT_TIMEOUT: Final = 30.0
-DEFAULT_MAX_MEMORY: Final = 512 * 2**20
-DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 2**20
-DEFAULT_STARTUP_TIMEOUT: Final = 10.0
 # While waiting, drivers wake at least this often to drain stderr and check the worker.
 TICK: Final = 0.25
 # After a frame is sent, drivers look at the pipe again without sleeping for this long: a
@@ -73,8 +68,6 @@ _LEVELS: Final = {
     "warn": logging.WARNING,
     "error": logging.ERROR,
 }
-
-ConsoleHandler = Callable[[str, str], Any]
 
 # The start of the message for a death the guest's own code caused (kind guest_crashed).
 GUEST_DEATH: Final = "worker died running guest code"
@@ -139,93 +132,19 @@ class _NeedData:
 NEED_DATA: Final = _NeedData()
 
 
-class RuntimeKwargs(TypedDict, total=False):
-    """The keyword arguments of :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`;
-    docs/limits.md says exactly what each bounds."""
-
-    timeout: float | None
-    cpu_limit: float | None
-    max_memory: int | None
-    max_threads: int | None
-    max_host_calls: int | None
-    max_host_wait: float | None
-    max_inflight_host_calls: int
-    max_message_bytes: int
-    max_decode_ratio: int
-    max_console_bytes: int
-    jitless: bool
-    startup_timeout: float
-    terminate_grace: float
-    on_console: ConsoleHandler | None
-    expose_host_errors: bool
-    sandbox: SandboxMode
-
-
-class RuntimeOptions:
-    """Validated keyword arguments of a runtime; a bad one raises TypeError/ValueError."""
-
-    def __init__(
-        self,
-        *,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        cpu_limit: float | None = None,
-        max_memory: int | None = DEFAULT_MAX_MEMORY,
-        max_threads: int | None = 64,
-        max_host_calls: int | None = 10_000,
-        max_host_wait: float | None = None,
-        max_inflight_host_calls: int = 32,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        max_decode_ratio: int = DEFAULT_DECODE_RATIO,
-        max_console_bytes: int = 1 << 20,
-        jitless: bool = True,
-        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
-        terminate_grace: float = 1.0,
-        on_console: ConsoleHandler | None = None,
-        expose_host_errors: bool = False,
-        sandbox: SandboxMode = "require",
-    ) -> None:
-        self.timeout = optional_seconds("timeout", timeout)
-        self.cpu_limit = optional_seconds("cpu_limit", cpu_limit)
-        self.max_memory = optional_count("max_memory", max_memory, 32 * 2**20)
-        self.max_threads = optional_count("max_threads", max_threads, 1)
-        self.max_host_calls = optional_count("max_host_calls", max_host_calls, 0)
-        self.max_host_wait = optional_seconds("max_host_wait", max_host_wait)
-        self.max_inflight_host_calls = count("max_inflight_host_calls", max_inflight_host_calls, 1)
-        self.max_message_bytes = count("max_message_bytes", max_message_bytes, 1024)
-        self.max_decode_ratio = count("max_decode_ratio", max_decode_ratio, 1)
-        self.max_console_bytes = count("max_console_bytes", max_console_bytes, 0)
-        if not isinstance(jitless, bool):
-            raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
-        self.jitless = jitless
-        self.startup_timeout = seconds("startup_timeout", startup_timeout)
-        self.terminate_grace = seconds("terminate_grace", terminate_grace)
-        if on_console is not None and not callable(on_console):
-            raise TypeError("on_console must be a callable (level, text) or None")
-        self.on_console = on_console
-        if not isinstance(expose_host_errors, bool):
-            raise TypeError("expose_host_errors must be True or False")
-        self.expose_host_errors = expose_host_errors
-        if not isinstance(sandbox, str):
-            raise TypeError(f"sandbox must be 'require', 'best_effort' or 'off', got {type(sandbox).__name__}")
-        if sandbox not in SANDBOX_MODES:
-            raise ValueError(
-                f"sandbox must be 'require' (every OS layer, or refuse to start), 'best_effort' "
-                f"(what this system allows, with a warning) or 'off' (no OS layers), got {sandbox!r}"
-            )
-        self.sandbox: SandboxMode = sandbox
-
-    def worker_config(self) -> WorkerConfig:
-        return WorkerConfig(
-            max_memory=self.max_memory,
-            max_message_bytes=self.max_message_bytes,
-            max_decode_ratio=self.max_decode_ratio,
-            jitless=self.jitless,
-            max_depth=MAX_DEPTH,
-            max_inflight_host_calls=self.max_inflight_host_calls,
-            max_console_bytes=self.max_console_bytes,
-            sandbox=self.sandbox,
-            max_threads=self.max_threads,
-        )
+def worker_config(options: RuntimeOptions) -> WorkerConfig:
+    """What the worker process is started with, from a runtime's options."""
+    return WorkerConfig(
+        max_memory=options.max_memory,
+        max_message_bytes=options.max_message_bytes,
+        max_decode_ratio=options.max_decode_ratio,
+        jitless=options.jitless,
+        max_depth=MAX_DEPTH,
+        max_inflight_host_calls=options.max_inflight_host_calls,
+        max_console_bytes=options.max_console_bytes,
+        sandbox=options.sandbox,
+        max_threads=options.max_threads,
+    )
 
 
 @dataclass(eq=False, slots=True)
@@ -245,12 +164,19 @@ class Command:
 class Core:
     """One runtime's state: options, the worker process, the protocol connection."""
 
-    def __init__(self, options: RuntimeOptions, driver: Any) -> None:
+    def __init__(
+        self,
+        options: RuntimeOptions,
+        make_function: Callable[[int], Any],
+        function_id: Callable[[Any], int],
+    ) -> None:
+        """make_function builds the handle of a guest function the worker sent (by its id);
+        function_id gives the id of a handle passed back, or raises if it may not go."""
         self.options = options
-        self.driver = driver
+        self._handle = make_function
         self.codec = Codec(
             self._make_function,
-            self._function_id,
+            function_id,
             options.max_message_bytes,
             max_decode_ratio=options.max_decode_ratio,
         )
@@ -276,7 +202,7 @@ class Core:
     # -- lifetime --------------------------------------------------------------------
     def spawn(self) -> WorkerProcess:
         options = self.options
-        self.process = WorkerProcess(options.worker_config())
+        self.process = WorkerProcess(worker_config(options))
         self.watch = Watch(
             pid=self.process.pid,
             kill=self.process.signal_kill,
@@ -338,21 +264,9 @@ class Core:
         return self.process
 
     # -- values ----------------------------------------------------------------------
-    def _make_function(self, function_id: int) -> JsFunction:
+    def _make_function(self, function_id: int) -> Any:
         self.connection.live_functions.add(function_id)
-        return JsFunction(self, self.driver, function_id)
-
-    def _function_id(self, fn: JsFunction) -> int:
-        if fn._core is not self:
-            raise ValueError("a JsFunction can only be passed back to the runtime it came from")
-        if fn.closed:
-            raise RuntimeError("Function has been closed")
-        return fn._id
-
-    def check_function(self, fn: JsFunction) -> None:
-        if fn.closed:
-            raise RuntimeError("Function has been closed")
-        self._function_id(fn)
+        return self._handle(function_id)
 
     # -- commands --------------------------------------------------------------------
     def begin(self, rid: int, timeout: float | None) -> Command:
@@ -557,9 +471,12 @@ class Core:
 
     def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
         """The reply that shows a host function's exception to the guest (see guest_error)."""
-        where = f"host function {call.name}()"
-        if call.name == HOST_FUNCTION and call.args and isinstance(call.args[0], str):
-            where = f"tools.{call.args[0]}()"
+        # A function that stands for others (the tool bridge's one host function) names
+        # the one the guest called.
+        name_call = getattr(self.functions.get(call.name), "name_call", None)
+        where = name_call(call.args) if callable(name_call) else None
+        if not isinstance(where, str):
+            where = f"host function {call.name}()"
         name, message = guest_error(exc, expose=self.options.expose_host_errors, where=where)
         return self.connection.reply_error(call.call_id, name, message)
 

@@ -31,19 +31,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Final, Literal, Protocol
+from typing import IO, Any, Final, Protocol
 
 from .._budget import DEFAULT_DECODE_RATIO
 from .._errors import WorkerCrashed
+from .._options import SandboxMode
 from ._cgroup import WorkerGroup
 from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
 from ._mailbox import Mailbox
 from ._wire import clean_text
 
 __all__ = [
-    "SANDBOX_MODES",
     "Confined",
-    "SandboxMode",
     "WorkerConfig",
     "WorkerProcess",
     "find_deno",
@@ -52,8 +51,6 @@ __all__ = [
     "worker_entry",
 ]
 
-SandboxMode = Literal["require", "best_effort", "off"]
-SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("require", "best_effort", "off")
 
 # Test seam, not public API: layers the launcher treats as refused by the kernel
 # ({layer: reason}), so tests can run "require" and "best_effort" on a simulated kernel.
