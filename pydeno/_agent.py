@@ -649,9 +649,7 @@ class SessionDriver:
             raise RuntimeError("this tool call was already answered")
         command, call = self._waiting
         self._paused, self._waiting = None, None
-        value, error = self._session.settle(
-            paused.name, value, error, convertible=self._rt._core.connection.convertible
-        )
+        value, error = self._session.settle(paused.name, value, error, convertible=self._rt._convertible)
         return command, call, value, error
 
     def _check_replayed(self, journal: Journal) -> None:

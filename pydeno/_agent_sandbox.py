@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
+from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs
 from ._runtime import Runtime, _await_sync
@@ -109,13 +110,10 @@ class AgentSandbox(SessionDriver):
 
     # -- the driver ---------------------------------------------------------------------
     def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
-        code = self._rt._core.check_code(code)
+        code = code_text(code)
         with self._lock:
             self._check_idle()
-            rt = self._rt
-            with rt._lock:
-                rid, data = rt._core.connection.eval(code)
-                command = rt._begin(rid, data, None)
+            command = self._rt._start_eval(code)
             self._session.begin_run(code, replay)
             return self._drive(command, pause)
 
@@ -123,17 +121,15 @@ class AgentSandbox(SessionDriver):
         rt, session = self._rt, self._session
         try:
             while True:
-                with rt._lock:
-                    step = rt._advance(command)
-                if step is None:
+                call = rt._next_call(command)
+                if call is None:
                     try:
-                        value = rt._core.finish(command)
+                        value = rt._outcome(command)
                     except JavaScriptError as exc:
                         session.finish_run(error=exc)
                         raise
                     session.finish_run(value)
                     return value
-                call = step[0]
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
                     return self._pause(action, command, call)
@@ -142,7 +138,7 @@ class AgentSandbox(SessionDriver):
             raise
         except BaseException:
             session.abandon_run()
-            if rt._core.commands:
+            if rt._in_command:
                 # Left mid-command (a divergence, an interrupted tool): its state is unknown.
                 rt.close()
             raise
@@ -150,26 +146,23 @@ class AgentSandbox(SessionDriver):
     def _answer(self, command: Command, call: HostCall, action: Action) -> None:
         rt, session = self._rt, self._session
         if action.kind == "answer":
-            with rt._lock:
-                rt._answer(command, call, action.value, action.error)
+            rt._answer_call(command, call, action.value, action.error)
             return
         try:
             result = session.call_tool(action)
             if inspect.isawaitable(result):
                 result = _await_sync(result)
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            value, error = session.settle(action.name, error=exc, convertible=rt._core.connection.convertible)
+            value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
         else:
-            value, error = session.settle(action.name, result, convertible=rt._core.connection.convertible)
-        with rt._lock:
-            rt._answer(command, call, value, error)
+            value, error = session.settle(action.name, result, convertible=rt._convertible)
+        rt._answer_call(command, call, value, error)
 
     def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
             try:
-                with self._rt._lock:
-                    self._rt._answer(command, call, value, error)
+                self._rt._answer_call(command, call, value, error)
             except BaseException:
                 self._session.abandon_run()
                 raise

@@ -16,6 +16,7 @@ import anyio
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._async_runtime import AsyncRuntime
+from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs
 from .host._core import Command
@@ -103,16 +104,12 @@ class AsyncAgentSandbox(SessionDriver):
 
     # -- the driver (the steps of AgentSandbox's, awaited) -------------------------------
     async def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
-        code = self._rt._core.check_code(code)
+        code = code_text(code)
         async with self._lock:
             self._check_open()
             await self._ready()
-            if self._paused is not None:
-                raise RuntimeError("a run is paused at a tool call: resume it (or close the session) first")
-            rt = self._rt
-            async with rt._lock:
-                rid, data = rt._core.connection.eval(code)
-                command = await rt._begin(rid, data, None)
+            self._check_idle()
+            command = await self._rt._start_eval(code)
             self._session.begin_run(code, replay)
             return await self._drive(command, pause)
 
@@ -120,17 +117,15 @@ class AsyncAgentSandbox(SessionDriver):
         rt, session = self._rt, self._session
         try:
             while True:
-                async with rt._lock:
-                    step = await rt._advance(command)
-                if step is None:
+                call = await rt._next_call(command)
+                if call is None:
                     try:
-                        value = rt._core.finish(command)
+                        value = rt._outcome(command)
                     except JavaScriptError as exc:
                         session.finish_run(error=exc)
                         raise
                     session.finish_run(value)
                     return value
-                call = step[0]
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
                     return self._pause(action, command, call)
@@ -139,33 +134,30 @@ class AsyncAgentSandbox(SessionDriver):
             raise
         except BaseException:
             session.abandon_run()
-            if rt._core.commands:
+            if rt._in_command:
                 await rt.close()
             raise
 
     async def _answer(self, command: Command, call: HostCall, action: Action) -> None:
         rt, session = self._rt, self._session
         if action.kind == "answer":
-            async with rt._lock:
-                await rt._answer(command, call, action.value, action.error)
+            await rt._answer_call(command, call, action.value, action.error)
             return
         try:
             result = session.call_tool(action)
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            value, error = session.settle(action.name, error=exc, convertible=rt._core.connection.convertible)
+            value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
         else:
-            value, error = session.settle(action.name, result, convertible=rt._core.connection.convertible)
-        async with rt._lock:
-            await rt._answer(command, call, value, error)
+            value, error = session.settle(action.name, result, convertible=rt._convertible)
+        await rt._answer_call(command, call, value, error)
 
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
             try:
-                async with self._rt._lock:
-                    await self._rt._answer(command, call, value, error)
+                await self._rt._answer_call(command, call, value, error)
             except BaseException:
                 self._session.abandon_run()
                 raise

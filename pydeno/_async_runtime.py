@@ -16,10 +16,13 @@ from typing import Any, Unpack
 import anyio
 import anyio.lowlevel
 
+from ._checks import code_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
 from .host._core import NEED_DATA, Command, Core
-from .host._wire import HostCall
+from .host._monitor import Watch
+from .host._process import WorkerProcess
+from .host._wire import Hello, HostCall
 
 __all__ = ["AsyncRuntime"]
 
@@ -67,7 +70,7 @@ class AsyncRuntime:
     # -- public API -------------------------------------------------------------------
     async def eval(self, code: str, *, timeout: float | None = None) -> Any:
         """Evaluate code and return its value (a returned promise is awaited)."""
-        code = self._core.check_code(code)
+        code = code_text(code)
         async with self._lock:
             await self._ready()
             rid, data = self._core.connection.eval(code)
@@ -108,6 +111,56 @@ class AsyncRuntime:
         core = getattr(self, "_core", None)
         if core is not None and not core.closed:
             core.close()
+
+    # -- the stepping API: package-internal, for the agent sandboxes, tools, pools ---------
+    # A command in steps, each under the runtime's lock: start it, advance it to its next
+    # host call (which the caller answers, now or later) until it completes, then take its
+    # outcome. Nothing outside the runtime touches its other private parts.
+    async def _start_eval(self, code: str, timeout: float | None = None) -> Command:
+        code = code_text(code)
+        async with self._lock:
+            await self._ready()
+            rid, data = self._core.connection.eval(code)
+            return await self._begin(rid, data, timeout)
+
+    async def _next_call(self, command: Command) -> HostCall | None:
+        """The command's next host call (its time counts as host wait until answered), or
+        None once it completed."""
+        async with self._lock:
+            step = await self._advance(command)
+        return None if step is None else step[0]
+
+    async def _answer_call(
+        self, command: Command, call: HostCall, value: Any = None, error: Exception | None = None
+    ) -> None:
+        async with self._lock:
+            await self._answer(command, call, value, error)
+
+    def _outcome(self, command: Command) -> Any:
+        """The completed command's value, or raise its error."""
+        return self._core.finish(command)
+
+    @property
+    def _in_command(self) -> bool:
+        return bool(self._core.commands)
+
+    def _convertible(self, value: Any) -> tuple[str, str] | None:
+        """None if value can be a host function's result, else the (name, message) of the
+        Error the guest would receive instead."""
+        return self._core.connection.convertible(value)
+
+    def _has_function(self, name: str) -> bool:
+        return name in self._core.functions
+
+    def _alive(self) -> bool:
+        """Open, and its worker still running."""
+        process = self._core.process
+        return not self._core.closed and process is not None and process.poll() is None
+
+    def _worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
+        """The worker process, its handshake and its watch, for the sandbox report."""
+        core = self._core
+        return core.process, core.connection.hello, core.watch
 
     # -- the driver ---------------------------------------------------------------------
     async def _ready(self) -> None:

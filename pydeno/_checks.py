@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["count", "optional_count", "optional_seconds", "seconds"]
+__all__ = ["code_text", "count", "optional_count", "optional_seconds", "seconds"]
 
 
 def optional_seconds(name: str, value: Any) -> float | None:
@@ -43,3 +43,10 @@ def _count(name: str, value: Any, minimum: int | None, alternative: str) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+def code_text(code: Any) -> str:
+    """Guest code: a str."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a str of JavaScript, got {type(code).__name__}")
+    return code

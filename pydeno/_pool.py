@@ -144,8 +144,7 @@ def _warm(rt: Runtime) -> Runtime:
 
 def alive(rt: Any) -> bool:
     """Whether a pooled runtime is still fit to hand out: open, its worker running."""
-    process = rt._core.process
-    return not rt.closed and process is not None and process.poll() is None
+    return bool(rt._alive())
 
 
 class SandboxPool:

@@ -117,8 +117,7 @@ def sandbox_status() -> SandboxStatus:
 
 
 def _report(rt: Any) -> SandboxStatus:
-    core = rt._core
-    process, hello, watch = core.process, core.connection.hello, core.watch
+    process, hello, watch = rt._worker_state()
     skipped = {line.partition(" is unavailable: ")[0]: line for line in process.sandbox_skipped()}
     status = _proc_status(process.pid)
     root = os.geteuid() == 0

@@ -310,12 +310,6 @@ class Core:
                 raise
             raise self._fail(refused) from None
 
-    @staticmethod
-    def check_code(code: Any) -> str:
-        if not isinstance(code, str):
-            raise TypeError(f"code must be a str of JavaScript, got {type(code).__name__}")
-        return code
-
     def bind_check(self, name: Any, fn: Any) -> str:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
