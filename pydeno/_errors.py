@@ -30,6 +30,9 @@ shows them in tracebacks as a PEP 678 note.
 from __future__ import annotations
 
 import sys
+from typing import ClassVar
+
+from ._taxonomy import Catalog, classify_new, docs_page, note_for
 
 __all__ = [
     "CheckoutTimeout",
@@ -52,13 +55,16 @@ __all__ = [
 class PydenoError(Exception):
     """Base class of pydeno's own errors: ``.kind``, ``.hint`` and ``.docs`` explain it."""
 
+    # How classify_error finds the kind of an instance: ("type", kind) for a class whose
+    # type decides it, ("message", kind) for one whose host-authored message may name a
+    # kind (kind when it names none), ("guest", "") for the guest error's own rule.
+    KIND_RULE: ClassVar[tuple[str, str]] = ("type", "unknown")
+
     def __init__(self, message: str = "", *, hint: str | None = None) -> None:
         super().__init__(message)
         self._explain(hint)
 
     def _explain(self, hint: str | None) -> None:
-        from ._taxonomy import Catalog, classify_new, docs_page, note_for
-
         # Raised as ``raise ... from err`` inside ``except``, this exception's cause is set
         # only after __init__: classify it with the exception being handled, as it will be.
         info = classify_new(self, sys.exception())
@@ -76,6 +82,8 @@ class JavaScriptError(PydenoError):
     removed. ``str()`` is ``"Evaluation failed: Name: message"``.
     """
 
+    KIND_RULE = ("guest", "")
+
     PREFIX = "Evaluation failed: "
 
     def __init__(self, name: str, message: str, stack: str = "") -> None:
@@ -91,47 +99,69 @@ class JavaScriptError(PydenoError):
 class WorkerCrashed(PydenoError):
     """The worker process died, was killed by the host, broke protocol or would not start."""
 
+    KIND_RULE = ("message", "worker_crashed")
+
 
 class RuntimeTimeout(PydenoError):
     """A deadline of the sandbox's own passed; the worker was killed."""
+
+    KIND_RULE = ("message", "timeout")
 
 
 class RuntimeTerminated(PydenoError):
     """The running command was stopped by ``terminate()``; the worker acknowledged it."""
 
+    KIND_RULE = ("type", "terminated")
+
 
 class RuntimeForceKilled(PydenoError):
     """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""
+
+    KIND_RULE = ("type", "force_killed")
 
 
 class CheckoutTimeout(PydenoError):
     """A pool had no fresh worker to hand out within its ``checkout_timeout``; nothing ran.
     Not a builtin ``TimeoutError``: that stays the caller's own deadline."""
 
+    KIND_RULE = ("type", "checkout_timeout")
+
 
 class ToolError(PydenoError):
     """A host tool failed. Raise it (or a subclass) from a tool or bound function: the guest
     receives an Error with this class's name and, for these classes, the message."""
 
+    KIND_RULE = ("type", "tool_failed")
+
 
 class ToolBudgetError(ToolError):
     """The tool-call budget is spent."""
+
+    KIND_RULE = ("type", "tool_budget")
 
 
 class ToolNotFoundError(ToolError):
     """What the tool was asked for does not exist."""
 
+    KIND_RULE = ("type", "tool_not_found")
+
 
 class JournalError(PydenoError):
     """An agent journal is malformed, truncated, too large or not authentic."""
+
+    KIND_RULE = ("type", "journal_invalid")
 
 
 class ReplayDivergence(JournalError):
     """Replaying a journal asked for different tool calls than were recorded."""
 
+    KIND_RULE = ("type", "replay_divergence")
+
 
 class SnapshotAuthenticationError(PydenoError):
     """A signed snapshot failed authentication."""
+
+    KIND_RULE = ("type", "snapshot_invalid")
 
 
 _TOOL_FAMILY = (ToolBudgetError, ToolNotFoundError, ToolError)

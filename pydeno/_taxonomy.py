@@ -399,56 +399,17 @@ def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterato
 
 
 def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
-    from ._errors import (
-        CheckoutTimeout,
-        JavaScriptError,
-        JournalError,
-        ReplayDivergence,
-        RuntimeForceKilled,
-        RuntimeTerminated,
-        RuntimeTimeout,
-        SnapshotAuthenticationError,
-        ToolBudgetError,
-        ToolError,
-        ToolNotFoundError,
-        WorkerCrashed,
-    )
-
-    # Types that decide the kind alone; subclasses before their bases (ReplayDivergence is a
-    # JournalError, ToolBudgetError a ToolError).
-    by_type: tuple[tuple[type[BaseException], str], ...] = (
-        (ToolBudgetError, "tool_budget"),
-        (ToolNotFoundError, "tool_not_found"),
-        (ToolError, "tool_failed"),
-        (ReplayDivergence, "replay_divergence"),
-        (JournalError, "journal_invalid"),
-        (SnapshotAuthenticationError, "snapshot_invalid"),
-        (RuntimeTerminated, "terminated"),
-        (RuntimeForceKilled, "force_killed"),
-        (CheckoutTimeout, "checkout_timeout"),
-    )
-    for cls, kind in by_type:
-        if isinstance(exc, cls):
-            return kind
-    if isinstance(exc, JavaScriptError):
-        return _javascript_kind(exc)
-    if isinstance(exc, (RuntimeTimeout, WorkerCrashed)):
-        # Read only where the type is not enough: a __str__ that raises costs the message
-        # kinds, never a kind the type alone decides.
-        message = str(exc)
-        for kind, pattern in _FULL:
-            if pattern.fullmatch(message):
-                return "max_pause" if kind == "host_wait" and via_agent else kind
-        for kind, pattern in _PREFIX:
-            if pattern.match(message):
-                return kind
-        if isinstance(exc, RuntimeTimeout):
-            return "timeout"
-        if message.startswith("worker failed to start: ") and any(
-            isinstance(cause, (FileNotFoundError, PermissionError)) for cause in _chain(exc, handling)
-        ):
-            return "deno_unavailable"
-        return "worker_crashed"
+    # pydeno's own exceptions say by their class how their kind is found (_errors.py's
+    # KIND_RULE): a kind of their own, the guest error's rule, or their message's.
+    rule = getattr(type(exc), "KIND_RULE", None)
+    if isinstance(rule, tuple) and len(rule) == 2 and isinstance(exc, Exception):
+        how, kind = rule
+        if how == "type":
+            return str(kind)
+        if how == "guest":
+            return _javascript_kind(exc)
+        if how == "message":
+            return _message_kind(exc, str(kind), via_agent, handling)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or _is_backend_timeout(exc):
         return "timeout"
     if isinstance(exc, asyncio.CancelledError) or _is_backend_cancellation(exc):
@@ -465,17 +426,30 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
     return "unknown"
 
 
+def _message_kind(exc: BaseException, otherwise: str, via_agent: bool, handling: BaseException | None) -> str:
+    """The kind a host-authored message names (RuntimeTimeout, WorkerCrashed), else
+    ``otherwise``; read only where the type is not enough, so a __str__ that raises costs the
+    message kinds, never a kind the type alone decides."""
+    message = str(exc)
+    for kind, pattern in _FULL:
+        if pattern.fullmatch(message):
+            return "max_pause" if kind == "host_wait" and via_agent else kind
+    for kind, pattern in _PREFIX:
+        if pattern.match(message):
+            return kind
+    starting = otherwise == "worker_crashed" and message.startswith("worker failed to start: ")
+    if starting and any(isinstance(cause, (FileNotFoundError, PermissionError)) for cause in _chain(exc, handling)):
+        return "deno_unavailable"
+    return otherwise
+
+
 def _javascript_kind(exc: BaseException) -> str:
     name = getattr(exc, "name", "") or ""
     message = getattr(exc, "message", "") or ""
     for candidate in (name, message):
         found = _JS_TOOL.match(candidate)
         if found:
-            return {
-                "ToolBudgetError": "tool_budget",
-                "ToolNotFoundError": "tool_not_found",
-                "ToolError": "tool_failed",
-            }[found.group(1)]
+            return _TOOL_KINDS[found.group(1)]
     if _JS_INFLIGHT.match(message):
         return "inflight_limit"
     if _JS_DECODE.match(message):
