@@ -115,10 +115,10 @@ def measure(data: bytes, ratio: int) -> dict[str, Any]:
     import msgpack
     import psutil
 
-    from pydeno._values import Codec
+    from pydeno.host._codec import Codec
     from pydeno.host._wire import Connection, ProtocolError, frame
 
-    conn = Connection(Codec(lambda i: i, lambda fn: 0, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
+    conn = Connection(Codec(lambda i: i, lambda value: None, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
     conn.feed(frame(msgpack.packb(HELLO)))
     conn.next_event()
     conn.eval("")

@@ -60,7 +60,7 @@ class AsyncRuntime:
         self._core = Core(
             RuntimeOptions(**options),
             make_function=lambda fid: JsFunction(self, fid),
-            function_id=lambda fn: function_id(fn, self),
+            function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
         self._lock = _TaskLock()
         self._stderr_busy = False

@@ -69,7 +69,7 @@ class Runtime:
         self._core = Core(
             RuntimeOptions(**options),
             make_function=lambda fid: JsFunction(self, fid),
-            function_id=lambda fn: function_id(fn, self),
+            function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
         self._lock = threading.RLock()
         self._poll = select.poll()

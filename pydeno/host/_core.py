@@ -31,9 +31,9 @@ from .._errors import (
     guest_error,
 )
 from .._options import RuntimeOptions
-from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
 from ._cgroup import task_limit
+from ._codec import MAX_DEPTH, Codec
 from ._monitor import Watch
 from ._process import WorkerConfig, WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
@@ -168,10 +168,11 @@ class Core:
         self,
         options: RuntimeOptions,
         make_function: Callable[[int], Any],
-        function_id: Callable[[Any], int],
+        function_id: Callable[[Any], int | None],
     ) -> None:
         """make_function builds the handle of a guest function the worker sent (by its id);
-        function_id gives the id of a handle passed back, or raises if it may not go."""
+        function_id gives the id of a handle passed back (None for any other value), or
+        raises if it may not go."""
         self.options = options
         self._handle = make_function
         self.codec = Codec(

@@ -47,7 +47,7 @@ import msgpack
 
 from .._budget import DECODE_FLOOR, DecodeRefused, join_cost
 from .._errors import JavaScriptError
-from .._values import Codec, ValueRefused
+from ._codec import Codec, ValueRefused
 
 PROTOCOL_VERSION: Final = 3
 

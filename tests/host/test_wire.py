@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pydeno import JavaScriptError, undefined
-from pydeno._values import EXT_JSON, Codec, json_depth
+from pydeno.host._codec import EXT_JSON, Codec, json_depth
 from pydeno.host._wire import (
     Completed,
     Connection,
@@ -41,7 +41,7 @@ def wire(value: Any) -> bytes:
 
 
 def connection(max_message_bytes: int = MiB) -> Connection:
-    codec = Codec(lambda function_id: ("function", function_id), lambda fn: 0, max_message_bytes)
+    codec = Codec(lambda function_id: ("function", function_id), lambda value: None, max_message_bytes)
     return Connection(codec, max_message_bytes)  # type: ignore[arg-type]
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from pydeno import undefined
 from pydeno._budget import DECODE_FLOOR, MAX_COST_PER_BYTE, frame_cost, json_cost, json_shape
-from pydeno._values import EXT_JSON, EXT_SET, Codec
+from pydeno.host._codec import EXT_JSON, EXT_SET, Codec
 from pydeno.host._wire import Connection, Hello, ProtocolError, frame
 
 MiB = 2**20
@@ -40,7 +40,7 @@ def pack(value: Any) -> bytes:
 
 
 def codec(ratio: int = 40) -> Codec:
-    return Codec(lambda function_id: ("function", function_id), lambda fn: 0, MiB, max_decode_ratio=ratio)
+    return Codec(lambda function_id: ("function", function_id), lambda value: None, MiB, max_decode_ratio=ratio)
 
 
 def shaken(ratio: int = 40) -> Connection:

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno._values import Codec
+from pydeno.host._codec import Codec
 from pydeno.host._wire import Connection, ProtocolError, frame
 
 FakeWorker = Callable[..., None]
@@ -265,7 +265,7 @@ def _frames_of(code: str) -> list[bytes]:
 
 def _host_accepts(frames: list[bytes], ratio: int) -> bool:
     """Whether the host, at this ratio, takes these frames as the answer to its first eval."""
-    conn = Connection(Codec(lambda i: i, lambda fn: 0, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
+    conn = Connection(Codec(lambda i: i, lambda value: None, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
     conn.feed(frame(msgpack.packb([0, 3, "2.0.0", "13.0", []])))
     conn.next_event()
     conn.eval("")
