@@ -30,9 +30,10 @@ shows them in tracebacks as a PEP 678 note.
 from __future__ import annotations
 
 import sys
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, Final, TypeVar
 
-from ._taxonomy import Catalog, classify_new, docs_page, note_for
+from ._taxonomy import Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
     "CheckoutTimeout",
@@ -60,14 +61,18 @@ class PydenoError(Exception):
     # kind (kind when it names none), ("guest", "") for the guest error's own rule.
     KIND_RULE: ClassVar[tuple[str, str]] = ("type", "unknown")
 
-    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+    def __init__(self, message: str = "", *, hint: str | None = None, _kind: str | None = None) -> None:
         super().__init__(message)
-        self._explain(hint)
+        self._explain(hint, _kind)
 
-    def _explain(self, hint: str | None) -> None:
-        # Raised as ``raise ... from err`` inside ``except``, this exception's cause is set
-        # only after __init__: classify it with the exception being handled, as it will be.
-        info = classify_new(self, sys.exception())
+    def _explain(self, hint: str | None, kind: str | None = None) -> None:
+        # The host's own failures come from the factories below, which name their kind;
+        # the kind of any other is found as classify_error finds it. Raised as ``raise ...
+        # from err`` inside ``except``, such an exception's cause is set only after
+        # __init__: it is classified with the exception being handled, as it will be.
+        info = info_of(kind) if kind is not None else classify_new(self, sys.exception())
+        # What classify_error reads first (then the message, for one a factory did not make).
+        self._authored_kind = kind
         self.kind: str = info.kind
         self.hint: str = hint or Catalog[info.kind].fix
         self.docs: str = docs_page(info.kind)
@@ -184,3 +189,185 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
     if expose:
         return name, str(exc)
     return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"
+
+
+# --- The host's own failures ----------------------------------------------------------------
+# Every message that picks a kind is written here, once, by the one function that makes that
+# failure and names its kind; the hint travels with it. The anchored patterns that classify
+# a message stay the contract for an exception known only by its type and text (pickled
+# across a process, say): tests/test_errors_taxonomy.py checks that each message here
+# classifies, through the patterns alone, to the kind its function names.
+FACTORIES: list[Callable[..., PydenoError]] = []
+
+_F = TypeVar("_F", bound=Callable[..., PydenoError])
+
+GUEST_DEATH: Final = "worker died running guest code"
+_GUEST_HINT: Final = (
+    "the guest's code ended its worker (an exit, a closed output, or a crash it provoked); the same code "
+    "would do it again, so fix the code rather than retrying it"
+)
+_SANDBOX_HINT: Final = (
+    "run `python -m pydeno doctor` to see which OS layer is missing and why; run where every layer "
+    "applies, or pass sandbox='best_effort' knowingly"
+)
+
+
+def _factory(fn: _F) -> _F:
+    FACTORIES.append(fn)
+    return fn
+
+
+def layer_refusal(unavailable: str) -> str:
+    """sandbox="require"'s refusal for ``<layer> is unavailable: <why>``."""
+    return f"worker failed to start: an OS sandbox is required but {unavailable}"
+
+
+def selftest_refusal(breaches: tuple[str, ...] | list[str]) -> str:
+    return "worker failed to start: sandbox self-test failed: " + "; ".join(breaches)
+
+
+def unmeasurable_refusal(limit: str) -> str:
+    return (
+        f"{limit} cannot be enforced on this system (the worker's resource usage cannot be read) "
+        "and sandbox='require' demands every protection"
+    )
+
+
+@_factory
+def command_timed_out(limit: float | None) -> RuntimeTimeout:
+    return RuntimeTimeout(
+        f"command exceeded timeout={limit}s; worker killed",
+        hint=f"raise timeout= (now {limit}), or make the code finish sooner",
+        _kind="timeout",
+    )
+
+
+@_factory
+def cpu_in_command(cpu_limit: float) -> RuntimeTimeout:
+    return RuntimeTimeout(
+        f"worker used more than {cpu_limit}s of CPU in one command and was killed",
+        hint=f"raise cpu_limit= (now {cpu_limit}), or make the code do less work per command",
+        _kind="cpu_limit",
+    )
+
+
+@_factory
+def cpu_between_commands(allowance: float, cpu_limit: float | None) -> RuntimeTimeout:
+    return RuntimeTimeout(
+        f"worker used more than {allowance}s of CPU between commands and was killed",
+        hint=(
+            "the guest left work running after its command returned (Web Workers, timers, promises); "
+            f"stop it before returning, or raise cpu_limit= (now {cpu_limit})"
+        ),
+        _kind="cpu_limit",
+    )
+
+
+@_factory
+def host_wait_exceeded(max_host_wait: float) -> RuntimeTimeout:
+    return RuntimeTimeout(
+        f"host callbacks kept the guest waiting for more than {max_host_wait}s in one command (max_host_wait); "
+        "worker killed",
+        hint=f"raise max_host_wait= (now {max_host_wait}), or make the host functions answer sooner",
+        _kind="host_wait",
+    )
+
+
+@_factory
+def over_memory(used: int, max_memory: int) -> WorkerCrashed:
+    """A worker stopped over max_memory, by the monitor or by the kernel."""
+    return WorkerCrashed(
+        f"worker used {used} bytes, over max_memory={max_memory}; killed",
+        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
+        _kind="memory_limit",
+    )
+
+
+@_factory
+def heap_exhausted(max_memory: int) -> WorkerCrashed:
+    return WorkerCrashed(
+        f"worker ran out of its V8 heap (sized from max_memory={max_memory}) and was stopped",
+        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
+        _kind="memory_limit",
+    )
+
+
+@_factory
+def over_threads(threads: int, max_threads: int) -> WorkerCrashed:
+    """A worker stopped over max_threads, by the monitor or by the kernel."""
+    return WorkerCrashed(
+        f"worker started {threads} threads (limit {max_threads}); killed",
+        hint=f"start fewer Web Workers, or raise max_threads= (now {max_threads})",
+        _kind="thread_limit",
+    )
+
+
+@_factory
+def host_calls_exceeded(limit: int) -> WorkerCrashed:
+    return WorkerCrashed(
+        f"guest made more than max_host_calls={limit} host calls",
+        hint=f"raise max_host_calls= (now {limit}), or batch the guest's host calls",
+        _kind="host_call_budget",
+    )
+
+
+@_factory
+def protocol_broken(detail: str, *, malformed: bool) -> WorkerCrashed:
+    """A frame the host refused; detail (which may quote the worker) follows the prefix."""
+    message = f"worker sent a malformed frame ({detail})" if malformed else f"worker broke protocol: {detail}"
+    return WorkerCrashed(message, _kind="protocol_violation")
+
+
+@_factory
+def layer_missing(unavailable: str) -> WorkerCrashed:
+    return WorkerCrashed(layer_refusal(unavailable), hint=_SANDBOX_HINT, _kind="sandbox_unavailable")
+
+
+@_factory
+def selftest_failed(breaches: tuple[str, ...] | list[str]) -> WorkerCrashed:
+    return WorkerCrashed(selftest_refusal(breaches), hint=_SANDBOX_HINT, _kind="sandbox_unavailable")
+
+
+@_factory
+def limit_unmeasurable(limit: str) -> WorkerCrashed:
+    return WorkerCrashed(
+        unmeasurable_refusal(limit),
+        hint=f"run where psutil can read /proc for the worker, or set {limit}=None knowingly",
+        _kind="limits_unmeasurable",
+    )
+
+
+@_factory
+def handshake_timed_out(startup_timeout: float) -> WorkerCrashed:
+    return WorkerCrashed(
+        f"worker did not complete its handshake within startup_timeout={startup_timeout}s; killed",
+        hint=f"retry on a fresh runtime; raise startup_timeout= (now {startup_timeout}) if the machine is overloaded",
+        _kind="worker_crashed",
+    )
+
+
+@_factory
+def worker_died(message: str) -> WorkerCrashed:
+    """A death the environment may have caused: message is the worker process's account of
+    it (``worker process died (...)``, ``worker exited during startup (...)``)."""
+    return WorkerCrashed(message, _kind="worker_crashed")
+
+
+@_factory
+def guest_ended_worker(message: str) -> WorkerCrashed:
+    """A death the guest's own code caused: message starts with GUEST_DEATH."""
+    return WorkerCrashed(message, hint=_GUEST_HINT, _kind="guest_crashed")
+
+
+@_factory
+def terminated() -> RuntimeTerminated:
+    return RuntimeTerminated("runtime was terminated on request", _kind="terminated")
+
+
+@_factory
+def force_killed(grace: float) -> RuntimeForceKilled:
+    return RuntimeForceKilled(
+        f"worker did not acknowledge termination within terminate_grace={grace}s; killed",
+        hint=f"nothing to fix if the guest was busy; raise terminate_grace= (now {grace}) to wait longer",
+        _kind="force_killed",
+    )

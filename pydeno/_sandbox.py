@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._errors import PydenoError
+from ._errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
 from .host import _cgroup, _core
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
@@ -130,17 +130,17 @@ def _report(rt: Any) -> SandboxStatus:
         if name in skipped:
             reason = skipped[name].partition(" is unavailable: ")[2]
             layers.append(LayerStatus(name, "missing", reason))
-            refusal = refusal or _core.layer_refusal(skipped[name])
+            refusal = refusal or layer_refusal(skipped[name])
             continue
         problem = _verify(name, process.pid, status)
         if problem is not None:
             layers.append(LayerStatus(name, "missing", problem))
-            refusal = refusal or _core.layer_refusal(f"{name} is unavailable: {problem}")
+            refusal = refusal or layer_refusal(f"{name} is unavailable: {problem}")
             continue
         layers.append(LayerStatus(name, "applied", _APPLIED[name]))
     if hello.breaches:
         layers.append(LayerStatus("self-test", "missing", "got through: " + "; ".join(hello.breaches)))
-        refusal = refusal or _core.selftest_refusal(hello.breaches)
+        refusal = refusal or selftest_refusal(hello.breaches)
     else:
         layers.append(
             LayerStatus(
@@ -152,7 +152,7 @@ def _report(rt: Any) -> SandboxStatus:
         layers.append(
             LayerStatus("resource monitor", "missing", f"cannot read the worker's usage for {', '.join(unmeasurable)}")
         )
-        refusal = refusal or _core.unmeasurable_refusal(unmeasurable[0])
+        refusal = refusal or unmeasurable_refusal(unmeasurable[0])
     else:
         layers.append(LayerStatus("resource monitor", "applied", "memory, CPU time and threads are readable (psutil)"))
     layers.append(_kernel_limits(process))

@@ -28,7 +28,18 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
 
-__all__ = ["KINDS", "Catalog", "ErrorInfo", "Kind", "classify_error", "docs_page", "kind_page", "note_for", "yes_no"]
+__all__ = [
+    "KINDS",
+    "Catalog",
+    "ErrorInfo",
+    "Kind",
+    "classify_error",
+    "docs_page",
+    "info_of",
+    "kind_page",
+    "note_for",
+    "yes_no",
+]
 
 
 class Kind(NamedTuple):
@@ -321,7 +332,7 @@ class ErrorInfo:
         return asdict(self)
 
 
-def _info(kind: str) -> ErrorInfo:
+def info_of(kind: str) -> ErrorInfo:
     row = Catalog[kind]
     return ErrorInfo(kind, row.retryable, row.summary, row.retry_with_larger_limits)
 
@@ -399,6 +410,10 @@ def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterato
 
 
 def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
+    # A failure the host made names its kind (pydeno/_errors.py's factories).
+    authored = getattr(exc, "_authored_kind", None)
+    if isinstance(authored, str) and authored in Catalog:
+        return "max_pause" if authored == "host_wait" and via_agent else authored
     # pydeno's own exceptions say by their class how their kind is found (_errors.py's
     # KIND_RULE): a kind of their own, the guest error's rule, or their message's.
     rule = getattr(type(exc), "KIND_RULE", None)
@@ -487,9 +502,9 @@ def docs_page(kind: str) -> str:
 def classify_error(exc: BaseException, *, via_agent: bool = False) -> ErrorInfo:
     """The kind of exc and what it means for a retry. Never raises."""
     try:
-        return _info(_kind_of(exc, via_agent))
+        return info_of(_kind_of(exc, via_agent))
     except Exception:  # noqa: BLE001 - the contract is "never raises"
-        return _info("unknown")
+        return info_of("unknown")
 
 
 def classify_new(exc: BaseException, handling: BaseException | None) -> ErrorInfo:
@@ -497,6 +512,6 @@ def classify_new(exc: BaseException, handling: BaseException | None) -> ErrorInf
     ``raise WorkerCrashed(...) from err`` sets __cause__ only after __init__, so the
     exception being handled there (``sys.exception()``) stands in for it. Never raises."""
     try:
-        return _info(_kind_of(exc, False, handling))
+        return info_of(_kind_of(exc, False, handling))
     except Exception:  # noqa: BLE001 - the contract is "never raises"
-        return _info("unknown")
+        return info_of("unknown")

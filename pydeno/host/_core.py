@@ -22,13 +22,28 @@ from typing import Any, Final
 
 from .._checks import seconds
 from .._errors import (
+    GUEST_DEATH,
     JavaScriptError,
     PydenoError,
     RuntimeForceKilled,
-    RuntimeTerminated,
     RuntimeTimeout,
     WorkerCrashed,
+    command_timed_out,
+    force_killed,
+    guest_ended_worker,
     guest_error,
+    handshake_timed_out,
+    heap_exhausted,
+    host_calls_exceeded,
+    host_wait_exceeded,
+    layer_missing,
+    limit_unmeasurable,
+    over_memory,
+    over_threads,
+    protocol_broken,
+    selftest_failed,
+    terminated,
+    worker_died,
 )
 from .._options import RuntimeOptions
 from . import _monitor as monitor
@@ -69,12 +84,6 @@ _LEVELS: Final = {
     "error": logging.ERROR,
 }
 
-# The start of the message for a death the guest's own code caused (kind guest_crashed).
-GUEST_DEATH: Final = "worker died running guest code"
-_GUEST_HINT: Final = (
-    "the guest's code ended its worker (an exit, a closed output, or a crash it provoked); the same code "
-    "would do it again, so fix the code rather than retrying it"
-)
 # Signals the kernel raises in the process itself, on a fault or an abort: guest input can
 # cause each, so none is evidence of a kill from outside.
 _FAULT_SIGNALS: Final = frozenset(
@@ -85,30 +94,10 @@ _V8_OUT_OF_MEMORY: Final = re.compile(rb"^# Fatal (?:JavaScript|process) out of 
 # How long a dead worker's exit status may trail the end of its output.
 _EXIT_SETTLE_SECONDS: Final = 0.5
 
-_SANDBOX_HINT: Final = (
-    "run `python -m pydeno doctor` to see which OS layer is missing and why; run where every layer "
-    "applies, or pass sandbox='best_effort' knowingly"
-)
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 # Set while sandbox_status() starts its probe worker: a report is not a gap to warn about.
 quiet_sandbox_warnings: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet", default=False)
-
-
-def layer_refusal(unavailable: str) -> str:
-    """sandbox="require"'s refusal for ``<layer> is unavailable: <why>``."""
-    return f"worker failed to start: an OS sandbox is required but {unavailable}"
-
-
-def selftest_refusal(breaches: tuple[str, ...] | list[str]) -> str:
-    return "worker failed to start: sandbox self-test failed: " + "; ".join(breaches)
-
-
-def unmeasurable_refusal(limit: str) -> str:
-    return (
-        f"{limit} cannot be enforced on this system (the worker's resource usage cannot be read) "
-        "and sandbox='require' demands every protection"
-    )
 
 
 def _warn_once(message: str) -> None:
@@ -234,15 +223,10 @@ class Core:
         unmeasurable = watch.unmeasurable_limits()
         if mode == "require":
             if hello.breaches:
-                raise self._fail(WorkerCrashed(selftest_refusal(hello.breaches), hint=_SANDBOX_HINT))
+                raise self._fail(selftest_failed(hello.breaches))
             if unmeasurable:
                 limit = unmeasurable[0]
-                raise self._fail(
-                    WorkerCrashed(
-                        unmeasurable_refusal(limit),
-                        hint=f"run where psutil can read /proc for the worker, or set {limit}=None knowingly",
-                    )
-                )
+                raise self._fail(limit_unmeasurable(limit))
             return
         gaps = [
             *process.sandbox_skipped(),
@@ -370,12 +354,7 @@ class Core:
             self.host_call_count += 1
             limit = self.options.max_host_calls
             if limit is not None and self.host_call_count > limit:
-                raise self._fail(
-                    WorkerCrashed(
-                        f"guest made more than max_host_calls={limit} host calls",
-                        hint=f"raise max_host_calls= (now {limit}), or batch the guest's host calls",
-                    )
-                )
+                raise self._fail(host_calls_exceeded(limit))
             return event
         if isinstance(event, Console):
             self._console(event)
@@ -384,7 +363,7 @@ class Core:
                 raise self.protocol_failure(
                     ProtocolError("acknowledged a termination never asked for", malformed=False)
                 )
-            raise self._fail(RuntimeTerminated("runtime was terminated on request"))
+            raise self._fail(terminated())
         # Hello and Completed carry nothing further to do here.
         return None
 
@@ -457,12 +436,8 @@ class Core:
             raise self._fail(self._host_wait_error())
 
     def _host_wait_error(self) -> RuntimeTimeout:
-        wait = self.options.max_host_wait
-        return RuntimeTimeout(
-            f"host callbacks kept the guest waiting for more than {wait}s in one command (max_host_wait); "
-            "worker killed",
-            hint=f"raise max_host_wait= (now {wait}), or make the host functions answer sooner",
-        )
+        assert self.options.max_host_wait is not None
+        return host_wait_exceeded(self.options.max_host_wait)
 
     def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
         """The reply that shows a host function's exception to the guest (see guest_error)."""
@@ -542,11 +517,7 @@ class Core:
         return self.connection.terminate()
 
     def _force_killed(self) -> RuntimeForceKilled:
-        grace = self.options.terminate_grace
-        return RuntimeForceKilled(
-            f"worker did not acknowledge termination within terminate_grace={grace}s; killed",
-            hint=f"nothing to fix if the guest was busy; raise terminate_grace= (now {grace}) to wait longer",
-        )
+        return force_killed(self.options.terminate_grace)
 
     # -- failures: each kills the worker, closes the runtime and returns the error -------
     def _fail(self, exc: Exception) -> Exception:
@@ -554,7 +525,7 @@ class Core:
         return exc
 
     def protocol_failure(self, err: ProtocolError) -> Exception:
-        return self._fail(WorkerCrashed(err.crash_message()))
+        return self._fail(protocol_broken(err.detail, malformed=err.malformed))
 
     def died(self) -> Exception:
         """The worker is gone: report what the host knows about why, in this order: a
@@ -572,7 +543,7 @@ class Core:
             # It acknowledged and exited while the driver was busy elsewhere (in a host
             # function, say): the driver met the closed pipe before the acknowledgement, and
             # the monitor may meanwhile have passed the grace and convicted it as unresponsive.
-            return self._fail(RuntimeTerminated("runtime was terminated on request"))
+            return self._fail(terminated())
         watch = self.watch
         if watch is not None and watch.verdict is not None:
             return self._fail(watch.verdict)
@@ -582,14 +553,14 @@ class Core:
         if self.connection.hello is None:
             refusal = process.sandbox_refusal()
             if refusal is not None:
-                return self._fail(WorkerCrashed(layer_refusal(refusal), hint=_SANDBOX_HINT))
+                return self._fail(layer_missing(refusal))
             kept = process.permission_kept()
             if kept is not None:
-                return self._fail(WorkerCrashed(selftest_refusal([kept]), hint=_SANDBOX_HINT))
-            return self._fail(WorkerCrashed(process.death_message("worker exited during startup")))
+                return self._fail(selftest_failed([kept]))
+            return self._fail(worker_died(process.death_message("worker exited during startup")))
         code = process.popen.returncode
         if not ended_alone and process.pipe_error is None:
-            return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH, "closed its pipes"), hint=_GUEST_HINT))
+            return self._fail(guest_ended_worker(process.death_message(GUEST_DEATH, "closed its pipes")))
         if (
             code == -signal.SIGTRAP
             and self.options.max_memory is not None
@@ -597,16 +568,10 @@ class Core:
         ):
             # V8 ends the process with a trap on a fatal error after printing what it was; a
             # guest can print that line too, but only to make its death look less retryable.
-            memory = self.options.max_memory
-            return self._fail(
-                WorkerCrashed(
-                    f"worker ran out of its V8 heap (sized from max_memory={memory}) and was stopped",
-                    hint=f"raise max_memory= (now {memory}), or reduce what the code keeps alive",
-                )
-            )
+            return self._fail(heap_exhausted(self.options.max_memory))
         if code is not None and self._from_outside(code):
-            return self._fail(WorkerCrashed(process.death_message("worker process died")))
-        return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH), hint=_GUEST_HINT))
+            return self._fail(worker_died(process.death_message("worker process died")))
+        return self._fail(guest_ended_worker(process.death_message(GUEST_DEATH)))
 
     def _stopped_by_the_kernel(self, process: WorkerProcess) -> WorkerCrashed | None:
         """The limit enforced while the monitor did not get to run (the host was busy): by
@@ -616,13 +581,13 @@ class Core:
         if group is None:
             over = process.killed_over_cap()
             if over is not None and over[0] == "memory" and options.max_memory is not None:
-                return monitor.memory_verdict(over[1], options.max_memory)
+                return over_memory(over[1], options.max_memory)
             if over is not None and over[0] == "threads" and options.max_threads is not None:
-                return monitor.thread_verdict(over[1], options.max_threads)
+                return over_threads(over[1], options.max_threads)
             return None
         if options.max_memory is not None and group.oom_killed():
             peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
-            return monitor.memory_verdict(max(peak, options.max_memory + 1), options.max_memory)
+            return over_memory(max(peak, options.max_memory + 1), options.max_memory)
         return self._threads_refused(process)
 
     def _threads_refused(self, process: WorkerProcess) -> WorkerCrashed | None:
@@ -630,7 +595,7 @@ class Core:
         group, max_threads = process.cgroup, self.options.max_threads
         if group is None or max_threads is None or not group.tasks_refused():
             return None
-        return monitor.thread_verdict(task_limit(max_threads), max_threads)
+        return over_threads(task_limit(max_threads), max_threads)
 
     def _from_outside(self, code: int) -> bool:
         """Whether a death after the handshake can only have come from outside the worker.
@@ -659,19 +624,8 @@ class Core:
 
     def timed_out(self, command: Command | None) -> Exception:
         if command is None:
-            wait = self.options.startup_timeout
-            return self._fail(
-                WorkerCrashed(
-                    f"worker did not complete its handshake within startup_timeout={wait}s; killed",
-                    hint=f"retry on a fresh runtime; raise startup_timeout= (now {wait}) if the machine is overloaded",
-                )
-            )
-        return self._fail(
-            RuntimeTimeout(
-                f"command exceeded timeout={command.limit}s; worker killed",
-                hint=f"raise timeout= (now {command.limit}), or make the code finish sooner",
-            )
-        )
+            return self._fail(handshake_timed_out(self.options.startup_timeout))
+        return self._fail(command_timed_out(command.limit))
 
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's

@@ -24,9 +24,9 @@ from typing import Final
 
 import psutil
 
-from .._errors import PydenoError, RuntimeTimeout, WorkerCrashed
+from .._errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
 
-__all__ = ["INTERVAL", "Watch", "memory_verdict", "thread_verdict", "watch"]
+__all__ = ["INTERVAL", "Watch", "watch"]
 
 # Sampling period. One sample of a worker costs about 120 us of host CPU (three /proc reads
 # under psutil's oneshot), so 20 Hz costs well under 0.5% of a core per worker.
@@ -64,22 +64,6 @@ def threads_of(process: psutil.Process) -> int:
 def cpu_of(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
-
-
-def memory_verdict(used: int, max_memory: int) -> WorkerCrashed:
-    """The error for a worker stopped over max_memory, by the monitor or by the kernel."""
-    return WorkerCrashed(
-        f"worker used {used} bytes, over max_memory={max_memory}; killed",
-        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
-    )
-
-
-def thread_verdict(threads: int, max_threads: int) -> WorkerCrashed:
-    """The error for a worker stopped over max_threads, by the monitor or by the kernel."""
-    return WorkerCrashed(
-        f"worker started {threads} threads (limit {max_threads}); killed",
-        hint=f"start fewer Web Workers, or raise max_threads= (now {max_threads})",
-    )
 
 
 @dataclass(eq=False)
@@ -151,16 +135,13 @@ class Watch:
         self.peak_rss = max(self.peak_rss, rss)
         verdict: PydenoError | None = None
         if self.max_memory is not None and rss > self.max_memory:
-            verdict = memory_verdict(rss, self.max_memory)
+            verdict = over_memory(rss, self.max_memory)
         elif self.max_threads is not None and threads > self.max_threads:
-            verdict = thread_verdict(threads, self.max_threads)
+            verdict = over_threads(threads, self.max_threads)
         else:
             start = self.command_cpu_start
             if self.cpu_limit is not None and start is not None and cpu - start > self.cpu_limit:
-                verdict = RuntimeTimeout(
-                    f"worker used more than {self.cpu_limit}s of CPU in one command and was killed",
-                    hint=f"raise cpu_limit= (now {self.cpu_limit}), or make the code do less work per command",
-                )
+                verdict = cpu_in_command(self.cpu_limit)
             elif start is None:
                 verdict = self._idle_verdict(cpu, now)
         if verdict is not None:
@@ -180,13 +161,7 @@ class Watch:
         allowance = self.idle_allowance()
         if self.idle_charge <= allowance:
             return None
-        return RuntimeTimeout(
-            f"worker used more than {allowance}s of CPU between commands and was killed",
-            hint=(
-                "the guest left work running after its command returned (Web Workers, timers, promises); "
-                f"stop it before returning, or raise cpu_limit= (now {self.cpu_limit})"
-            ),
-        )
+        return cpu_between_commands(allowance, self.cpu_limit)
 
     def convict(self, verdict: PydenoError) -> None:
         """Record why the worker is being killed (first reason wins), then kill it."""

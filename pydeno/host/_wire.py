@@ -46,7 +46,7 @@ from typing import Any, Final
 import msgpack
 
 from .._budget import DECODE_FLOOR, DecodeRefused, join_cost
-from .._errors import JavaScriptError
+from .._errors import JavaScriptError, protocol_broken
 from ._codec import Codec, ValueRefused
 
 PROTOCOL_VERSION: Final = 3
@@ -77,9 +77,7 @@ class ProtocolError(Exception):
         self.malformed = malformed
 
     def crash_message(self) -> str:
-        if self.malformed:
-            return f"worker sent a malformed frame ({self.detail})"
-        return f"worker broke protocol: {self.detail}"
+        return str(protocol_broken(self.detail, malformed=self.malformed))
 
 
 def clean_text(text: str) -> str:
