@@ -19,9 +19,10 @@ import anyio.lowlevel
 from ._checks import code_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
-from .host._core import NEED_DATA, Command, Core
+from .host._core import NEED_DATA, Command
 from .host._monitor import Watch
 from .host._process import WorkerProcess
+from .host._supervisor import Supervisor
 from .host._wire import Hello, HostCall
 
 __all__ = ["AsyncRuntime"]
@@ -57,14 +58,15 @@ class AsyncRuntime:
     """The async twin of :class:`pydeno.Runtime`: ``await rt.eval(code)``."""
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
-        self._core = Core(
+        self._sup = Supervisor(
             RuntimeOptions(**options),
             make_function=lambda fid: JsFunction(self, fid),
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
+        self._core = self._sup.core
         self._lock = _TaskLock()
         self._stderr_busy = False
-        self._core.spawn()
+        self._sup.spawn()
         self._startup_deadline = self._core.startup_deadline()
 
     # -- public API -------------------------------------------------------------------
@@ -89,7 +91,7 @@ class AsyncRuntime:
         """Stop the running command from any task or thread: it raises RuntimeTerminated,
         or RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
         Either way the runtime is closed; with no command running it is simply closed."""
-        self._core.terminate()
+        self._sup.terminate()
 
     async def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
@@ -138,7 +140,7 @@ class AsyncRuntime:
 
     def _outcome(self, command: Command) -> Any:
         """The completed command's value, or raise its error."""
-        return self._core.finish(command)
+        return self._sup.finish(command)
 
     @property
     def _in_command(self) -> bool:
@@ -154,13 +156,12 @@ class AsyncRuntime:
 
     def _alive(self) -> bool:
         """Open, and its worker still running."""
-        process = self._core.process
+        process = self._sup.process
         return not self._core.closed and process is not None and process.poll() is None
 
     def _worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
         """The worker process, its handshake and its watch, for the sandbox report."""
-        core = self._core
-        return core.process, core.connection.hello, core.watch
+        return self._sup.process, self._core.connection.hello, self._sup.watch
 
     # -- the driver ---------------------------------------------------------------------
     async def _ready(self) -> None:
@@ -171,7 +172,7 @@ class AsyncRuntime:
         try:
             while core.connection.hello is None:
                 await self._step(None, self._startup_deadline)
-            core.started()
+            self._sup.started()
         except BaseException:
             core.close()
             raise
@@ -190,7 +191,7 @@ class AsyncRuntime:
         command = await self._begin(rid, data, timeout)
         while (step := await self._advance(command)) is not None:
             await self._call_host(command, *step)
-        return self._core.finish(command)
+        return self._sup.finish(command)
 
     # The same steps as Runtime's (see there), awaited.
     async def _begin(self, rid: int, data: bytes, timeout: float | None) -> Command:
@@ -248,8 +249,8 @@ class AsyncRuntime:
 
     async def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
-        process = core.check_open()
-        if core.ingest(process.read()):
+        process = self._sup.process_open()
+        if self._sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
             await anyio.lowlevel.checkpoint_if_cancelled()
@@ -271,11 +272,11 @@ class AsyncRuntime:
         core = self._core
         # A threading lock held across awaits: only terminate() contends for it, and that
         # never blocks on it (it queues its frame instead).
-        with core.write_lock:
-            rest = core.push(memoryview(core.outbox(data)))
+        with self._sup.write_lock:
+            rest = self._sup.push(memoryview(self._sup.outbox(data)))
             while rest is not None:
-                process = core.check_open()
+                process = self._sup.process_open()
                 with anyio.move_on_after(min(core.remaining(command), 0.005)):
                     await anyio.wait_writable(process.stdin_fd)
                 process.drain_stderr()
-                rest = core.push(rest)
+                rest = self._sup.push(rest)

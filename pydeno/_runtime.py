@@ -18,9 +18,10 @@ from typing import Any, Unpack
 from ._checks import code_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
-from .host._core import NEED_DATA, Command, Core
+from .host._core import NEED_DATA, Command
 from .host._monitor import Watch
 from .host._process import WorkerProcess
+from .host._supervisor import Supervisor
 from .host._wire import Hello, HostCall
 
 __all__ = ["Runtime"]
@@ -66,15 +67,16 @@ class Runtime:
     """
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
-        self._core = Core(
+        self._sup = Supervisor(
             RuntimeOptions(**options),
             make_function=lambda fid: JsFunction(self, fid),
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
+        self._core = self._sup.core
         self._lock = threading.RLock()
         self._poll = select.poll()
         self._stderr_polled = False
-        process = self._core.spawn()
+        process = self._sup.spawn()
         try:
             self._poll.register(process.stdout_fd, _IN)
             self._poll.register(process.stderr_fd, _IN)
@@ -82,7 +84,7 @@ class Runtime:
             deadline = self._core.startup_deadline()
             while self._core.connection.hello is None:
                 self._step(None, deadline)
-            self._core.started()
+            self._sup.started()
         except BaseException:
             self._core.close()
             raise
@@ -109,7 +111,7 @@ class Runtime:
         """Stop the running command from any thread: it raises RuntimeTerminated, or
         RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
         Either way the runtime is closed; with no command running it is simply closed."""
-        self._core.terminate()
+        self._sup.terminate()
 
     def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
@@ -154,7 +156,7 @@ class Runtime:
 
     def _outcome(self, command: Command) -> Any:
         """The completed command's value, or raise its error."""
-        return self._core.finish(command)
+        return self._sup.finish(command)
 
     @property
     def _in_command(self) -> bool:
@@ -170,13 +172,12 @@ class Runtime:
 
     def _alive(self) -> bool:
         """Open, and its worker still running."""
-        process = self._core.process
+        process = self._sup.process
         return not self._core.closed and process is not None and process.poll() is None
 
     def _worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
         """The worker process, its handshake and its watch, for the sandbox report."""
-        core = self._core
-        return core.process, core.connection.hello, core.watch
+        return self._sup.process, self._core.connection.hello, self._sup.watch
 
     # -- the driver ---------------------------------------------------------------------
     def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
@@ -193,7 +194,7 @@ class Runtime:
         command = self._begin(rid, data, timeout)
         while (step := self._advance(command)) is not None:
             self._call_host(command, *step)
-        return self._core.finish(command)
+        return self._sup.finish(command)
 
     # A command in steps: begin it, advance it to its next host call (which the caller runs,
     # or hands to someone else, as an agent's approval flow does) and answer that, until it
@@ -253,8 +254,8 @@ class Runtime:
 
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
         core = self._core
-        process = core.check_open()
-        if core.ingest(process.read()) or core.answer_expected():
+        process = self._sup.process_open()
+        if self._sup.ingest(process.read()) or core.answer_expected():
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
             return
@@ -272,10 +273,10 @@ class Runtime:
 
     def _send(self, data: bytes, command: Command | None) -> None:
         core = self._core
-        with core.write_lock:
-            rest = core.push(memoryview(core.outbox(data)))
+        with self._sup.write_lock:
+            rest = self._sup.push(memoryview(self._sup.outbox(data)))
             while rest is not None:
-                process = core.check_open()
+                process = self._sup.process_open()
                 wait = core.remaining(command)
                 self._poll.register(process.stdin_fd, _OUT)
                 try:
@@ -283,4 +284,4 @@ class Runtime:
                 finally:
                     self._poll.unregister(process.stdin_fd)
                 self._drain_stderr(process)
-                rest = core.push(rest)
+                rest = self._sup.push(rest)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
-from .host import _cgroup, _core
+from .host import _cgroup, _supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
 
@@ -103,13 +103,13 @@ def sandbox_status() -> SandboxStatus:
     """
     from ._runtime import Runtime
 
-    token = _core.quiet_sandbox_warnings.set(True)
+    token = _supervisor.quiet_sandbox_warnings.set(True)
     try:
         rt = Runtime(sandbox="best_effort", max_memory=64 * 2**20, max_threads=64, cpu_limit=60.0)
     except PydenoError as exc:
         return SandboxStatus((), f"no worker could be started: {exc}")
     finally:
-        _core.quiet_sandbox_warnings.reset(token)
+        _supervisor.quiet_sandbox_warnings.reset(token)
     try:
         return _report(rt)
     finally:

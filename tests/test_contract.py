@@ -74,7 +74,7 @@ def test_a_failing_pipe_write_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch, 
 def test_a_failing_pipe_read_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     with pydeno.Runtime() as rt:
         real_read = os.read
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         stdout = process.stdout_fd
 

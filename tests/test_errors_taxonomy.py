@@ -122,7 +122,7 @@ def terminated_during(code: str) -> Callable[[Env], BaseException]:
 def killed_from_outside(env: Env) -> BaseException:
     with pydeno.Runtime() as rt:
         assert rt.eval("1") == 1
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         process.popen.kill()
         process.popen.wait()
@@ -789,7 +789,7 @@ def test_console_error_is_a_console_frame_not_stderr_and_classifies_nothing() ->
     forged = "worker used 1 bytes, over max_memory=1; killed"
     with pydeno.Runtime(on_console=lambda level, text: received.append((level, text))) as rt:
         exc = failure(lambda: rt.eval(f"console.error({js(forged)}); null.x"))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert forged.encode() not in process.stderr_tail()
         assert not rt.closed
@@ -802,7 +802,7 @@ def test_what_the_guest_writes_to_stderr_while_it_lives_never_becomes_an_error()
     with pydeno.Runtime() as rt:
         assert rt.eval(f"(await import('node:fs')).writeSync(2, {js_line(forged)}); 'alive'") == "alive"
         exc = failure(lambda: rt.eval("null.x"))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert forged.encode() in process.stderr_tail()
     assert_explained(exc, "js_error")

@@ -113,3 +113,22 @@ def test_the_foundation_imports_nothing_above_it() -> None:
 def test_the_host_layer_imports_only_itself_and_the_foundation(name: str) -> None:
     above = {m for m in graph()[name] if not m.startswith("pydeno.host") and m not in FOUNDATION}
     assert not above, f"{name} imports from above the host layer: {sorted(above)}"
+
+
+def every_import(path: Path) -> set[str]:
+    """Every module name an import statement in path names (relative ones as written)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+    return found
+
+
+def test_the_core_imports_nothing_that_does_io_or_waits() -> None:
+    # It takes bytes and the time in: no process, thread, lock, selector, clock or sleep.
+    found = every_import(PACKAGE / "host" / "_core.py")
+    forbidden = {"subprocess", "threading", "selectors", "select", "time", "socket", "os", "signal", "asyncio"}
+    forbidden |= {"anyio", "psutil", "._process", "._supervisor", "._monitor", "._cgroup", "._mailbox"}
+    assert not found & forbidden, sorted(found & forbidden)

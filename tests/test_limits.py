@@ -82,7 +82,7 @@ def assert_closed(rt: pydeno.Runtime) -> None:
 
 
 def worker_pid(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> int:
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     return process.pid
 
@@ -159,7 +159,7 @@ def test_a_busy_loop_over_the_cpu_limit_is_killed_before_its_wall_clock_timeout(
     with pydeno.Runtime(cpu_limit=0.5, timeout=10) as rt:
         cpu = psutil.Process(worker_pid(rt)).cpu_times()
         before = cpu.user + cpu.system
-        watch = rt._core.watch
+        watch = rt._sup.watch
         assert watch is not None
         started = time.monotonic()
         with pytest.raises(pydeno.RuntimeTimeout) as info:
@@ -201,7 +201,7 @@ def test_a_heap_bomb_is_stopped_by_the_memory_limit() -> None:
             rf"worker ran out of its V8 heap \(sized from max_memory={limit}\) and was stopped", message
         )
         assert rss or heap, message
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         if rss:
             # The host's resident-memory kill: it reports what it measured, over the limit.

@@ -37,14 +37,14 @@ LANDLOCK_MISSING = "worker failed to start: an OS sandbox is required but landlo
 
 # -- helpers ------------------------------------------------------------------------------
 def pid_of(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> int:
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     return process.pid
 
 
 def kill_worker(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
     """SIGKILL the runtime's worker and wait until it is dead (the runtime itself stays open)."""
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     process.popen.kill()
     process.popen.wait(timeout=10)
@@ -209,7 +209,7 @@ def test_a_worker_that_died_while_idle_is_not_handed_out(max_workers: int | None
         with pool.checkout() as rt:
             assert rt is not dead
             assert pid_of(rt) != dead_pid
-            assert rt._core.process is not None and rt._core.process.poll() is None
+            assert rt._sup.process is not None and rt._sup.process.poll() is None
             assert rt.eval("'alive'") == "alive"
         assert dead.closed, "the dead worker found on the way was closed"
         assert dead not in core.idle

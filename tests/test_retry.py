@@ -22,7 +22,7 @@ class Attempts:
 
     def __call__(self, rt: pydeno.Runtime) -> Any:
         self.runtimes.append(rt)
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         self.pids.append(process.pid)
         failure = self.failures.pop(0) if self.failures else None
@@ -134,7 +134,7 @@ def test_the_async_helper_retries_a_dead_worker_on_a_fresh_runtime(backend: str)
 
     async def fn(rt: pydeno.AsyncRuntime) -> Any:
         await rt.eval("1")
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         pids.append(process.pid)
         if len(pids) == 1:

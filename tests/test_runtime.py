@@ -344,7 +344,7 @@ def test_a_closed_runtime_refuses_every_call() -> None:
 
 def test_a_worker_killed_from_outside_raises_worker_crashed_and_closes(rt: pydeno.Runtime) -> None:
     rt.eval("1")
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     process.popen.kill()
     with pytest.raises(pydeno.WorkerCrashed, match=r"^worker process died \(killed by SIGKILL\)"):
@@ -414,7 +414,7 @@ def test_an_on_console_handler_that_raises_is_logged_and_the_command_completes(
 
 # -- memory over a long life ---------------------------------------------------------------------
 def _worker_rss(runtime: pydeno.Runtime) -> int:
-    process = runtime._core.process
+    process = runtime._sup.process
     assert process is not None
     return int(psutil.Process(process.pid).memory_info().rss)
 

@@ -23,7 +23,7 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno.host import _cgroup, _core, _monitor, _process
+from pydeno.host import _cgroup, _monitor, _process, _supervisor
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -37,7 +37,7 @@ MISSING = "simulated: this kernel refuses it"
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Warnings are once per process; each test starts with none given yet.
-    monkeypatch.setattr(_core, "_warned", set())
+    monkeypatch.setattr(_supervisor, "_warned", set())
     yield
 
 

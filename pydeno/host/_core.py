@@ -1,59 +1,42 @@
-"""The runtime core shared by :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`.
+"""The runtime core: a state machine shared by :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`.
 
-Everything that is a rule lives here once: argument checks, the worker's configuration,
-which event means what, host-authored messages, how a host function's exception is shown
-to the guest, and what state a failure leaves the runtime in. The two drivers only write
-bytes, wait for descriptors and call the host's functions (plainly, or awaited).
+Every rule of a runtime's conversation with its worker lives here once: which event means
+what, the deadlines and budgets of each command, the accounting of host calls, console
+output, how a host function's exception is shown to the guest, and what a failure leaves
+the runtime in. It takes bytes (``feed``) and the time (its clocks) in, and gives events,
+bytes to send and deadlines out. It owns no process, thread or lock and never sleeps: the
+supervisor (pydeno/host/_supervisor.py) owns the worker and is told through
+:class:`Observer` what the monitor must know; the drivers move bytes and wait.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
 import re
-import signal
-import threading
-import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .._checks import seconds
 from .._errors import (
-    GUEST_DEATH,
-    JavaScriptError,
     PydenoError,
     RuntimeForceKilled,
     RuntimeTimeout,
-    WorkerCrashed,
     command_timed_out,
     force_killed,
-    guest_ended_worker,
     guest_error,
     handshake_timed_out,
-    heap_exhausted,
     host_calls_exceeded,
     host_wait_exceeded,
-    layer_missing,
-    limit_unmeasurable,
-    over_memory,
-    over_threads,
     protocol_broken,
-    selftest_failed,
     terminated,
-    worker_died,
 )
 from .._options import RuntimeOptions
-from . import _monitor as monitor
-from ._cgroup import task_limit
-from ._codec import MAX_DEPTH, Codec
-from ._monitor import Watch
-from ._process import WorkerConfig, WorkerProcess
+from ._codec import Codec
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["NEED_DATA", "Command", "Core", "worker_config"]
+__all__ = ["NEED_DATA", "Command", "Core", "Observer"]
 
 log = logging.getLogger("pydeno.console")
 
@@ -84,32 +67,21 @@ _LEVELS: Final = {
     "error": logging.ERROR,
 }
 
-# Signals the kernel raises in the process itself, on a fault or an abort: guest input can
-# cause each, so none is evidence of a kill from outside.
-_FAULT_SIGNALS: Final = frozenset(
-    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP, signal.SIGFPE, signal.SIGSYS, signal.SIGABRT}
-)
-# V8's own line on a fatal out-of-memory, printed to stderr before it traps.
-_V8_OUT_OF_MEMORY: Final = re.compile(rb"^# Fatal (?:JavaScript|process) out of memory", re.MULTILINE)
-# How long a dead worker's exit status may trail the end of its output.
-_EXIT_SETTLE_SECONDS: Final = 0.5
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-# Set while sandbox_status() starts its probe worker: a report is not a gap to warn about.
-quiet_sandbox_warnings: contextvars.ContextVar[bool] = contextvars.ContextVar("quiet", default=False)
+class Observer(Protocol):
+    """What the core tells the one who owns the worker (the supervisor, which tells the
+    monitor): when commands run, when a host function's wait must end, when an unanswered
+    termination must end in a kill, and that the runtime is closed."""
 
+    def command_started(self) -> None: ...
 
-def _warn_once(message: str) -> None:
-    """One RuntimeWarning per distinct message per process: a service that starts a worker
-    per request must not log the same gap thousands of times."""
-    if quiet_sandbox_warnings.get():
-        return
-    with _warned_lock:
-        if message in _warned:
-            return
-        _warned.add(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    def commands_finished(self) -> None: ...
+
+    def host_wait_until(self, deadline: float | None, verdict: PydenoError | None) -> None: ...
+
+    def force_kill_at(self, deadline: float, verdict: PydenoError) -> None: ...
+
+    def closed(self) -> None: ...
 
 
 class _NeedData:
@@ -119,21 +91,6 @@ class _NeedData:
 
 
 NEED_DATA: Final = _NeedData()
-
-
-def worker_config(options: RuntimeOptions) -> WorkerConfig:
-    """What the worker process is started with, from a runtime's options."""
-    return WorkerConfig(
-        max_memory=options.max_memory,
-        max_message_bytes=options.max_message_bytes,
-        max_decode_ratio=options.max_decode_ratio,
-        jitless=options.jitless,
-        max_depth=MAX_DEPTH,
-        max_inflight_host_calls=options.max_inflight_host_calls,
-        max_console_bytes=options.max_console_bytes,
-        sandbox=options.sandbox,
-        max_threads=options.max_threads,
-    )
 
 
 @dataclass(eq=False, slots=True)
@@ -151,19 +108,29 @@ class Command:
 
 
 class Core:
-    """One runtime's state: options, the worker process, the protocol connection."""
+    """One runtime's protocol state: options, the connection, the commands in flight.
+
+    ``clock`` is a monotonic clock in seconds (deadlines), ``ns_clock`` a fine one in
+    nanoseconds (the look-again window after a send).
+    """
 
     def __init__(
         self,
         options: RuntimeOptions,
         make_function: Callable[[int], Any],
         function_id: Callable[[Any], int | None],
+        observer: Observer,
+        clock: Callable[[], float],
+        ns_clock: Callable[[], int],
     ) -> None:
         """make_function builds the handle of a guest function the worker sent (by its id);
         function_id gives the id of a handle passed back (None for any other value), or
         raises if it may not go."""
         self.options = options
         self._handle = make_function
+        self.observer = observer
+        self.clock = clock
+        self._ns_clock = ns_clock
         self.codec = Codec(
             self._make_function,
             function_id,
@@ -172,81 +139,21 @@ class Core:
         )
         self.connection = Connection(self.codec, options.max_message_bytes)
         self.functions: dict[str, Callable[..., Any]] = {}
-        self.process: WorkerProcess | None = None
-        self.watch: Watch | None = None
         self.commands: list[Command] = []
         self.host_call_count = 0
         self.terminate_deadline: float | None = None
-        # Frames may come from two threads (terminate() and the command's own), and a frame
-        # must reach the pipe whole: writers hold this lock, and terminate() queues its
-        # frame in _outbox instead of waiting when a writer is mid-frame.
-        self.write_lock = threading.Lock()
-        self._outbox: list[bytes] = []
-        self._look_until = 0  # perf_counter_ns; see LOOK_NS
-        # Whether the kernel refuses the worker every fatal signal to itself (the seccomp
-        # filter is in force in it): then a kill is from outside. Read at the handshake.
-        self.signals_confined = False
-        self.died_idle = False
+        self._look_until = 0  # ns_clock; see LOOK_NS
         self.closed = False
 
-    # -- lifetime --------------------------------------------------------------------
-    def spawn(self) -> WorkerProcess:
-        options = self.options
-        self.process = WorkerProcess(worker_config(options))
-        self.watch = Watch(
-            pid=self.process.pid,
-            kill=self.process.signal_kill,
-            max_memory=options.max_memory,
-            max_threads=options.max_threads,
-            cpu_limit=options.cpu_limit,
-        )
-        monitor.watch(self.watch)
-        return self.process
-
-    def started(self) -> None:
-        """The worker shook hands: hold it to the sandbox mode before any command runs.
-
-        Under "require" a self-test breach or a limit the monitor cannot measure refuses the
-        worker; under "best_effort" what is missing is reported once per process as a
-        RuntimeWarning (see docs/security.md). The launcher already refused any missing layer
-        under "require"; under "best_effort" it reported the ones it skipped on stderr.
-        """
-        mode = self.options.sandbox
-        process, watch, hello = self.process, self.watch, self.connection.hello
-        if process is not None:
-            process.handshaken()
-        if mode == "off" or process is None or watch is None or hello is None:
-            return
-        self.signals_confined = process.seccomp_filtered() and not any(
-            gap.startswith("seccomp ") for gap in process.sandbox_skipped()
-        )
-        unmeasurable = watch.unmeasurable_limits()
-        if mode == "require":
-            if hello.breaches:
-                raise self._fail(selftest_failed(hello.breaches))
-            if unmeasurable:
-                limit = unmeasurable[0]
-                raise self._fail(limit_unmeasurable(limit))
-            return
-        gaps = [
-            *process.sandbox_skipped(),
-            *(f"self-test: {what}" for what in hello.breaches),
-            *(f"{limit} cannot be enforced (the worker's resource usage cannot be read)" for limit in unmeasurable),
-        ]
-        if gaps:
-            _warn_once("pydeno: sandbox='best_effort' started a worker without: " + "; ".join(gaps))
-
     def close(self) -> None:
-        self.closed = True
-        if self.watch is not None:
-            monitor.unwatch(self.watch)
-        if self.process is not None:
-            self.process.close()
+        """Close the runtime (idempotent): the observer stops the worker."""
+        if not self.closed:
+            self.closed = True
+            self.observer.closed()
 
-    def check_open(self) -> WorkerProcess:
-        if self.closed or self.process is None:
+    def check_open(self) -> None:
+        if self.closed:
             raise RuntimeError("runtime is closed")
-        return self.process
 
     # -- values ----------------------------------------------------------------------
     def _make_function(self, function_id: int) -> Any:
@@ -257,15 +164,10 @@ class Core:
     def begin(self, rid: int, timeout: float | None) -> Command:
         """Start charging a command: its deadline and, for the outermost one, CPU."""
         limit = self.options.timeout if timeout is None else seconds("timeout", timeout)
-        deadline = math.inf if limit is None else time.monotonic() + limit
+        deadline = math.inf if limit is None else self.clock() + limit
         command = Command(rid, limit, deadline)
         if not self.commands:
-            if self.watch is not None:
-                self.watch.command_started()
-            if not self.signals_confined and self.process is not None and self.process.poll() is not None:
-                # Where guest code could signal its own worker, only this look tells a death
-                # from outside while idle from one during the command.
-                self.died_idle = True
+            self.observer.command_started()
         self.commands.append(command)
         return command
 
@@ -279,21 +181,13 @@ class Core:
     def end(self, command: Command) -> None:
         if command in self.commands:
             self.commands.remove(command)
-        if not self.commands and self.watch is not None:
-            self.watch.command_finished()
+        if not self.commands:
+            self.observer.commands_finished()
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command: its value, or raise its error."""
         self.end(command)
-        try:
-            return self.connection.take(command.rid)
-        except JavaScriptError:
-            # A thread the kernel refused (the worker's task cap) reaches the guest as an
-            # error it may not even have caused itself; the worker is at its thread limit.
-            refused = self._threads_refused(self.process) if self.process is not None else None
-            if refused is None:
-                raise
-            raise self._fail(refused) from None
+        return self.connection.take(command.rid)
 
     def bind_check(self, name: Any, fn: Any) -> str:
         if not isinstance(name, str):
@@ -325,23 +219,14 @@ class Core:
     def answer_expected(self) -> bool:
         """Whether a frame went out so recently that the driver should look at the pipe
         again rather than sleep on it (LOOK_NS)."""
-        return time.perf_counter_ns() < self._look_until
-
-    def ingest(self, data: bytes | None) -> bool:
-        """Feed what a read returned; True if there was data, raise if the worker is gone."""
-        if data is None:
-            raise self.died()
-        if data:
-            self.connection.feed(data)
-            return True
-        return False
+        return self._ns_clock() < self._look_until
 
     def remaining(self, command: Command | None, startup_deadline: float = math.inf) -> float:
         """Seconds to wait at most before looking again (at most TICK); raise if a deadline
         (the command's, the start-up's, or a termination's grace) has passed."""
-        now = time.monotonic()
+        now = self.clock()
         if self.terminate_deadline is not None and now >= self.terminate_deadline:
-            raise self._fail(self._force_killed())
+            raise self.fail(self._force_killed())
         deadline = startup_deadline if command is None else command.deadline
         left = deadline - now
         if left <= 0:
@@ -354,7 +239,7 @@ class Core:
             self.host_call_count += 1
             limit = self.options.max_host_calls
             if limit is not None and self.host_call_count > limit:
-                raise self._fail(host_calls_exceeded(limit))
+                raise self.fail(host_calls_exceeded(limit))
             return event
         if isinstance(event, Console):
             self._console(event)
@@ -363,7 +248,7 @@ class Core:
                 raise self.protocol_failure(
                     ProtocolError("acknowledged a termination never asked for", malformed=False)
                 )
-            raise self._fail(terminated())
+            raise self.fail(terminated())
         # Hello and Completed carry nothing further to do here.
         return None
 
@@ -400,14 +285,12 @@ class Core:
             return self.connection.reply_error(call.call_id, "Error", f"more than {limit} host calls in flight")
         command = self.commands[-1] if self.commands else None
         if command is not None:
-            command.host_call_started = time.monotonic()
-            if self.options.max_host_wait is not None and self.watch is not None:
+            command.host_call_started = self.clock()
+            if self.options.max_host_wait is not None:
                 # The monitor kills the worker if the host function is still running when
                 # the command's host-wait budget runs out.
-                self.watch.host_wait_deadline = command.host_call_started + (
-                    self.options.max_host_wait - command.host_wait
-                )
-                self.watch.host_wait_verdict = self._host_wait_error()
+                left = self.options.max_host_wait - command.host_wait
+                self.observer.host_wait_until(command.host_call_started + left, self._host_wait_error())
         return self.functions[call.name]
 
     def finish_host_call(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
@@ -424,16 +307,16 @@ class Core:
     def end_host_call(self, call: HostCall) -> None:
         """Charge the time a host function took to host wait, not to the guest's deadline."""
         command = self.commands[-1] if self.commands else None
-        if self.watch is not None:
-            self.watch.host_wait_deadline = None
+        if self.options.max_host_wait is not None:
+            self.observer.host_wait_until(None, None)
         if command is None or command.host_call_started is None:
             return
-        spent = time.monotonic() - command.host_call_started
+        spent = self.clock() - command.host_call_started
         command.host_call_started = None
         command.host_wait += spent
         command.deadline += spent
         if self.options.max_host_wait is not None and command.host_wait > self.options.max_host_wait:
-            raise self._fail(self._host_wait_error())
+            raise self.fail(self._host_wait_error())
 
     def _host_wait_error(self) -> RuntimeTimeout:
         assert self.options.max_host_wait is not None
@@ -450,57 +333,13 @@ class Core:
         name, message = guest_error(exc, expose=self.options.expose_host_errors, where=where)
         return self.connection.reply_error(call.call_id, name, message)
 
-    # -- termination -------------------------------------------------------------------
-    def outbox(self, data: bytes = b"") -> bytes:
-        """data, preceded by any frame queued by another thread; writers call it under
-        write_lock, and again with no argument before releasing it."""
-        if self._outbox:
-            queued, self._outbox = self._outbox, []
-            return b"".join([*queued, data])
-        return data
+    def sent(self) -> None:
+        """A frame went out whole: look again at the pipe before sleeping (LOOK_NS)."""
+        self._look_until = self._ns_clock() + LOOK_NS
 
-    def push(self, view: memoryview) -> memoryview | None:
-        """Write what the pipe takes now (and any frame queued meanwhile); None once all is
-        sent, else what is left, for the driver to wait until the pipe is writable. Call it
-        under write_lock. While the pipe is full it reads too: a worker blocked writing to
-        us would never drain its stdin."""
-        process = self.check_open()
-        while True:
-            n = process.write(view)
-            if n < 0:
-                raise self.died()
-            view = view[n:]
-            if not view:
-                queued = self.outbox()
-                if not queued:
-                    self._look_until = time.perf_counter_ns() + LOOK_NS
-                    return None
-                view = memoryview(queued)
-                continue
-            if not self.ingest(process.read()):
-                return view
-
-    def terminate(self) -> None:
-        """terminate() of both runtimes: safe from any thread or task, never blocks long.
-
-        The frame is queued; whoever holds write_lock sends it with or right after its own
-        frame, else this call takes the lock and sends it. Should the frame never get out,
-        the monitor still kills the worker when the grace ends."""
-        data = self.request_termination()
-        if data is None:
-            return
-        self._outbox.append(data)
-        for _ in range(50):
-            if self.write_lock.acquire(blocking=False):
-                try:
-                    pending = self.outbox()
-                    # Tiny (under PIPE_BUF), so the pipe takes it whole or not at all.
-                    if pending and self.process is not None and self.process.write(pending) != len(pending):
-                        self._outbox.insert(0, pending)
-                finally:
-                    self.write_lock.release()
-                return
-            time.sleep(0.001)
+    def feed(self, data: bytes) -> None:
+        """Bytes the worker wrote, in order."""
+        self.connection.feed(data)
 
     def request_termination(self) -> bytes | None:
         """Start terminating: the frame to send, or None if there is nothing to terminate
@@ -511,121 +350,26 @@ class Core:
             self.close()
             return None
         if self.terminate_deadline is None:
-            self.terminate_deadline = time.monotonic() + self.options.terminate_grace
-            if self.watch is not None:
-                self.watch.force_kill_at(self.terminate_deadline, self._force_killed())
+            self.terminate_deadline = self.clock() + self.options.terminate_grace
+            self.observer.force_kill_at(self.terminate_deadline, self._force_killed())
         return self.connection.terminate()
 
     def _force_killed(self) -> RuntimeForceKilled:
         return force_killed(self.options.terminate_grace)
 
-    # -- failures: each kills the worker, closes the runtime and returns the error -------
-    def _fail(self, exc: Exception) -> Exception:
+    # -- failures: each closes the runtime (ending the worker) and returns the error ------
+    def fail(self, exc: Exception) -> Exception:
+        """Close the runtime for exc (which ends the worker); return exc to raise."""
         self.close()
         return exc
 
     def protocol_failure(self, err: ProtocolError) -> Exception:
-        return self._fail(protocol_broken(err.detail, malformed=err.malformed))
-
-    def died(self) -> Exception:
-        """The worker is gone: report what the host knows about why, in this order: a
-        termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
-        limit, a death from outside, or a death its guest code caused."""
-        process = self.check_open()
-        if self.watch is not None:
-            self.watch.release()  # reaping frees the pid: the monitor must not signal it again
-        # A worker still running when the host met the end of its output (or a closed input)
-        # closed that pipe itself: only guest code does that. The exit status can trail the
-        # end of file by a moment, so wait for it a little before deciding.
-        ended_alone = process.settled(_EXIT_SETTLE_SECONDS)
-        process.kill()
-        if self.terminate_deadline is not None and self._acknowledged_termination(process):
-            # It acknowledged and exited while the driver was busy elsewhere (in a host
-            # function, say): the driver met the closed pipe before the acknowledgement, and
-            # the monitor may meanwhile have passed the grace and convicted it as unresponsive.
-            return self._fail(terminated())
-        watch = self.watch
-        if watch is not None and watch.verdict is not None:
-            return self._fail(watch.verdict)
-        stopped = self._stopped_by_the_kernel(process)
-        if stopped is not None:
-            return self._fail(stopped)
-        if self.connection.hello is None:
-            refusal = process.sandbox_refusal()
-            if refusal is not None:
-                return self._fail(layer_missing(refusal))
-            kept = process.permission_kept()
-            if kept is not None:
-                return self._fail(selftest_failed([kept]))
-            return self._fail(worker_died(process.death_message("worker exited during startup")))
-        code = process.popen.returncode
-        if not ended_alone and process.pipe_error is None:
-            return self._fail(guest_ended_worker(process.death_message(GUEST_DEATH, "closed its pipes")))
-        if (
-            code == -signal.SIGTRAP
-            and self.options.max_memory is not None
-            and _V8_OUT_OF_MEMORY.search(process.stderr_tail())
-        ):
-            # V8 ends the process with a trap on a fatal error after printing what it was; a
-            # guest can print that line too, but only to make its death look less retryable.
-            return self._fail(heap_exhausted(self.options.max_memory))
-        if code is not None and self._from_outside(code):
-            return self._fail(worker_died(process.death_message("worker process died")))
-        return self._fail(guest_ended_worker(process.death_message(GUEST_DEATH)))
-
-    def _stopped_by_the_kernel(self, process: WorkerProcess) -> WorkerCrashed | None:
-        """The limit enforced while the monitor did not get to run (the host was busy): by
-        the worker's cgroup, from what the kernel counted (a kill over the memory cap, a
-        thread refused over the task cap), or by the zygote's watch where there is none."""
-        group, options = process.cgroup, self.options
-        if group is None:
-            over = process.killed_over_cap()
-            if over is not None and over[0] == "memory" and options.max_memory is not None:
-                return over_memory(over[1], options.max_memory)
-            if over is not None and over[0] == "threads" and options.max_threads is not None:
-                return over_threads(over[1], options.max_threads)
-            return None
-        if options.max_memory is not None and group.oom_killed():
-            peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
-            return over_memory(max(peak, options.max_memory + 1), options.max_memory)
-        return self._threads_refused(process)
-
-    def _threads_refused(self, process: WorkerProcess) -> WorkerCrashed | None:
-        """thread_limit, if the worker's cgroup refused it a task over its cap."""
-        group, max_threads = process.cgroup, self.options.max_threads
-        if group is None or max_threads is None or not group.tasks_refused():
-            return None
-        return over_threads(task_limit(max_threads), max_threads)
-
-    def _from_outside(self, code: int) -> bool:
-        """Whether a death after the handshake can only have come from outside the worker.
-
-        An exit is always the worker's own doing, and so is a fault (a crash of the engine,
-        an abort): guest input can cause either. A signal that only another process sends
-        (SIGKILL, SIGTERM, ...) is from outside where the seccomp filter refuses the worker
-        every such signal to itself, and, where it does not, only if it came while no command
-        ran.
-        """
-        if code >= 0 or -code in _FAULT_SIGNALS:
-            return False
-        return self.signals_confined or self.died_idle or not self.commands
-
-    def _acknowledged_termination(self, process: WorkerProcess) -> bool:
-        """Whether the dead worker's unread output holds its acknowledgement of terminate()."""
-        while data := process.read():
-            self.connection.feed(data)
-        try:
-            while (event := self.connection.next_event()) is not None:
-                if isinstance(event, Terminated):
-                    return True
-        except ProtocolError:
-            return False
-        return False
+        return self.fail(protocol_broken(err.detail, malformed=err.malformed))
 
     def timed_out(self, command: Command | None) -> Exception:
         if command is None:
-            return self._fail(handshake_timed_out(self.options.startup_timeout))
-        return self._fail(command_timed_out(command.limit))
+            return self.fail(handshake_timed_out(self.options.startup_timeout))
+        return self.fail(command_timed_out(command.limit))
 
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's
@@ -633,4 +377,4 @@ class Core:
         self.close()
 
     def startup_deadline(self) -> float:
-        return time.monotonic() + self.options.startup_timeout
+        return self.clock() + self.options.startup_timeout

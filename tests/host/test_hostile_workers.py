@@ -332,7 +332,7 @@ def test_megabytes_of_stderr_do_not_deadlock_the_host(fake_worker: FakeWorker) -
     fake_worker("stderr_spam", "4")
     with watchdog(30), pydeno.Runtime(**QUICK) as rt:
         assert rt.eval("1") == 42
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert process.stderr_tail().endswith(b"and then it happened again\n")
 

@@ -33,7 +33,7 @@ def confined() -> Iterator[pydeno.Runtime]:
 
 
 def _status(rt: pydeno.Runtime) -> dict[str, str]:
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     lines = Path(f"/proc/{process.pid}/status").read_text().splitlines()
     return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
@@ -55,7 +55,7 @@ def test_the_confined_worker_runs_unprivileged_with_no_new_privs_and_seccomp(con
 
 
 def test_the_confined_worker_has_its_own_network_namespace(confined: pydeno.Runtime) -> None:
-    process = confined._core.process
+    process = confined._sup.process
     assert process is not None
     assert os.readlink(f"/proc/{process.pid}/ns/net") != os.readlink("/proc/self/ns/net")
 
@@ -63,7 +63,7 @@ def test_the_confined_worker_has_its_own_network_namespace(confined: pydeno.Runt
 def test_a_worker_with_sandbox_off_has_none_of_these_layers() -> None:
     with pydeno.Runtime(sandbox="off") as rt:
         status = _status(rt)
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert (status["NoNewPrivs"], status["Seccomp"]) == ("0", "0")
         assert os.readlink(f"/proc/{process.pid}/ns/net") == os.readlink("/proc/self/ns/net")
@@ -129,7 +129,7 @@ def test_a_busy_worker_dies_with_its_host() -> None:
     script = (
         "import os, threading, time, pydeno\n"
         "rt = pydeno.Runtime(timeout=None)\n"
-        "print(rt._core.process.pid, flush=True)\n"
+        "print(rt._sup.process.pid, flush=True)\n"
         "threading.Thread(target=rt.eval, args=('for (;;) {}',), daemon=True).start()\n"
         "time.sleep(0.3)\n"
         "os.kill(os.getpid(), 9)\n"

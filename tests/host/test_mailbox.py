@@ -83,7 +83,7 @@ def _worker_fds(pid: int) -> list[str]:
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_the_worker_holds_its_mailbox_open_and_its_name_is_gone_after_the_handshake(sandbox: str) -> None:
     with pydeno.Runtime(sandbox=sandbox) as rt:  # type: ignore[arg-type]
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None and process.mailbox is not None
         assert process.mailbox.path is None  # unlinked once the worker shook hands
         name = process.config.mailbox
@@ -110,7 +110,7 @@ def test_the_guest_cannot_read_files_next_to_its_mailbox() -> None:
 
 def test_a_count_that_runs_ahead_of_the_pipe_only_makes_the_worker_sleep() -> None:
     with pydeno.Runtime() as rt:
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None and process.mailbox is not None
         process.mailbox.posted(10**9)  # claims bytes the pipe never had
         for i in range(50):
@@ -123,5 +123,5 @@ def test_a_runtime_starts_without_a_mailbox_when_none_can_be_made(monkeypatch: p
 
     monkeypatch.setattr(_process, "Mailbox", refuse)
     with pydeno.Runtime() as rt:
-        assert rt._core.process is not None and rt._core.process.mailbox is None
+        assert rt._sup.process is not None and rt._sup.process.mailbox is None
         assert rt.eval("[1, 2].map(x => x * 3)") == [3, 6]

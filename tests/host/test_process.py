@@ -85,7 +85,7 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
     # own settings.
     monkeypatch.setenv("PYDENO_TEST_SECRET", "hunter2")
     with pydeno.Runtime(sandbox=sandbox) as rt:
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         entries = [e for e in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0") if e]
         names = {e.partition(b"=")[0] for e in entries}
@@ -96,7 +96,7 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
 
 def test_the_worker_runs_in_its_own_session() -> None:
     with pydeno.Runtime() as rt:
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert os.getsid(process.pid) == process.pid != os.getsid(0)
 
@@ -104,7 +104,7 @@ def test_the_worker_runs_in_its_own_session() -> None:
 def test_the_stderr_ring_keeps_only_the_tail(monkeypatch: pytest.MonkeyPatch) -> None:
     with pydeno.Runtime() as rt:
         rt.eval("1")
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         r, w = os.pipe()
         os.set_blocking(r, False)
@@ -126,7 +126,7 @@ def test_signal_kill_ends_the_worker_and_leaves_the_reaping_to_its_owner(sandbox
     # The monitor's way to kill: a zygote's child through its pidfd, a child of the host by
     # its process group; the runtime still learns of the death from the exit status.
     with pydeno.Runtime(sandbox=sandbox) as rt:  # type: ignore[arg-type]
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         process.signal_kill()
         assert process.popen.wait(timeout=10) == -9

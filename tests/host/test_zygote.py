@@ -50,7 +50,7 @@ def _zygote_pid() -> int:
 
 
 def _worker(rt: pydeno.Runtime) -> _process.WorkerProcess:
-    process = rt._core.process
+    process = rt._sup.process
     assert process is not None
     return process
 
@@ -241,7 +241,7 @@ def test_the_zygote_and_its_workers_die_with_a_killed_host() -> None:
         "import os, threading, time, pydeno\n"
         "from pydeno.host import _process\n"
         "rt = pydeno.Runtime(timeout=None)\n"
-        "print(rt._core.process.pid, _process._zygote.popen.pid, flush=True)\n"
+        "print(rt._sup.process.pid, _process._zygote.popen.pid, flush=True)\n"
         "threading.Thread(target=rt.eval, args=('for (;;) {}',), daemon=True).start()\n"
         "time.sleep(0.3)\n"
         "os.kill(os.getpid(), 9)\n"

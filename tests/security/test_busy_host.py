@@ -98,7 +98,7 @@ def test_a_web_worker_that_allocates_while_the_host_holds_the_gil_is_stopped_nea
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60, sandbox=sandbox) as rt:
         rt.bind_function("hold", lambda: hold_the_gil(HELD_SECONDS))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         watcher = Watcher(process.pid, tmp)
         with pytest.raises(pydeno.WorkerCrashed) as info:
@@ -119,7 +119,7 @@ def test_without_a_cgroup_the_zygote_stops_the_same_burst_near_max_memory(
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60) as rt:
         rt.bind_function("hold", lambda: hold_the_gil(HELD_SECONDS))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert process.cgroup is None
         watcher = Watcher(process.pid, tmp)
@@ -140,7 +140,7 @@ def test_without_a_cgroup_or_the_zygote_the_same_burst_goes_far_past_max_memory(
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60, sandbox="off") as rt:
         rt.bind_function("hold", lambda: hold_the_gil(2.0))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         assert process.cgroup is None
         watcher = Watcher(process.pid, tmp)
@@ -156,7 +156,7 @@ def test_web_workers_started_while_the_host_holds_the_gil_stop_at_the_thread_lim
     max_threads = 16
     with pydeno.Runtime(max_threads=max_threads, timeout=30) as rt:
         rt.bind_function("hold", lambda: hold_the_gil(2.0))
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None and process.cgroup is not None and process.cgroup.pids_dir is not None
         pids = process.cgroup.pids_dir
         with pytest.raises(pydeno.WorkerCrashed) as info:
@@ -174,7 +174,7 @@ def test_without_a_cgroup_the_zygote_stops_web_workers_started_while_the_host_ho
     max_threads = 16
     states: list[str] = []
     with pydeno.Runtime(max_threads=max_threads, timeout=30) as rt:
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None and process.cgroup is None
 
         def hold() -> None:

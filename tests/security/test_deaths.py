@@ -139,7 +139,7 @@ def test_running_out_of_the_v8_heap_is_still_a_memory_limit(monkeypatch: pytest.
 def test_a_worker_killed_from_outside_while_idle_stays_retryable(sandbox: str) -> None:
     with pydeno.Runtime(timeout=10, sandbox=sandbox) as rt:
         assert rt.eval("1") == 1
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         process.popen.kill()
         assert process.popen.wait() == -signal.SIGKILL
@@ -157,7 +157,7 @@ def test_a_worker_killed_from_outside_while_idle_stays_retryable(sandbox: str) -
 )
 def test_a_kill_during_a_command_is_retryable_only_where_the_guest_cannot_send_it(sandbox: str, kind: str) -> None:
     with pydeno.Runtime(timeout=10, sandbox=sandbox) as rt:
-        process = rt._core.process
+        process = rt._sup.process
         assert process is not None
         rt.bind_function("kill_me", process.popen.kill)
         exc = failure(rt, "await kill_me(); await new Promise(() => {})")
