@@ -16,10 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
+from ._backends._sync import _await_sync
 from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs
-from ._runtime import Runtime, _await_sync
+from ._runtime import Runtime
 from .host._core import Command
 from .host._wire import HostCall
 

@@ -1,21 +1,19 @@
-"""``AsyncRuntime``: the anyio driver (asyncio and trio).
+"""The runtime drivers: ``AsyncRuntime`` for async code (anyio: asyncio or trio), and its
+sync twin ``Runtime`` (pydeno/_runtime.py), generated from pydeno/_async_runtime.py, which
+waits with ``poll()`` in the calling thread: no event loop and no thread hop.
 
-Same core as :class:`pydeno.Runtime`; this module only waits on the worker's pipes with
-``anyio.wait_readable`` and awaits async host functions. The worker is spawned in the
-constructor and its handshake is awaited before the first command, so both
-``AsyncRuntime()`` and ``async with AsyncRuntime() as rt`` work.
+The driver writes frames, waits on the worker's pipes (``pydeno/_backends/``) and calls the
+host's functions; every rule lives in the host core and the supervisor
+(:mod:`pydeno.host._core`, :mod:`pydeno.host._supervisor`).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any, Unpack
 
-import anyio
-import anyio.lowlevel
-
+from ._backends import _anyio as backend
 from ._checks import code_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
@@ -27,35 +25,15 @@ from .host._wire import Hello, HostCall
 
 __all__ = ["AsyncRuntime"]
 
-_STDERR_BUSY_WAIT = 0.005
-
-
-class _TaskLock:
-    """A lock the owning task may re-enter: a host function that evaluates on the same
-    runtime (through a JsFunction, say) runs inside the command that called it."""
-
-    def __init__(self) -> None:
-        self._lock = anyio.Lock()
-        self._owner: int | None = None
-        self._depth = 0
-
-    async def __aenter__(self) -> None:
-        me = anyio.get_current_task().id
-        if self._owner == me:
-            self._depth += 1
-            return
-        await self._lock.acquire()
-        self._owner, self._depth = me, 1
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            self._owner = None
-            self._lock.release()
-
 
 class AsyncRuntime:
-    """The async twin of :class:`pydeno.Runtime`: ``await rt.eval(code)``."""
+    """A JavaScript runtime in its own deno worker process.
+
+    ``AsyncRuntime(timeout=30.0, max_memory=512 MiB, ...)``: docs/limits.md describes every
+    option and what it bounds. The worker starts in the constructor and shakes hands before
+    the first command (the sync runtime waits for that in its constructor). Calls from
+    several tasks or threads are serialised; :meth:`terminate` may be called from any.
+    """
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
         self._sup = Supervisor(
@@ -64,10 +42,15 @@ class AsyncRuntime:
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
         self._core = self._sup.core
-        self._lock = _TaskLock()
-        self._stderr_busy = False
-        self._sup.spawn()
+        self._lock = backend.Lock()
+        process = self._sup.spawn()
+        try:
+            self._pipes = backend.Pipes(process)
+        except BaseException:
+            self._core.close()
+            raise
         self._startup_deadline = self._core.startup_deadline()
+        # unasync: self._ready()
 
     # -- public API -------------------------------------------------------------------
     async def eval(self, code: str, *, timeout: float | None = None) -> Any:
@@ -88,14 +71,14 @@ class AsyncRuntime:
             await self._roundtrip(rid, data, None)
 
     def terminate(self) -> None:
-        """Stop the running command from any task or thread: it raises RuntimeTerminated,
+        """Stop the running command from any thread or task: it raises RuntimeTerminated,
         or RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
         Either way the runtime is closed; with no command running it is simply closed."""
         self._sup.terminate()
 
     async def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
-        self._core.close()
+        self._sup.close()
 
     @property
     def closed(self) -> bool:
@@ -107,7 +90,7 @@ class AsyncRuntime:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._core.close()
+        self._sup.close()
 
     def __del__(self) -> None:
         core = getattr(self, "_core", None)
@@ -165,13 +148,14 @@ class AsyncRuntime:
 
     # -- the driver ---------------------------------------------------------------------
     async def _ready(self) -> None:
+        """Wait for the worker's handshake, once, and hold it to its sandbox mode."""
         core = self._core
         core.check_open()
         if core.connection.hello is not None:
             return
         try:
             while core.connection.hello is None:
-                await self._step(None, self._startup_deadline)
+                await self._step(self._startup_deadline)
             self._sup.started()
         except BaseException:
             core.close()
@@ -193,7 +177,9 @@ class AsyncRuntime:
             await self._call_host(command, *step)
         return self._sup.finish(command)
 
-    # The same steps as Runtime's (see there), awaited.
+    # A command in steps: begin it, advance it to its next host call (which the caller runs,
+    # or hands to someone else, as an agent's approval flow does) and answer that, until it
+    # completes. Any failure or interruption ends the command (Core.abandon).
     async def _begin(self, rid: int, data: bytes, timeout: float | None) -> Command:
         command = self._core.begin(rid, timeout)
         try:
@@ -204,6 +190,8 @@ class AsyncRuntime:
         return command
 
     async def _advance(self, command: Command) -> tuple[HostCall, Callable[..., Any]] | None:
+        """Run the command until it needs a host function, returned with the function (its
+        time now counts as host wait), or until it completes (None)."""
         core = self._core
         try:
             while command.rid not in core.connection.outcomes:
@@ -231,9 +219,7 @@ class AsyncRuntime:
 
     async def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
         try:
-            result = target(*call.args)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await backend.resolve(target(*call.args))
         except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
             await self._answer(command, call, error=exc)
         except BaseException as exc:
@@ -242,41 +228,32 @@ class AsyncRuntime:
         else:
             await self._answer(command, call, result)
 
-    async def _step(self, command: None, startup_deadline: float) -> None:
+    async def _step(self, startup_deadline: float) -> None:
         """One step of the handshake, which no host call can interrupt."""
         if self._core.pump() is NEED_DATA:
-            await self._receive(command, startup_deadline)
+            await self._receive(None, startup_deadline)
 
     async def _receive(self, command: Command | None, startup_deadline: float) -> None:
-        core = self._core
-        process = self._sup.process_open()
-        if self._sup.ingest(process.read()):
+        core, sup = self._core, self._sup
+        process = sup.process_open()
+        if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
-            await anyio.lowlevel.checkpoint_if_cancelled()
+            await self._pipes.after_data()
             return
         wait = core.remaining(command, startup_deadline)
         if core.answer_expected():
-            # Look again at the next turn of the loop: other tasks run in between.
-            await anyio.lowlevel.checkpoint()
+            await self._pipes.look_again()
             return
-        if self._stderr_busy:
-            # Only stdout is awaited: a worker blocked writing a full stderr pipe is drained
-            # every few milliseconds rather than once a tick.
-            wait = min(wait, _STDERR_BUSY_WAIT)
-        with anyio.move_on_after(wait):
-            await anyio.wait_readable(process.stdout_fd)
-        self._stderr_busy = process.drain_stderr() > 0
+        await self._pipes.readable(process, wait)
 
     async def _send(self, data: bytes, command: Command | None) -> None:
-        core = self._core
-        # A threading lock held across awaits: only terminate() contends for it, and that
-        # never blocks on it (it queues its frame instead).
-        with self._sup.write_lock:
-            rest = self._sup.push(memoryview(self._sup.outbox(data)))
+        sup = self._sup
+        # A threading lock (held across awaits in the async driver): only terminate()
+        # contends for it, and that never blocks on it (it queues its frame instead).
+        with sup.write_lock:
+            rest = sup.push(memoryview(sup.outbox(data)))
             while rest is not None:
-                process = self._sup.process_open()
-                with anyio.move_on_after(min(core.remaining(command), 0.005)):
-                    await anyio.wait_writable(process.stdin_fd)
-                process.drain_stderr()
-                rest = self._sup.push(rest)
+                process = sup.process_open()
+                await self._pipes.writable(process, self._core.remaining(command))
+                rest = sup.push(rest)

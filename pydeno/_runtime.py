@@ -1,20 +1,21 @@
-"""``Runtime``: the synchronous driver.
+"""Generated from pydeno/_async_runtime.py by scripts/unasync.py: edit that file, not this one.
 
-It writes frames and waits on the worker's pipes with ``poll()`` in the calling thread:
-no event loop and no thread hop on the warm path. All rules live in
-:mod:`pydeno.host._core` and :mod:`pydeno.host._wire`.
+The runtime drivers: ``AsyncRuntime`` for async code (anyio: asyncio or trio), and its
+sync twin ``Runtime`` (pydeno/_runtime.py), generated from pydeno/_async_runtime.py, which
+waits with ``poll()`` in the calling thread: no event loop and no thread hop.
+
+The driver writes frames, waits on the worker's pipes (``pydeno/_backends/``) and calls the
+host's functions; every rule lives in the host core and the supervisor
+(:mod:`pydeno.host._core`, :mod:`pydeno.host._supervisor`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import math
-import select
-import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Unpack
 
+from ._backends import _sync as backend
 from ._checks import code_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
@@ -26,44 +27,14 @@ from .host._wire import Hello, HostCall
 
 __all__ = ["Runtime"]
 
-_IN = select.POLLIN | select.POLLHUP | select.POLLERR
-_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
-
-
-def _await_sync(awaitable: Awaitable[Any]) -> Any:
-    """Run an async host function to completion from synchronous code."""
-
-    async def main() -> Any:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    # Called from inside a running loop's thread: that loop cannot be re-entered.
-    box: list[Any] = []
-
-    def target() -> None:
-        try:
-            box.append((True, asyncio.run(main())))
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
-            box.append((False, exc))
-
-    thread = threading.Thread(target=target, name="pydeno-host-call")
-    thread.start()
-    thread.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
 
 class Runtime:
     """A JavaScript runtime in its own deno worker process.
 
     ``Runtime(timeout=30.0, max_memory=512 MiB, ...)``: docs/limits.md describes every
-    option and what it bounds. Calls from several threads are serialised by an internal
-    lock; :meth:`terminate` may be called from any thread.
+    option and what it bounds. The worker starts in the constructor and shakes hands before
+    the first command (the sync runtime waits for that in its constructor). Calls from
+    several tasks or threads are serialised; :meth:`terminate` may be called from any.
     """
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
@@ -73,28 +44,22 @@ class Runtime:
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
         self._core = self._sup.core
-        self._lock = threading.RLock()
-        self._poll = select.poll()
-        self._stderr_polled = False
+        self._lock = backend.Lock()
         process = self._sup.spawn()
         try:
-            self._poll.register(process.stdout_fd, _IN)
-            self._poll.register(process.stderr_fd, _IN)
-            self._stderr_polled = True
-            deadline = self._core.startup_deadline()
-            while self._core.connection.hello is None:
-                self._step(None, deadline)
-            self._sup.started()
+            self._pipes = backend.Pipes(process)
         except BaseException:
             self._core.close()
             raise
+        self._startup_deadline = self._core.startup_deadline()
+        self._ready()
 
     # -- public API -------------------------------------------------------------------
     def eval(self, code: str, *, timeout: float | None = None) -> Any:
         """Evaluate code and return its value (a returned promise is awaited)."""
         code = code_text(code)
         with self._lock:
-            self._core.check_open()
+            self._ready()
             rid, data = self._core.connection.eval(code)
             return self._roundtrip(rid, data, timeout)
 
@@ -102,30 +67,32 @@ class Runtime:
         """Expose fn (sync or async) to the guest as the global async function ``name``."""
         name = self._core.bind_check(name, fn)
         with self._lock:
-            self._core.check_open()
+            self._ready()
             self._core.functions[name] = fn
             rid, data = self._core.connection.bind(name)
             self._roundtrip(rid, data, None)
 
     def terminate(self) -> None:
-        """Stop the running command from any thread: it raises RuntimeTerminated, or
-        RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
+        """Stop the running command from any thread or task: it raises RuntimeTerminated,
+        or RuntimeForceKilled if the worker does not acknowledge within terminate_grace.
         Either way the runtime is closed; with no command running it is simply closed."""
         self._sup.terminate()
 
     def close(self) -> None:
         """Kill the worker and release everything. Idempotent."""
-        self._core.close()
+        self._sup.close()
 
     @property
     def closed(self) -> bool:
         return self._core.closed
 
     def __enter__(self) -> Runtime:
+        with self._lock:
+            self._ready()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._sup.close()
 
     def __del__(self) -> None:
         core = getattr(self, "_core", None)
@@ -139,7 +106,7 @@ class Runtime:
     def _start_eval(self, code: str, timeout: float | None = None) -> Command:
         code = code_text(code)
         with self._lock:
-            self._core.check_open()
+            self._ready()
             rid, data = self._core.connection.eval(code)
             return self._begin(rid, data, timeout)
 
@@ -180,10 +147,24 @@ class Runtime:
         return self._sup.process, self._core.connection.hello, self._sup.watch
 
     # -- the driver ---------------------------------------------------------------------
+    def _ready(self) -> None:
+        """Wait for the worker's handshake, once, and hold it to its sandbox mode."""
+        core = self._core
+        core.check_open()
+        if core.connection.hello is not None:
+            return
+        try:
+            while core.connection.hello is None:
+                self._step(self._startup_deadline)
+            self._sup.started()
+        except BaseException:
+            core.close()
+            raise
+
     def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
         with self._lock:
             function_id(fn, self)
-            self._core.check_open()
+            self._ready()
             rid, data = self._core.connection.call(fn._id, args)
             return self._roundtrip(rid, data, timeout)
 
@@ -236,9 +217,7 @@ class Runtime:
 
     def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
         try:
-            result = target(*call.args)
-            if inspect.isawaitable(result):
-                result = _await_sync(result)
+            result = backend.resolve(target(*call.args))
         except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
             self._answer(command, call, error=exc)
         except BaseException as exc:
@@ -247,41 +226,32 @@ class Runtime:
         else:
             self._answer(command, call, result)
 
-    def _step(self, command: None, startup_deadline: float) -> None:
+    def _step(self, startup_deadline: float) -> None:
         """One step of the handshake, which no host call can interrupt."""
         if self._core.pump() is NEED_DATA:
-            self._receive(command, startup_deadline)
+            self._receive(None, startup_deadline)
 
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
-        core = self._core
-        process = self._sup.process_open()
-        if self._sup.ingest(process.read()) or core.answer_expected():
+        core, sup = self._core, self._sup
+        process = sup.process_open()
+        if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
+            self._pipes.after_data()
             return
         wait = core.remaining(command, startup_deadline)
-        for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
-            if fd == process.stderr_fd:
-                self._drain_stderr(process)
-
-    def _drain_stderr(self, process: WorkerProcess) -> None:
-        process.drain_stderr()
-        # A closed stderr polls readable forever: stop polling it, or every wait would spin.
-        if process.stderr_eof and self._stderr_polled:
-            self._stderr_polled = False
-            self._poll.unregister(process.stderr_fd)
+        if core.answer_expected():
+            self._pipes.look_again()
+            return
+        self._pipes.readable(process, wait)
 
     def _send(self, data: bytes, command: Command | None) -> None:
-        core = self._core
-        with self._sup.write_lock:
-            rest = self._sup.push(memoryview(self._sup.outbox(data)))
+        sup = self._sup
+        # A threading lock (held across awaits in the async driver): only terminate()
+        # contends for it, and that never blocks on it (it queues its frame instead).
+        with sup.write_lock:
+            rest = sup.push(memoryview(sup.outbox(data)))
             while rest is not None:
-                process = self._sup.process_open()
-                wait = core.remaining(command)
-                self._poll.register(process.stdin_fd, _OUT)
-                try:
-                    self._poll.poll(math.ceil(wait * 1000))
-                finally:
-                    self._poll.unregister(process.stdin_fd)
-                self._drain_stderr(process)
-                rest = self._sup.push(rest)
+                process = sup.process_open()
+                self._pipes.writable(process, self._core.remaining(command))
+                rest = sup.push(rest)

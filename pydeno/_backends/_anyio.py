@@ -1,0 +1,81 @@
+"""Waiting the async way (anyio: asyncio or trio), for the async drivers."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from ..host._process import WorkerProcess
+
+__all__ = ["Lock", "Pipes", "resolve"]
+
+# While the worker's stderr is busy, how often it is drained when only stdout is awaited.
+_STDERR_BUSY_WAIT = 0.005
+# The longest one wait for a writable stdin lasts before the pipe is looked at again.
+_WRITE_WAIT = 0.005
+
+
+class Lock:
+    """A lock the owning task may re-enter: a host function that evaluates on the same
+    runtime (through a JsFunction, say) runs inside the command that called it."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    async def __aenter__(self) -> None:
+        me = anyio.get_current_task().id
+        if self._owner == me:
+            self._depth += 1
+            return
+        await self._lock.acquire()
+        self._owner, self._depth = me, 1
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
+
+
+class Pipes:
+    """Waits on one worker's pipes without holding the event loop."""
+
+    def __init__(self, process: WorkerProcess) -> None:
+        self._stderr_busy = False
+
+    async def after_data(self) -> None:
+        """Data came: let a cancellation in, and nothing else wait."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def look_again(self) -> None:
+        """An answer is due any moment: look at the next turn of the loop, other tasks
+        running in between."""
+        await anyio.lowlevel.checkpoint()
+
+    async def readable(self, process: WorkerProcess, wait: float) -> None:
+        """Until stdout has data or wait seconds pass; stderr is drained on the way."""
+        if self._stderr_busy:
+            # Only stdout is awaited: a worker blocked writing a full stderr pipe is drained
+            # every few milliseconds rather than once a tick.
+            wait = min(wait, _STDERR_BUSY_WAIT)
+        with anyio.move_on_after(wait):
+            await anyio.wait_readable(process.stdout_fd)
+        self._stderr_busy = process.drain_stderr() > 0
+
+    async def writable(self, process: WorkerProcess, wait: float) -> None:
+        """Until stdin takes more or a moment passes; stderr is drained on the way."""
+        with anyio.move_on_after(min(wait, _WRITE_WAIT)):
+            await anyio.wait_writable(process.stdin_fd)
+        process.drain_stderr()
+
+
+async def resolve(result: Any) -> Any:
+    """A host function's result: awaited if it is awaitable."""
+    if inspect.isawaitable(result):
+        return await result
+    return result

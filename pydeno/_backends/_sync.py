@@ -1,0 +1,98 @@
+"""Waiting the blocking way, in the calling thread, for the sync drivers: ``poll()`` on the
+worker's pipes, no event loop and no thread hop on the warm path."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import select
+import threading
+from collections.abc import Awaitable
+from typing import Any
+
+from ..host._process import WorkerProcess
+
+__all__ = ["Lock", "Pipes", "resolve"]
+
+_IN = select.POLLIN | select.POLLHUP | select.POLLERR
+_OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+# Calls from several threads are serialised; a host function that evaluates on the same
+# runtime (through a JsFunction, say) runs inside the command that called it.
+Lock = threading.RLock
+
+
+class Pipes:
+    """Waits on one worker's stdout and stderr with one poll object."""
+
+    def __init__(self, process: WorkerProcess) -> None:
+        self._poll = select.poll()
+        self._poll.register(process.stdout_fd, _IN)
+        self._poll.register(process.stderr_fd, _IN)
+        self._stderr_polled = True
+
+    def after_data(self) -> None:
+        pass
+
+    def look_again(self) -> None:
+        # An answer is due any moment: the caller looks again at once (a tight loop, bounded
+        # by the core's look-again window).
+        pass
+
+    def readable(self, process: WorkerProcess, wait: float) -> None:
+        """Until stdout has data or wait seconds pass; stderr is drained on the way."""
+        for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
+            if fd == process.stderr_fd:
+                self._drain_stderr(process)
+
+    def writable(self, process: WorkerProcess, wait: float) -> None:
+        """Until stdin takes more or wait seconds pass; stderr is drained on the way."""
+        self._poll.register(process.stdin_fd, _OUT)
+        try:
+            self._poll.poll(math.ceil(wait * 1000))
+        finally:
+            self._poll.unregister(process.stdin_fd)
+        self._drain_stderr(process)
+
+    def _drain_stderr(self, process: WorkerProcess) -> None:
+        process.drain_stderr()
+        # A closed stderr polls readable forever: stop polling it, or every wait would spin.
+        if process.stderr_eof and self._stderr_polled:
+            self._stderr_polled = False
+            self._poll.unregister(process.stderr_fd)
+
+
+def resolve(result: Any) -> Any:
+    """A host function's result: an awaitable is run to completion from this thread."""
+    if inspect.isawaitable(result):
+        return _await_sync(result)
+    return result
+
+
+def _await_sync(awaitable: Awaitable[Any]) -> Any:
+    """Run an async host function to completion from synchronous code."""
+
+    async def main() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from inside a running loop's thread: that loop cannot be re-entered.
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, asyncio.run(main())))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=target, name="pydeno-host-call")
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Generate the sync drivers from their async source, so the twins cannot drift.
+
+Each ``pydeno/_async_<name>.py`` is the one source of a driver; ``pydeno/_<name>.py`` is
+generated from it here, by rewriting ``async``/``await`` away and the async names to the
+sync ones (``AsyncRuntime`` -> ``Runtime``, ``_backends._anyio`` -> ``_backends._sync``).
+Whatever else differs lives in ``pydeno/_backends/``. A line ``# unasync: <code>`` in the
+source is ``<code>`` in the sync twin (a step only the blocking flavour takes).
+
+    python scripts/unasync.py           # rewrite the sync twins
+    python scripts/unasync.py --check   # exit 1, naming them, if any is stale
+
+tests/test_twins.py runs the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+PACKAGE: Final = ROOT / "pydeno"
+SOURCES: Final = ("_async_runtime.py",)
+
+# Whole words, longest first where one contains another.
+NAMES: Final = {
+    "AsyncAgentSandbox": "AgentSandbox",
+    "AsyncSandboxPool": "SandboxPool",
+    "AsyncRuntime": "Runtime",
+    "run_with_retry_async": "run_with_retry",
+    "__aenter__": "__enter__",
+    "__aexit__": "__exit__",
+    "AsyncIterator": "Iterator",
+    "_async_runtime": "_runtime",
+    "_async_agent_sandbox": "_agent_sandbox",
+    "_async_pool": "_pool",
+    "_anyio": "_sync",
+}
+_WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
+_KEYWORDS: Final = re.compile(r"\b(?:async (?=def |with |for )|await )")
+_SYNC_ONLY: Final = re.compile(r"^(\s*)# unasync: (.*)$", re.MULTILINE)
+_DOCSTRING: Final = re.compile(r'\A"""(.*?)"""\n', re.DOTALL)
+
+
+def target_of(source: str) -> str:
+    return source.replace("_async_", "_", 1)
+
+
+def unasync(text: str, source: str) -> str:
+    """The sync twin of the async source text (before formatting)."""
+    found = _DOCSTRING.match(text)
+    if found is None:
+        raise ValueError(f"{source} must open with a module docstring")
+    # The module docstring is kept as written (it speaks of both twins), under a notice.
+    notice = f"Generated from pydeno/{source} by scripts/unasync.py: edit that file, not this one.\n\n"
+    body = text[found.end() :]
+    body = _SYNC_ONLY.sub(r"\1\2", body)
+    body = _KEYWORDS.sub("", body)
+    body = _WORDS.sub(lambda m: NAMES[m.group(1)], body)
+    return f'"""{notice}{found.group(1)}"""\n{body}'
+
+
+def formatted(text: str, path: Path) -> str:
+    """text as the project's formatter writes it (the twins pass the same checks)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return done.stdout
+
+
+def generated() -> dict[Path, str]:
+    twins = {}
+    for source in SOURCES:
+        target = PACKAGE / target_of(source)
+        twins[target] = formatted(unasync((PACKAGE / source).read_text(encoding="utf-8"), source), target)
+    return twins
+
+
+def stale() -> list[Path]:
+    return [path for path, text in generated().items() if not path.exists() or path.read_text(encoding="utf-8") != text]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report stale twins")
+    args = parser.parse_args()
+    if args.check:
+        old = stale()
+        for path in old:
+            print(f"stale: {path.relative_to(ROOT)} (run python scripts/unasync.py)", file=sys.stderr)
+        return 1 if old else 0
+    for path, text in generated().items():
+        path.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
