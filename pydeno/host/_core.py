@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
-from .._budget import DEFAULT_DECODE_RATIO
 from .._checks import count, optional_count, optional_seconds, seconds
 from .._errors import (
     JavaScriptError,
@@ -37,6 +36,7 @@ from . import _monitor as monitor
 from ._cgroup import task_limit
 from ._monitor import Watch
 from ._process import SANDBOX_MODES, SandboxMode, WorkerConfig, WorkerProcess
+from ._protocol import DEFAULT_DECODE_RATIO
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = ["NEED_DATA", "Command", "Core", "RuntimeKwargs", "RuntimeOptions"]
