@@ -94,7 +94,8 @@ def build(lane: str, shape: str, size: int, at_limit: bool, ratio: int) -> bytes
     if not at_limit:
         return make(n, 0)
     # The most items that fit under the budget with filler making up the rest of size.
-    from pydeno._budget import DECODE_FLOOR, frame_cost
+    from pydeno._budget import frame_cost
+    from pydeno.host._protocol import DECODE_FLOOR
 
     low, high = 0, n
     while high - low > 1:

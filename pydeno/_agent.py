@@ -8,10 +8,11 @@ The two sandboxes only move the run forward on their runtime and call the tools.
 Journal format (version 1): a msgpack array ``["pydeno-journal", 1, kind, body, mac]``,
 ``kind`` being ``"journal"`` or ``"snapshot"`` (a session dumped while a run was paused),
 ``body`` the canonical msgpack encoding of the session (maps with their keys sorted by
-encoding, sets sorted, pydeno's extension types for undefined, big integers and dates) and
-``mac`` its HMAC-SHA256 under the caller's key, over a domain tag, the format version, the
-kind and the body. A journal is refused (:class:`JournalError`) unless every byte checks;
-a snapshot whose MAC fails raises :class:`SnapshotAuthenticationError`.
+encoding, sets sorted, the journal's own extension types for undefined, big integers, dates,
+sets and functions) and ``mac`` its HMAC-SHA256 under the caller's key, over a domain tag,
+the format version, the kind and the body. A journal is refused (:class:`JournalError`)
+unless every byte checks; a snapshot whose MAC fails raises
+:class:`SnapshotAuthenticationError`.
 
 Determinism, so a replay asks for the same tool calls: inside an agent session
 ``Math.random`` and ``crypto.getRandomValues``/``randomUUID`` draw from a generator seeded
@@ -54,7 +55,15 @@ MAGIC: Final = "pydeno-journal"
 VERSION: Final = 1
 DEFAULT_MAX_JOURNAL_BYTES: Final = 64 * 2**20
 MIN_KEY_BYTES: Final = 16
-_EXT_UNDEFINED, _EXT_BIGINT, _EXT_DATE, _EXT_FUNCTION_MARK, _EXT_SET = 0, 1, 2, 3, 4
+# The journal's own msgpack extension types, not the wire's (pydeno/host/_protocol.py): the
+# codes coincide for the same kinds of value, the payloads do not (a big integer in decimal,
+# undefined and a function mark with none, a Set as its items' canonical encodings end to
+# end), and neither decoder ever reads the other's. Fixed by VERSION: a journal reads back.
+_JOURNAL_UNDEFINED: Final = 0
+_JOURNAL_BIGINT: Final = 1
+_JOURNAL_DATE: Final = 2
+_JOURNAL_FUNCTION_MARK: Final = 3
+_JOURNAL_SET: Final = 4
 
 # Installed in every agent session before any guest code; SEED (four u32) and CLOCK (ms)
 # come from the session.
@@ -114,23 +123,23 @@ def _canonical(value: Any, depth: int = 0) -> Any:
     if isinstance(value, int):
         if -(2**63) <= value < 2**64:
             return value
-        return msgpack.ExtType(_EXT_BIGINT, str(value).encode())
+        return msgpack.ExtType(_JOURNAL_BIGINT, str(value).encode())
     if isinstance(value, Undefined):
-        return msgpack.ExtType(_EXT_UNDEFINED, b"")
+        return msgpack.ExtType(_JOURNAL_UNDEFINED, b"")
     if isinstance(value, datetime.datetime):
-        return msgpack.ExtType(_EXT_DATE, struct.pack(">d", value.timestamp() * 1000))
+        return msgpack.ExtType(_JOURNAL_DATE, struct.pack(">d", value.timestamp() * 1000))
     if isinstance(value, (list, tuple)):
         return [_canonical(v, depth + 1) for v in value]
     if isinstance(value, (set, frozenset)):
         items = sorted(_pack(_canonical(v, depth + 1)) for v in value)
-        return msgpack.ExtType(_EXT_SET, b"".join(items))
+        return msgpack.ExtType(_JOURNAL_SET, b"".join(items))
     if isinstance(value, dict):
         pairs = sorted((_pack(_canonical(k, depth + 1)), _canonical(v, depth + 1)) for k, v in value.items())
         return _SortedMap(pairs)
     if isinstance(value, (JsFunction, FunctionMark)):
         # A handle into one worker means nothing in another: journaled as "a function was
         # here", which a replay compares but cannot call.
-        return msgpack.ExtType(_EXT_FUNCTION_MARK, b"")
+        return msgpack.ExtType(_JOURNAL_FUNCTION_MARK, b"")
     raise JournalError(f"a value of type {type(value).__name__} cannot be journaled")
 
 
@@ -180,18 +189,18 @@ def encode(value: Any) -> bytes:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _EXT_UNDEFINED and not data:
+    if code == _JOURNAL_UNDEFINED and not data:
         return undefined
-    if code == _EXT_BIGINT:
+    if code == _JOURNAL_BIGINT:
         return int(data.decode("ascii"))
-    if code == _EXT_DATE and len(data) == 8:
+    if code == _JOURNAL_DATE and len(data) == 8:
         (ms,) = struct.unpack(">d", data)
         if not math.isfinite(ms):
             raise ValueError("a date that is not finite")
         return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    if code == _EXT_FUNCTION_MARK and not data:
+    if code == _JOURNAL_FUNCTION_MARK and not data:
         return FUNCTION_MARK
-    if code == _EXT_SET:
+    if code == _JOURNAL_SET:
         unpacker = _unpacker()
         unpacker.feed(data)
         return set(unpacker)

@@ -8,7 +8,9 @@ frame whose charge is over its allowance is refused without building anything.
 
 The allowance of a frame of ``n`` bytes is ``ratio * n + DECODE_FLOOR`` (``ratio`` is the
 runtime's ``max_decode_ratio``); the parts of one result share one allowance, over the
-bytes of all of them. The charge is an upper bound on what CPython builds, per token:
+bytes of all of them. DECODE_FLOOR, MAX_COST_PER_BYTE and the default ratio are in the wire
+contract (pydeno/host/_protocol.py): the worker charges with them too. The charge is an upper
+bound on what CPython builds, per token:
 
 ==============================  ===========================================================
 token                           bytes charged
@@ -50,10 +52,9 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Final
 
+from .host._protocol import EXT_BIGINT, EXT_DATE, EXT_FUNCTION, EXT_JSON, EXT_SET
+
 __all__ = [
-    "DECODE_FLOOR",
-    "DEFAULT_DECODE_RATIO",
-    "MAX_COST_PER_BYTE",
     "DecodeRefused",
     "frame_cost",
     "join_cost",
@@ -62,14 +63,8 @@ __all__ = [
     "json_text",
 ]
 
-DEFAULT_DECODE_RATIO: Final = 40
-DECODE_FLOOR: Final = 1 << 20
-MAX_COST_PER_BYTE: Final = 128
-
-EXT_SET: Final = 4
-EXT_JSON: Final = 5
 # BigInt (and its digits, sliced), Date, function handle (and its entry among live ones).
-_EXT_CHARGE: Final = {1: 96, 2: 128, 3: 256}
+_EXT_CHARGE: Final = {EXT_BIGINT: 96, EXT_DATE: 128, EXT_FUNCTION: 256}
 
 
 class DecodeRefused(ValueError):
@@ -272,7 +267,9 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
                     # the last, which the code below reads as any other.
                     run = _run(data, pos, end, step, b, code) - 1
                     pos += run * step
-                    cost += run * ((48 + n if n > 1 else 0) + _EXT_CHARGE.get(code, 0) + (2 * n if code == 1 else 0))
+                    cost += run * (
+                        (48 + n if n > 1 else 0) + _EXT_CHARGE.get(code, 0) + (2 * n if code == EXT_BIGINT else 0)
+                    )
             head = pos + 2
         else:
             w = width[b]
@@ -318,7 +315,7 @@ def frame_cost(data: Sequence[int], limit: int, shapes: list[tuple[int, int]]) -
                 cost += json_cost(lists, dicts, max(n, len(text)))
                 shapes.append((n, depth))
             else:
-                cost += _EXT_CHARGE.get(code, 0) + (2 * n if code == 1 else 0)
+                cost += _EXT_CHARGE.get(code, 0) + (2 * n if code == EXT_BIGINT else 0)
             pos = stop
 
 

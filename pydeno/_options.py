@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypedDict
 
-from ._budget import DEFAULT_DECODE_RATIO
 from ._checks import count, optional_count, optional_seconds, seconds
+from .host._protocol import DEFAULT_DECODE_RATIO
 
 __all__ = [
     "DEFAULT_MAX_MEMORY",

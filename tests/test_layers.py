@@ -15,7 +15,16 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parents[1] / "pydeno"
 # Modules every layer may use: they import nothing of pydeno above themselves.
 FOUNDATION: Final = frozenset(
-    {"pydeno._errors", "pydeno._taxonomy", "pydeno._checks", "pydeno._budget", "pydeno._options", "pydeno._values"}
+    {
+        "pydeno._errors",
+        "pydeno._taxonomy",
+        "pydeno._checks",
+        "pydeno._budget",
+        "pydeno._options",
+        "pydeno._values",
+        # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).
+        "pydeno.host._protocol",
+    }
 )
 
 

@@ -27,7 +27,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_contains_the_worker_program(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"pydeno/_worker/main.ts", "pydeno/_worker/codec.ts", "pydeno/__init__.py"} <= names
+    worker = {f"pydeno/_worker/{name}" for name in ("main.ts", "codec.ts", "protocol.ts")}
+    assert worker | {"pydeno/__init__.py", "pydeno/host/_protocol.py"} <= names
 
 
 def test_an_installed_wheel_evaluates_without_the_source_tree(wheel: Path, tmp_path: Path) -> None:

@@ -6,6 +6,18 @@
 // later change to, say, Uint8Array.prototype.subarray cannot change how we encode.
 
 // deno-lint-ignore-file no-explicit-any
+import {
+  DECODE_FLOOR,
+  DEFAULT_DECODE_RATIO,
+  EXT_BIGINT,
+  EXT_DATE,
+  EXT_FUNCTION,
+  EXT_JSON,
+  EXT_SET,
+  EXT_UNDEFINED,
+  FRAME_HEADER_BYTES,
+  MAX_COST_PER_BYTE,
+} from "./protocol.ts";
 
 const FunctionCall = Function.prototype.call;
 const uncurry = <T extends (...a: any[]) => any>(fn: T) =>
@@ -90,16 +102,6 @@ const ErrorCtor = Error;
 const TypeErrorCtor = TypeError;
 const RangeErrorCtor = RangeError;
 
-// Extension type codes; pydeno/_values.py holds the same table.
-export const EXT_UNDEFINED = 0;
-export const EXT_BIGINT = 1;
-export const EXT_DATE = 2;
-export const EXT_FUNCTION = 3;
-export const EXT_SET = 4;
-export const EXT_JSON = 5;
-
-// Writer.buf starts with the frame's 4-byte length prefix, which max_message_bytes excludes.
-const FRAME_PREFIX = 4;
 
 // The range of Python's datetime (years 1 to 9999), in ms since the epoch.
 const MIN_DATE_MS = -62135596800000;
@@ -149,7 +151,7 @@ export class Writer {
     this.buf = new Uint8ArrayCtor(this.cap);
     this.view = new DataViewCtor(ArrayBufferOf(this.buf));
     this.maxBytes = maxBytes;
-    this.limit = maxBytes + FRAME_PREFIX;
+    this.limit = maxBytes + FRAME_HEADER_BYTES;
     this.maxDepth = maxDepth;
     this.hooks = hooks;
   }
@@ -161,7 +163,7 @@ export class Writer {
   /** Payload bytes the next frames may take, at most maxBytes: a value sent in parts shares
    * one budget among them. */
   budget(bytes: number, charged = 0): void {
-    this.limit = bytes + FRAME_PREFIX;
+    this.limit = bytes + FRAME_HEADER_BYTES;
     this.charged = charged;
   }
 
@@ -176,12 +178,12 @@ export class Writer {
   /** Refuses the frame written if the host would: it charges the same, from the same bytes,
    * and for a part of a value in parts the growth of the list the parts join into. */
   checkDecodeCost(join = 0): void {
-    const bytes = this.pos - FRAME_PREFIX;
-    const before = this.maxBytes + FRAME_PREFIX - this.limit;
+    const bytes = this.pos - FRAME_HEADER_BYTES;
+    const before = this.maxBytes + FRAME_HEADER_BYTES - this.limit;
     const allowance = this.decodeRatio * (before + bytes) + DECODE_FLOOR - this.charged;
     let cost = bytes * MAX_COST_PER_BYTE;
     if (cost + joinCost(bytes) > allowance) {
-      cost = frameCost(this.buf, this.view, FRAME_PREFIX, this.pos);
+      cost = frameCost(this.buf, this.view, FRAME_HEADER_BYTES, this.pos);
     }
     cost += join;
     if (cost > allowance) {
@@ -729,9 +731,6 @@ function copyItems(v: any, from: number, to: number, depth: number, maxDepth: nu
 }
 
 // -- The decode budget: what the host charges for decoding a frame (pydeno/_budget.py) --------
-export const DEFAULT_DECODE_RATIO = 40;
-const DECODE_FLOOR = 1 << 20;
-const MAX_COST_PER_BYTE = 128;
 // The arrays and objects of the value the last JSON-exactness check passed: what JSON.stringify
 // writes, so the brackets outside strings that the host counts in the payload.
 let jsonLists = 0, jsonDicts = 0;

@@ -10,19 +10,38 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
+import {
+  CONSOLE_LEVELS,
+  EXIT_DONE,
+  EXIT_INTERNAL,
+  EXIT_PERMISSION_KEPT,
+  FRAME_HEADER_BYTES,
+  H_BIND,
+  H_CALL,
+  H_EVAL,
+  H_RELEASE,
+  H_REPLY,
+  H_TERMINATE,
+  MAILBOX_COUNT_BYTES,
+  PROTOCOL_VERSION,
+  SELFTEST_GRANTS,
+  SETTINGS_VARIABLE,
+  W_CONSOLE,
+  W_ERROR,
+  W_HELLO,
+  W_HOSTCALL,
+  W_PART,
+  W_RESULT,
+  W_TERMINATED,
+  WORKER_PREFIX,
+  type WorkerSettings,
+} from "./protocol.ts";
 
-const PROTOCOL_VERSION = 3;
-
-// Frame kinds, host -> worker (pydeno/host/_wire.py holds the same table).
-const H_EVAL = 1, H_CALL = 2, H_RELEASE = 3, H_REPLY = 4, H_BIND = 5, H_TERMINATE = 6;
-// Frame kinds, worker -> host.
-const W_HELLO = 0, W_RESULT = 1, W_ERROR = 2, W_HOSTCALL = 3, W_CONSOLE = 4, W_TERMINATED = 5, W_PART = 6;
+// The host kills a worker whose console frame names any other level.
+type ConsoleLevel = typeof CONSOLE_LEVELS[number];
 
 const D: any = (globalThis as any).Deno;
-// In the environment, not on the command line, which the guest can read back (see
-// pydeno/host/_process.py, SETTINGS_VARIABLE).
-const SETTINGS_VARIABLE = "PYDENO_WORKER_SETTINGS";
-const config = JSON.parse((() => {
+const config: WorkerSettings = JSON.parse((() => {
   try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
 })());
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
@@ -124,7 +143,6 @@ D.permissions.revokeSync({ name: "sys", kind: "inspector" });
 // permissions so that each probe meets the OS layer, not Deno's own check; every one of them
 // is revoked below, before anything else runs, and the worker exits if one stays granted.
 // What got through travels in the handshake; the host decides whether that refuses start-up.
-const SELFTEST_GRANTS = ["read", "write", "net", "run", "env"];
 const breaches: string[] = [];
 if (config.selftest) {
   const st = config.selftest;
@@ -179,11 +197,11 @@ if (typeof config.mailbox === "string") {
     const file = D.openSync(path, { read: true });
     const seek = file.seekSync.bind(file);
     const read = file.readSync.bind(file);
-    const cell = new Uint8ArrayCtor(8);
+    const cell = new Uint8ArrayCtor(MAILBOX_COUNT_BYTES);
     mailboxCount = () => {
       seek(0, 0);
       // A short or failed read leaves the count where it was: the worker then just sleeps.
-      if (read(cell) !== 8) return 0;
+      if (read(cell) !== MAILBOX_COUNT_BYTES) return 0;
       return cell[0] + cell[1] * 0x100 + cell[2] * 0x10000 + cell[3] * 0x1000000 +
         (cell[4] + cell[5] * 0x100 + cell[6] * 0x10000) * 0x100000000;
     };
@@ -196,8 +214,8 @@ if (typeof config.mailbox === "string" && D.permissions.querySync({ name: "read"
   kept.push("read");
 }
 if (kept.length) {
-  coreWriteSync(2, new TextEncoder().encode(`pydeno worker: the ${kept[0]} permission is still granted\n`));
-  exit(72);
+  coreWriteSync(2, new TextEncoder().encode(`${WORKER_PREFIX}the ${kept[0]} permission is still granted\n`));
+  exit(EXIT_PERMISSION_KEPT);
 }
 const post: (method: string, params: any, cb?: (err: any, res: any) => void) => void =
   session.post.bind(session);
@@ -405,7 +423,7 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
 writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
 
 function flushWriter(): void {
-  const len = writer.pos - 4;
+  const len = writer.pos - FRAME_HEADER_BYTES;
   const b = writer.buf;
   b[0] = len >>> 24; b[1] = (len >>> 16) & 0xff; b[2] = (len >>> 8) & 0xff; b[3] = len & 0xff;
   let off = 0;
@@ -414,13 +432,13 @@ function flushWriter(): void {
     while (off < total) off += writeSync(U8Subarray(b, off, total));
   } catch {
     // The host closed our stdout: it is gone or has given up on us.
-    exit(0);
+    exit(EXIT_DONE);
   }
 }
 
 function beginFrame(kind: number, n: number): void {
   writer.reset();
-  writer.pos = 4;
+  writer.pos = FRAME_HEADER_BYTES;
   writer.header(0x90, -1, 0xdc, 0xdd, n, 15);
   writer.int(kind);
 }
@@ -488,7 +506,7 @@ function sendParts(id: number, value: any[]): void {
       writer.int(id);
       writer.items(value, from, to);
       if (to === n) return;
-      spent += writer.pos - 4;
+      spent += writer.pos - FRAME_HEADER_BYTES;
       charged += writer.decodeCost;
       flushWriter();
     }
@@ -499,7 +517,7 @@ function sendParts(id: number, value: any[]): void {
 
 let consoleSent = 0; // characters sent since the current command began
 
-function sendConsole(level: string, text: string): void {
+function sendConsole(level: ConsoleLevel, text: string): void {
   // The message that crosses the budget is still sent, so the host sees it was crossed.
   if (consoleSent > MAX_CONSOLE_BYTES) return;
   if (text.length > MAX_CONSOLE_CHARS) {
@@ -557,14 +575,15 @@ function formatArgs(args: any[]): string {
   return out;
 }
 
-function consoleMethod(level: string) {
+function consoleMethod(level: ConsoleLevel) {
   return function (...args: any[]) { sendConsole(level, formatArgs(args)); };
 }
 const guestConsole: any = {};
-for (const [method, level] of [
+const CONSOLE_METHODS: [string, ConsoleLevel][] = [
   ["log", "log"], ["info", "info"], ["debug", "debug"], ["warn", "warn"], ["error", "error"],
   ["trace", "debug"], ["dir", "log"], ["table", "log"],
-]) guestConsole[method] = consoleMethod(level);
+];
+for (const [method, level] of CONSOLE_METHODS) guestConsole[method] = consoleMethod(level);
 guestConsole.assert = function (cond: any, ...args: any[]) {
   if (!cond) sendConsole("error", "Assertion failed" + (args.length ? ": " + formatArgs(args) : ""));
 };
@@ -675,9 +694,9 @@ function tidyPrototypes(): void {
 function endIfUnremovable(): void {
   if (unremovable === "") return;
   coreWriteSync(2, coreEncode(
-    `pydeno worker: the guest made ${unremovable} non-configurable; Deno's own code reads through it\n`,
+    `${WORKER_PREFIX}the guest made ${unremovable} non-configurable; Deno's own code reads through it\n`,
   ));
-  exit(70);
+  exit(EXIT_INTERNAL);
 }
 
 // --- Commands ------------------------------------------------------------------------------
@@ -831,7 +850,7 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
       // acknowledge, and end the process; the host closes the runtime either way.
       beginFrame(W_TERMINATED, 1);
       flushWriter();
-      exit(0);
+      exit(EXIT_DONE);
       return;
     }
     case H_BIND: {
@@ -982,19 +1001,19 @@ let rstart = 0, rend = 0;
 
 /** Dispatches every complete frame in the buffer and makes room for the next read. */
 function takeFrames(): void {
-  while (rend - rstart >= 4) {
+  while (rend - rstart >= FRAME_HEADER_BYTES) {
     const len = ((rbuf[rstart] << 24) >>> 0) + (rbuf[rstart + 1] << 16) + (rbuf[rstart + 2] << 8) + rbuf[rstart + 3];
-    if (rend - rstart - 4 < len) {
-      if (len + 4 > rcap) {
+    if (rend - rstart - FRAME_HEADER_BYTES < len) {
+      if (len + FRAME_HEADER_BYTES > rcap) {
         let size = rcap * 2;
-        while (size < len + 4) size *= 2;
+        while (size < len + FRAME_HEADER_BYTES) size *= 2;
         const next = new Uint8ArrayCtor(size);
         U8Set(next, U8Subarray(rbuf, rstart, rend));
         rbuf = next; rcap = size; rend -= rstart; rstart = 0;
       }
       break;
     }
-    const start = rstart + 4;
+    const start = rstart + FRAME_HEADER_BYTES;
     rstart = start + len;
     dispatch(rbuf, start, start + len);
   }
@@ -1075,7 +1094,7 @@ function waitForInput(): number {
 
 /** n bytes more in the read buffer; none means the host closed our stdin. */
 function received(n: number): void {
-  if (n === 0) exit(0);
+  if (n === 0) exit(EXIT_DONE);
   rend += n;
   stdinBytes += n;
 }
@@ -1100,7 +1119,7 @@ function loopFailed(e: any): void {
   // A frame the worker cannot parse means the two ends disagree; the host will see the exit.
   const d = describe(e);
   try { sendConsole("error", `worker loop failed: ${d[0]}: ${d[1]}`); } catch { /* ignore */ }
-  exit(70);
+  exit(EXIT_INTERNAL);
 }
 
 atTick(pump);

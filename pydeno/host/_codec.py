@@ -40,28 +40,23 @@ from typing import Any, Final
 import msgpack
 import msgspec
 
-from .._budget import (
+from .._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
+from .._values import undefined
+from ._protocol import (
     DECODE_FLOOR,
     DEFAULT_DECODE_RATIO,
+    EXT_BIGINT,
+    EXT_DATE,
+    EXT_FUNCTION,
+    EXT_JSON,
+    EXT_SET,
+    EXT_UNDEFINED,
     MAX_COST_PER_BYTE,
-    DecodeRefused,
-    frame_cost,
-    join_cost,
-    json_cost,
-    json_shape,
-    json_text,
 )
-from .._values import undefined
 
 __all__ = ["MAX_DEPTH", "Codec", "ValueRefused"]
 
 MAX_DEPTH: Final = 128
-EXT_UNDEFINED: Final = 0
-EXT_BIGINT: Final = 1
-EXT_DATE: Final = 2
-EXT_FUNCTION: Final = 3
-EXT_SET: Final = 4
-EXT_JSON: Final = 5
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _MS = _dt.timedelta(milliseconds=1)

@@ -68,9 +68,15 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-EXIT_UNAVAILABLE = 71
-# A child of the zygote that failed before it could confine itself (a bug, not a refusal).
-EXIT_INTERNAL = 70
+# The exit codes are the wire contract's, shared with the worker that runs in this process
+# next. The table imports nothing, so loading it costs this interpreter one small module.
+if TYPE_CHECKING or __package__:
+    from ._protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+else:
+    # Run as a program: -I keeps the package off sys.path.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
 # The largest request the zygote accepts: a spec is a few KiB.
@@ -120,7 +126,7 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
 
     apply("parent-death signal", layers.set_parent_death_signal, parent)
     if os.getppid() != parent:
-        return 0  # the parent is already gone: there is no one to serve
+        return EXIT_DONE  # the parent is already gone: there is no one to serve
     apply("namespaces", layers.unshare_namespaces)
     if os.geteuid() == 0:
         apply("privilege drop", layers.drop_privileges)
@@ -141,8 +147,8 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
             layers.exec_confined(command, env, seccomp=False)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
-        return 127
-    return 0  # pragma: no cover - exec_confined does not return
+        return EXIT_EXEC_FAILED
+    return EXIT_DONE  # pragma: no cover - exec_confined does not return
 
 
 # --- serve mode ---------------------------------------------------------------------------------
@@ -315,6 +321,7 @@ class _Server:
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:
         """The forked child: become the worker. Never returns."""
+        # Failing before it could confine itself is a bug, not a refusal.
         code = EXIT_INTERNAL
         try:
             os.setsid()

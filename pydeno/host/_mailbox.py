@@ -25,9 +25,10 @@ import secrets
 import threading
 from pathlib import Path
 
+from ._protocol import MAILBOX_COUNT_BYTES
+
 __all__ = ["Mailbox"]
 
-_COUNT = 8  # bytes: a little-endian unsigned count
 _NAME = re.compile(r"mailbox-(\d+)-[0-9a-f]+")
 _swept: set[Path] = set()
 _sweep_lock = threading.Lock()
@@ -70,7 +71,7 @@ class Mailbox:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.fchmod(self._fd, 0o644)  # whatever the umask
-            os.pwrite(self._fd, bytes(_COUNT), 0)
+            os.pwrite(self._fd, bytes(MAILBOX_COUNT_BYTES), 0)
         except BaseException:
             self.close()
             raise
@@ -80,7 +81,7 @@ class Mailbox:
         """n more bytes are in the worker's stdin."""
         self._written += n
         with contextlib.suppress(OSError):
-            os.pwrite(self._fd, self._written.to_bytes(_COUNT, "little"), 0)
+            os.pwrite(self._fd, self._written.to_bytes(MAILBOX_COUNT_BYTES, "little"), 0)
 
     def unlink(self) -> None:
         """The worker has the file open (it answered the handshake): drop its name."""

@@ -33,12 +33,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
-from .._budget import DEFAULT_DECODE_RATIO
 from .._errors import WorkerCrashed
 from .._options import SandboxMode
 from ._cgroup import WorkerGroup
-from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
+from ._launcher import PREFIX, SKIPPED
 from ._mailbox import Mailbox
+from ._protocol import (
+    DEFAULT_DECODE_RATIO,
+    EXIT_PERMISSION_KEPT,
+    EXIT_UNAVAILABLE,
+    SELFTEST_GRANTS,
+    SETTINGS_VARIABLE,
+    WORKER_PREFIX,
+)
 from ._wire import clean_text
 
 __all__ = [
@@ -61,14 +68,6 @@ SIMULATED_SILENT: set[str] = set()
 # The port the self-test tries to connect to on 127.0.0.1: reaching it, or being refused by
 # a live network stack, is a breach; only a refusal to create or route the socket is not.
 SELFTEST_PORT: Final = 9
-# The worker exits with this code, after a line starting with WORKER_PREFIX on stderr, when a
-# permission granted for the self-test is still granted after it revoked them all.
-EXIT_PERMISSION_KEPT: Final = 72
-WORKER_PREFIX: Final = "pydeno worker: "
-# The environment variable the worker's settings travel in. Not on the command line: the
-# guest can read that back (Deno.args in a Web Worker, process.argv), and the self-test's
-# targets and the mailbox's path in it would tell it where the host keeps its files.
-SETTINGS_VARIABLE: Final = "PYDENO_WORKER_SETTINGS"
 
 STDERR_RING_BYTES: Final = 8192
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -151,7 +150,7 @@ class WorkerConfig:
         starts with the permissions the probes need, so that each meets the OS layers rather
         than Deno's own checks; the worker revokes them all before it reports ready."""
         if selftest:
-            grants = ["--allow-read", "--allow-write", "--allow-net", "--allow-run", "--allow-env"]
+            grants = [f"--allow-{name}" for name in SELFTEST_GRANTS]
         else:
             # Only to read the settings and open the mailbox; revoked with the rest before the
             # handshake.

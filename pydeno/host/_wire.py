@@ -1,9 +1,10 @@
 """The wire between host and worker, sans I/O: framing, frame shapes and bookkeeping.
 
 A frame is a 4-byte big-endian length and one msgpack array whose first item is the frame
-kind. This module turns bytes from the worker into validated events and builds the bytes
-the host sends; it never reads, writes or waits (the h11 pattern), so the sync and async
-runtimes share every rule here and only move bytes.
+kind; the kinds, like every constant both ends share, are pydeno/host/_protocol.py's. This
+module turns bytes from the worker into validated events and builds the bytes the host
+sends; it never reads, writes or waits (the h11 pattern), so the sync and async runtimes
+share every rule here and only move bytes.
 
 Everything the worker sends is untrusted: a frame that is too long, not msgpack, not one of
 the shapes below, or that names a request, call or function the host never issued raises
@@ -45,16 +46,31 @@ from typing import Any, Final
 
 import msgpack
 
-from .._budget import DECODE_FLOOR, DecodeRefused, join_cost
+from .._budget import DecodeRefused, join_cost
 from .._errors import JavaScriptError, protocol_broken
 from ._codec import Codec, ValueRefused
+from ._protocol import (
+    CONSOLE_LEVELS,
+    DECODE_FLOOR,
+    FRAME_HEADER_BYTES,
+    H_BIND,
+    H_CALL,
+    H_EVAL,
+    H_RELEASE,
+    H_REPLY,
+    H_TERMINATE,
+    PROTOCOL_VERSION,
+    W_CONSOLE,
+    W_ERROR,
+    W_HELLO,
+    W_HOSTCALL,
+    W_PART,
+    W_RESULT,
+    W_TERMINATED,
+)
 
-PROTOCOL_VERSION: Final = 3
-
-W_HELLO, W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_TERMINATED, W_PART = 0, 1, 2, 3, 4, 5, 6
-H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND, H_TERMINATE = 1, 2, 3, 4, 5, 6
-
-CONSOLE_LEVELS: Final = frozenset({"log", "info", "debug", "warn", "error"})
+# A set: membership is tested on every console frame.
+_LEVELS: Final = frozenset(CONSOLE_LEVELS)
 # The self-test has a dozen probes; a longer list in the handshake is not one it wrote.
 MAX_BREACHES: Final = 32
 
@@ -242,16 +258,16 @@ class Connection:
 
     def _next_frame(self) -> Event | _Part | None:
         buf, pos = self._buf, self._pos
-        if len(buf) - pos < 4:
+        if len(buf) - pos < FRAME_HEADER_BYTES:
             return None
         (length,) = _HEADER.unpack_from(buf, pos)
         if length > self.max_message_bytes:
             raise ProtocolError(f"length {length} exceeds max_message_bytes={self.max_message_bytes}", malformed=True)
-        end = pos + 4 + length
+        end = pos + FRAME_HEADER_BYTES + length
         if len(buf) < end:
             return None
         with memoryview(buf) as view:
-            payload = view[pos + 4 : end]
+            payload = view[pos + FRAME_HEADER_BYTES : end]
             try:
                 carried = self._carried(payload) if self._parts else (0, 0)
                 allowance = self.codec.allowance(carried[0] + length) - carried[1]
@@ -336,7 +352,7 @@ class Connection:
             return HostCall(call_id, name, item[3])
         # type() first: `in` on a frozenset hashes item[1], and a list or dict from the worker
         # would raise TypeError instead of ProtocolError.
-        if kind == W_CONSOLE and n == 3 and type(item[1]) is str and item[1] in CONSOLE_LEVELS and type(item[2]) is str:
+        if kind == W_CONSOLE and n == 3 and type(item[1]) is str and item[1] in _LEVELS and type(item[2]) is str:
             return Console(item[1], clean_text(item[2]))
         if kind == W_TERMINATED and n == 1:
             return Terminated()

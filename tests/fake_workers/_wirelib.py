@@ -1,8 +1,12 @@
-"""Wire helpers shared by the hostile fake workers (stdlib and msgpack only).
+"""Wire helpers shared by the hostile fake workers (stdlib, msgpack and the wire's table).
 
 The fakes run with an empty environment under the test's own interpreter. Each imports
 this module by putting its own directory on ``sys.path``. A frame is a 4-byte big-endian
 length and one msgpack array; see ``pydeno/host/_wire.py`` for the shapes.
+
+Their constants are the host's own, from ``pydeno/host/_protocol.py``, loaded by path from
+the tree these tests are in: ``import pydeno`` would find whichever pydeno the interpreter
+has installed, which need not be this one, and would import all of it.
 """
 
 from __future__ import annotations
@@ -11,13 +15,66 @@ import os
 import struct
 import sys
 import time
+from pathlib import Path
 from typing import Any, NoReturn
 
 import msgpack
 
-HELLO = [0, 3, "2.0.0", "13.0", []]
-W_RESULT, W_ERROR, W_HOSTCALL, W_CONSOLE, W_PART = 1, 2, 3, 4, 6
-H_EVAL, H_CALL, H_RELEASE, H_REPLY, H_BIND = 1, 2, 3, 4, 5
+sys.path.append(str(Path(__file__).resolve().parents[2] / "pydeno" / "host"))
+
+from _protocol import (  # type: ignore[import-not-found]
+    EXIT_PERMISSION_KEPT,
+    EXT_BIGINT,
+    EXT_DATE,
+    EXT_FUNCTION,
+    EXT_JSON,
+    EXT_SET,
+    H_BIND,
+    H_CALL,
+    H_EVAL,
+    H_RELEASE,
+    PROTOCOL_VERSION,
+    W_CONSOLE,
+    W_ERROR,
+    W_HELLO,
+    W_HOSTCALL,
+    W_PART,
+    W_RESULT,
+    WORKER_PREFIX,
+)
+
+__all__ = [
+    "EXIT_PERMISSION_KEPT",
+    "EXT_BIGINT",
+    "EXT_DATE",
+    "EXT_FUNCTION",
+    "EXT_JSON",
+    "EXT_SET",
+    "HELLO",
+    "PROTOCOL_VERSION",
+    "WORKER_PREFIX",
+    "W_CONSOLE",
+    "W_ERROR",
+    "W_HELLO",
+    "W_HOSTCALL",
+    "W_PART",
+    "W_RESULT",
+    "chosen_case",
+    "drain_until_eof",
+    "exit_now",
+    "frame",
+    "hello",
+    "pack",
+    "read_eval",
+    "read_frame",
+    "read_request",
+    "say",
+    "send",
+    "sleep_forever",
+    "write_raw",
+]
+
+HELLO = [W_HELLO, PROTOCOL_VERSION, "2.0.0", "13.0", []]
 
 
 def pack(value: Any) -> bytes:

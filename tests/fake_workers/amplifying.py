@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import msgpack
 from _wirelib import (
+    EXT_JSON,
     W_CONSOLE,
     W_ERROR,
     W_HOSTCALL,
@@ -59,7 +60,7 @@ def main() -> None:
         write_raw(frame(head(W_RESULT, rid) + empties(n)))
     elif case == "json":
         text = ("[" + ",".join(["{}"] * n) + "]").encode()
-        write_raw(frame(head(W_RESULT, rid) + pack(msgpack.ExtType(5, text))))
+        write_raw(frame(head(W_RESULT, rid) + pack(msgpack.ExtType(EXT_JSON, text))))
     elif case == "parts":
         part = frame(head(W_PART, rid) + empties(n))
         write_raw(part * 8 + frame(pack([W_RESULT, rid, []])))

@@ -17,8 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import msgpack
 from _wirelib import (
+    EXT_BIGINT,
+    EXT_DATE,
+    EXT_FUNCTION,
+    EXT_JSON,
+    EXT_SET,
+    PROTOCOL_VERSION,
     W_CONSOLE,
     W_ERROR,
+    W_HELLO,
     W_HOSTCALL,
     W_PART,
     W_RESULT,
@@ -48,7 +55,7 @@ def nested_sets(depth: int) -> bytes:
     """An EXT_SET holding an EXT_SET holding ... ``depth`` deep, as raw msgpack."""
     inner = pack([])
     for _ in range(depth):
-        inner = pack([Ext(4, inner)])
+        inner = pack([Ext(EXT_SET, inner)])
     return inner
 
 
@@ -77,7 +84,7 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "length_over": lambda rid: struct.pack(">I", arg(1025)) + b"x" * 64,
     "empty_frame": lambda rid: frame(b""),
     "trailing_bytes": lambda rid: frame(pack([W_RESULT, rid, 1]) + b"\x00"),
-    "array_length_lie": lambda rid: frame(b"\x93\x01" + pack(rid) + b"\xdd\x7f\xff\xff\xff"),
+    "array_length_lie": lambda rid: frame(b"\x93" + pack(W_RESULT) + pack(rid) + b"\xdd\x7f\xff\xff\xff"),
     # -- shapes --
     "not_an_array": lambda rid: frame(pack({"kind": W_RESULT, "id": rid})),
     "a_scalar": lambda rid: frame(pack(7)),
@@ -87,7 +94,7 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "result_wrong_arity": lambda rid: frame(pack([W_RESULT, rid])),
     "result_id_not_int": lambda rid: frame(pack([W_RESULT, str(rid), 1])),
     "error_not_strings": lambda rid: frame(pack([W_ERROR, rid, "Error", 42, ""])),
-    "second_hello": lambda rid: frame(pack([0, 3, "2.0.0", "13.0", []])),
+    "second_hello": lambda rid: frame(pack([W_HELLO, PROTOCOL_VERSION, "2.0.0", "13.0", []])),
     "console_bad_level": lambda rid: frame(pack([W_CONSOLE, "shout", "hi"])),
     "console_unhashable_level": lambda rid: frame(pack([W_CONSOLE, ["log"], "hi"])),
     "console_text_not_str": lambda rid: frame(pack([W_CONSOLE, "log", b"bytes"])),
@@ -107,18 +114,18 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "deep_100000": lambda rid: result_raw(rid, b"\x91" * 100_000 + b"\x90"),
     "deep_maps": lambda rid: result_raw(rid, b"\x81\x00" * 300 + b"\x80"),
     "deep_sets": lambda rid: result_raw(rid, nested_sets(arg(5000))),
-    "deep_json": lambda rid: result(rid, Ext(5, b"[" * 100_000 + b"]" * 100_000)),
+    "deep_json": lambda rid: result(rid, Ext(EXT_JSON, b"[" * 100_000 + b"]" * 100_000)),
     "unknown_ext": lambda rid: result(rid, Ext(42, b"?")),
-    "bigint_bad_sign": lambda rid: result(rid, Ext(1, b"\x07ff")),
-    "bigint_no_digits": lambda rid: result(rid, Ext(1, b"\x00")),
-    "bigint_not_hex": lambda rid: result(rid, Ext(1, b"\x00zz")),
-    "date_short": lambda rid: result(rid, Ext(2, b"\x00" * 7)),
-    "date_nan": lambda rid: result(rid, Ext(2, struct.pack(">d", float("nan")))),
-    "date_far_future": lambda rid: result(rid, Ext(2, struct.pack(">d", 8.64e20))),
-    "function_handle_short": lambda rid: result(rid, Ext(3, b"\x01")),
-    "set_not_a_list": lambda rid: result(rid, Ext(4, pack({"a": 1}))),
-    "set_of_lists": lambda rid: result(rid, Ext(4, pack([[1], [2]]))),
-    "json_not_json": lambda rid: result(rid, Ext(5, b"{nope")),
+    "bigint_bad_sign": lambda rid: result(rid, Ext(EXT_BIGINT, b"\x07ff")),
+    "bigint_no_digits": lambda rid: result(rid, Ext(EXT_BIGINT, b"\x00")),
+    "bigint_not_hex": lambda rid: result(rid, Ext(EXT_BIGINT, b"\x00zz")),
+    "date_short": lambda rid: result(rid, Ext(EXT_DATE, b"\x00" * 7)),
+    "date_nan": lambda rid: result(rid, Ext(EXT_DATE, struct.pack(">d", float("nan")))),
+    "date_far_future": lambda rid: result(rid, Ext(EXT_DATE, struct.pack(">d", 8.64e20))),
+    "function_handle_short": lambda rid: result(rid, Ext(EXT_FUNCTION, b"\x01")),
+    "set_not_a_list": lambda rid: result(rid, Ext(EXT_SET, pack({"a": 1}))),
+    "set_of_lists": lambda rid: result(rid, Ext(EXT_SET, pack([[1], [2]]))),
+    "json_not_json": lambda rid: result(rid, Ext(EXT_JSON, b"{nope")),
     "invalid_utf8": lambda rid: result_raw(rid, b"\xa2\xff\xfe"),
     "invalid_utf8_key": lambda rid: result_raw(rid, b"\x81\xa2\xc3\x28\x01"),
     "map_list_key": lambda rid: result_raw(rid, b"\x81\x91\x01\x01"),

@@ -16,7 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _wirelib import (
     HELLO,
+    PROTOCOL_VERSION,
     W_CONSOLE,
+    W_HELLO,
     W_RESULT,
     chosen_case,
     drain_until_eof,
@@ -32,9 +34,9 @@ from _wirelib import (
 FIRST_FRAMES: dict[str, bytes] = {
     "garbage": b"Deno is starting up...\n",
     "garbage_msgpack": frame(b"\xc1"),
-    "wrong_protocol": frame(pack([0, 4, "2.0.0", "13.0", []])),
-    "protocol_not_int": frame(pack([0, "3", "2.0.0", "13.0", []])),
-    "versions_not_str": frame(pack([0, 3, 2, 13, []])),
+    "wrong_protocol": frame(pack([W_HELLO, PROTOCOL_VERSION + 1, "2.0.0", "13.0", []])),
+    "protocol_not_int": frame(pack([W_HELLO, str(PROTOCOL_VERSION), "2.0.0", "13.0", []])),
+    "versions_not_str": frame(pack([W_HELLO, PROTOCOL_VERSION, 2, 13, []])),
     "hello_not_array": frame(pack({"protocol": 1})),
     "result_first": frame(pack([W_RESULT, 1, None])),
     "console_first": frame(pack([W_CONSOLE, "log", "hi"])),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _wirelib import exit_now, say
+from _wirelib import EXIT_PERMISSION_KEPT, WORKER_PREFIX, exit_now, say
 
-say("pydeno worker: the net permission is still granted\n")
-exit_now(72)
+say(f"{WORKER_PREFIX}the net permission is still granted\n")
+exit_now(EXIT_PERMISSION_KEPT)

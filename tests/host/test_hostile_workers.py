@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 import pydeno
+from pydeno.host._protocol import PROTOCOL_VERSION, W_HELLO
 
 FakeWorker = Callable[..., None]
 
@@ -149,7 +150,7 @@ BAD_ANSWERS = [
     ("result_wrong_arity", PROTOCOL, "unexpected frame of kind 1 with 2 items"),
     ("result_id_not_int", PROTOCOL, "unexpected frame of kind 1 with 3 items"),
     ("error_not_strings", PROTOCOL, "unexpected frame of kind 2 with 5 items"),
-    ("second_hello", PROTOCOL, "unexpected frame of kind 0 with 5 items"),
+    ("second_hello", PROTOCOL, f"unexpected frame of kind {W_HELLO} with 5 items"),
     ("console_bad_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
     ("console_unhashable_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
     ("console_text_not_str", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
@@ -229,8 +230,8 @@ def _fake_path(name: str) -> str:
 BAD_HANDSHAKES = [
     ("garbage", MALFORMED, f"length {int.from_bytes(b'Deno', 'big')} exceeds max_message_bytes={MiB})"),
     ("garbage_msgpack", MALFORMED, "FormatError"),
-    ("wrong_protocol", PROTOCOL, "protocol version 4, expected 3"),
-    ("protocol_not_int", PROTOCOL, "unexpected frame of kind 0 with 5 items"),
+    ("wrong_protocol", PROTOCOL, f"protocol version {PROTOCOL_VERSION + 1}, expected {PROTOCOL_VERSION}"),
+    ("protocol_not_int", PROTOCOL, f"unexpected frame of kind {W_HELLO} with 5 items"),
     ("versions_not_str", PROTOCOL, "a malformed handshake"),
     ("hello_not_array", PROTOCOL, "a frame is not an array starting with a kind"),
     ("result_first", PROTOCOL, "the first frame was not a handshake"),
@@ -399,7 +400,9 @@ ASYNC_CASES = [
     pytest.param(("bad_answer", "invalid_utf8"), MALFORMED, "UnicodeDecodeError", id="utf8"),
     pytest.param(("bad_answer", "unbound_hostcall"), PROTOCOL, "never bound", id="unbound"),
     pytest.param(("bad_answer", "console_unhashable_level"), PROTOCOL, "kind 4", id="console-level"),
-    pytest.param(("bad_handshake", "wrong_protocol"), PROTOCOL, "protocol version 4", id="protocol"),
+    pytest.param(
+        ("bad_handshake", "wrong_protocol"), PROTOCOL, f"protocol version {PROTOCOL_VERSION + 1}", id="protocol"
+    ),
     pytest.param(("bad_handshake", "exit_with_stderr"), STARTUP_EXIT, "at main.ts:1:1", id="startup-exit"),
     pytest.param(("dies_mid_eval", "sigkill"), GUEST_DIED, "killed by SIGKILL)", id="sigkill"),
     pytest.param(("dies_mid_eval", "forged_stderr"), GUEST_DIED, "over max_memory=1", id="forged"),

@@ -109,7 +109,8 @@ def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_t
     staged = _process.stage(os.path.realpath(_process.find_deno()), hidden / "main.ts")
     assert staged.entry.parent.name.startswith("worker-")
     assert _process.reachable_by_others(str(staged.entry), stat.S_IROTH)
-    assert (staged.entry.parent / "codec.ts").read_bytes() == (hidden / "codec.ts").read_bytes()
+    for module in ("codec.ts", "protocol.ts"):
+        assert (staged.entry.parent / module).read_bytes() == (hidden / module).read_bytes()
 
 
 def test_a_runtime_made_in_a_thread_that_then_ends_keeps_its_worker() -> None:

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pydeno import JavaScriptError, undefined
-from pydeno.host._codec import EXT_JSON, Codec, json_depth
+from pydeno.host._codec import Codec, json_depth
+from pydeno.host._protocol import EXT_JSON
 from pydeno.host._wire import (
     Completed,
     Connection,

@@ -23,8 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydeno import undefined
-from pydeno._budget import DECODE_FLOOR, MAX_COST_PER_BYTE, frame_cost, json_cost, json_shape
-from pydeno.host._codec import EXT_JSON, EXT_SET, Codec
+from pydeno._budget import frame_cost, json_cost, json_shape
+from pydeno.host._codec import Codec
+from pydeno.host._protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE
 from pydeno.host._wire import Connection, Hello, ProtocolError, frame
 
 MiB = 2**20
