@@ -100,8 +100,8 @@ from ._runtime import Runtime
 from ._sandbox import sandbox_status
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
+from .host._command import SANDBOX_MODES
 from .host._core import RuntimeKwargs, RuntimeOptions
-from .host._process import SANDBOX_MODES
 
 __all__ = ["main", "parse_size", "to_json_value"]
 

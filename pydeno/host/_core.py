@@ -12,7 +12,6 @@ import contextvars
 import logging
 import math
 import re
-import signal
 import threading
 import time
 import warnings
@@ -34,9 +33,11 @@ from .._function import JsFunction
 from .._tools import HOST_FUNCTION, guest_error
 from .._values import MAX_DEPTH, Codec
 from . import _monitor as monitor
+from . import _platform
 from ._cgroup import task_limit
+from ._command import SANDBOX_MODES, SandboxMode, WorkerConfig
 from ._monitor import Watch
-from ._process import SANDBOX_MODES, SandboxMode, WorkerConfig, WorkerProcess
+from ._process import WorkerProcess
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = ["NEED_DATA", "Command", "Core", "RuntimeKwargs", "RuntimeOptions"]
@@ -82,13 +83,6 @@ _GUEST_HINT: Final = (
     "the guest's code ended its worker (an exit, a closed output, or a crash it provoked); the same code "
     "would do it again, so fix the code rather than retrying it"
 )
-# Signals the kernel raises in the process itself, on a fault or an abort: guest input can
-# cause each, so none is evidence of a kill from outside.
-_FAULT_SIGNALS: Final = frozenset(
-    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP, signal.SIGFPE, signal.SIGSYS, signal.SIGABRT}
-)
-# V8's own line on a fatal out-of-memory, printed to stderr before it traps.
-_V8_OUT_OF_MEMORY: Final = re.compile(rb"^# Fatal (?:JavaScript|process) out of memory", re.MULTILINE)
 # How long a dead worker's exit status may trail the end of its output.
 _EXIT_SETTLE_SECONDS: Final = 0.5
 
@@ -679,9 +673,9 @@ class Core:
         if not ended_alone and process.pipe_error is None:
             return self._fail(WorkerCrashed(process.death_message(GUEST_DEATH, "closed its pipes"), hint=_GUEST_HINT))
         if (
-            code == -signal.SIGTRAP
+            code == -_platform.V8_FATAL_SIGNAL
             and self.options.max_memory is not None
-            and _V8_OUT_OF_MEMORY.search(process.stderr_tail())
+            and _platform.v8_out_of_memory(process.stderr_tail())
         ):
             # V8 ends the process with a trap on a fatal error after printing what it was; a
             # guest can print that line too, but only to make its death look less retryable.
@@ -729,7 +723,7 @@ class Core:
         every such signal to itself, and, where it does not, only if it came while no command
         ran.
         """
-        if code >= 0 or -code in _FAULT_SIGNALS:
+        if code >= 0 or -code in _platform.FAULT_SIGNALS:
             return False
         return self.signals_confined or self.died_idle or not self.commands
 
