@@ -192,12 +192,16 @@ def _shared_helpers() -> frozenset[int]:
     """Pids of our side's per-host helper processes (the zygote that forks confined workers):
     one per host process whatever the number of workers, so not part of a worker's RSS. The
     peer side has none that we know of: all its descendants count as workers."""
-    try:
-        from pydeno.host import _process
-    except ImportError:
-        return frozenset()
-    infrastructure = getattr(_process, "infrastructure", None)
-    return frozenset(infrastructure().processes) if infrastructure is not None else frozenset()
+    # The spawner module, or in an older layout the process module, names them.
+    for name in ("pydeno.host._spawner", "pydeno.host._process"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        infrastructure = getattr(module, "infrastructure", None)
+        if infrastructure is not None:
+            return frozenset(infrastructure().processes)
+    return frozenset()
 
 
 def process_rss() -> dict[str, Any]:
@@ -690,7 +694,10 @@ def our_versions() -> dict[str, Any]:
     except importlib.metadata.PackageNotFoundError:
         versions["ours"] = None
     try:
-        from pydeno.host._process import find_deno
+        try:
+            from pydeno.host._staging import find_deno
+        except ImportError:  # an older layout
+            from pydeno.host._process import find_deno  # type: ignore[attr-defined, no-redef]
 
         deno = find_deno()
         out = subprocess.run([deno, "--version"], capture_output=True, text=True, check=True, timeout=30).stdout

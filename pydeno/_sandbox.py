@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from ._errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
-from .host import _cgroup, _supervisor
+from .host import _cgroup, _platform, _supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
 
@@ -64,11 +63,6 @@ class SandboxStatus:
         return "\n".join(lines)
 
 
-def _proc_status(pid: int) -> dict[str, str]:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
-
-
 def _verify(name: str, pid: int, status: dict[str, str]) -> str | None:
     """Why the layer is not in force in the running worker, or None if it is (or if /proc
     shows nothing about it: the parent-death signal and Landlock, which the self-test covers)."""
@@ -78,9 +72,9 @@ def _verify(name: str, pid: int, status: dict[str, str]) -> str | None:
             return f"the worker runs with uids {uids} and capabilities {status.get('CapEff')}"
     elif name == "no_new_privs" and status.get("NoNewPrivs") != "1":
         return "NoNewPrivs is not set in the worker"
-    elif name == "seccomp" and status.get("Seccomp") != "2":
+    elif name == "seccomp" and status.get("Seccomp") != _platform.SECCOMP_MODE_FILTER:
         return f"the worker's seccomp mode is {status.get('Seccomp')}, not a filter"
-    elif name == "namespaces" and os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net"):
+    elif name == "namespaces" and _platform.network_namespace(pid) == _platform.network_namespace():
         return "the worker shares the host's network namespace"
     return None
 
@@ -119,7 +113,7 @@ def sandbox_status() -> SandboxStatus:
 def _report(rt: Any) -> SandboxStatus:
     process, hello, watch = rt._worker_state()
     skipped = {line.partition(" is unavailable: ")[0]: line for line in process.sandbox_skipped()}
-    status = _proc_status(process.pid)
+    status = _platform.proc_status(process.pid)
     root = os.geteuid() == 0
     layers: list[LayerStatus] = []
     refusal: str | None = None

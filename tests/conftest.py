@@ -1,10 +1,11 @@
 """Shared fixtures. The autouse leak guard fails any test that leaves a worker process,
-a thread or a file descriptor behind; only what _process.infrastructure() names (the zygote,
+a thread or a file descriptor behind; only what _spawner.infrastructure() names (the zygote,
 its socket and the spawner thread) is the process's own, kept between runtimes on purpose."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import sys
@@ -12,11 +13,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from pydeno.host import _process
+from pydeno.host import _process, _spawner
 
 FAKE_WORKERS = Path(__file__).parent / "fake_workers"
 
@@ -53,7 +55,7 @@ def no_leaks() -> Iterator[None]:
     deadline = time.monotonic() + 5.0
     while True:
         gc.collect()
-        kept = _process.infrastructure()
+        kept = _spawner.infrastructure()
         left_children = _children() - children - kept.processes
         # A descriptor number reused for something long-lived is still a leak; listdir's
         # own descriptor is closed by the time the set is built.
@@ -84,7 +86,22 @@ def no_leaks() -> Iterator[None]:
 
 
 @pytest.fixture
-def fake_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+def launch() -> Iterator[Callable[..., None]]:
+    """``launch(**changes)``: start the workers of the runtimes made from now on (from any
+    thread) with these fields of :class:`pydeno.host._process.Launch` replaced, on top of what
+    an earlier call replaced; production's way again once the test ends."""
+    with contextlib.ExitStack() as stack:
+        current = [_process.Launch()]
+
+        def use(**changes: Any) -> None:
+            current.append(dataclasses.replace(current[-1], **changes))
+            stack.enter_context(_process.launching(current[-1]))
+
+        yield use
+
+
+@pytest.fixture
+def fake_worker(launch: Callable[..., None]) -> Callable[..., None]:
     """Make the next runtimes start ``tests/fake_workers/<name>.py`` instead of deno.
 
     Hostile fake workers speak the wire badly on purpose; they are the only stand-ins for
@@ -94,6 +111,6 @@ def fake_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     def use(name: str, *args: str) -> None:
         script = FAKE_WORKERS / f"{name}.py"
         assert script.is_file(), script
-        monkeypatch.setattr(_process, "worker_command", lambda config: [sys.executable, str(script), *args])
+        launch(command=lambda config: [sys.executable, str(script), *args])
 
     return use

@@ -44,10 +44,10 @@ def _raises(exc: BaseException) -> Callable[..., Any]:
     ],
 )
 def test_a_spawn_failure_is_worker_crashed_from_its_os_error(
-    monkeypatch: pytest.MonkeyPatch, error: OSError, kind: str
+    launch: Callable[..., None], error: OSError, kind: str
 ) -> None:
     # The seam every worker's process starts through (a zygote's fork or a Popen).
-    monkeypatch.setattr(_process, "start_process", _raises(error))
+    launch(start=_raises(error))
     with pytest.raises(pydeno.WorkerCrashed) as info:
         pydeno.Runtime()
     assert str(info.value).startswith("worker failed to start: ")

@@ -10,7 +10,7 @@
    A worker that exits cleanly with a whole host message as its last stderr line is the
    hostile fake ``tests/fake_workers/forged_clean_exit.py``.
 3. Typed evidence: a start failure's cause is read by its type, never its text; real spawn
-   failures come from fault injection at ``start_process`` in ``pydeno.host._process``.
+   failures come from fault injection at ``Launch.start`` in ``pydeno.host._process``.
 
 What a guest can reach from inside the worker (found with real workers, pinned below):
 ``(await import('node:process')).default.stderr.write`` and ``node:fs`` ``writeSync(2, ..)``
@@ -38,9 +38,10 @@ import pytest
 import trio
 
 import pydeno
-from pydeno.host import _monitor, _process
+from pydeno.host import _child, _monitor, _spawner
 
 FakeWorker = Callable[..., None]
+Launcher = Callable[..., None]
 MiB = 2**20
 DIED = "worker process died ("
 GUEST_DIED = "worker died running guest code ("
@@ -52,6 +53,7 @@ class Env:
 
     monkeypatch: pytest.MonkeyPatch
     fake_worker: FakeWorker
+    launch: Launcher
 
 
 @dataclass(frozen=True)
@@ -225,13 +227,13 @@ def tampered_snapshot(env: Env) -> BaseException:
 
 def layer_missing(env: Env) -> BaseException:
     # A simulated kernel without Landlock (the launcher's private test switch).
-    env.monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", "landlock_create_ruleset failed: ENOSYS")
+    env.launch(missing_layers={"landlock": "landlock_create_ruleset failed: ENOSYS"})
     return failure(pydeno.Runtime)
 
 
 def selftest_breach(env: Env) -> BaseException:
     # A kernel that takes the Landlock rules without enforcing them: the self-test reads host files.
-    env.monkeypatch.setattr(_process, "SIMULATED_SILENT", {"landlock"})
+    env.launch(silent_layers=frozenset({"landlock"}))
     return failure(pydeno.Runtime)
 
 
@@ -623,9 +625,9 @@ def assert_explained(exc: BaseException, kind: str, *, via_agent: bool = False) 
 
 @pytest.mark.parametrize("case", TABLE)
 def test_each_kind_is_produced_end_to_end_and_explained_as_the_catalog_says(
-    case: Case, monkeypatch: pytest.MonkeyPatch, fake_worker: FakeWorker
+    case: Case, monkeypatch: pytest.MonkeyPatch, fake_worker: FakeWorker, launch: Launcher
 ) -> None:
-    exc = case.scenario(Env(monkeypatch, fake_worker))
+    exc = case.scenario(Env(monkeypatch, fake_worker, launch))
     assert type(exc) is case.error
     assert re.fullmatch(case.message, str(exc)), str(exc)
     assert_explained(exc, case.kind, via_agent=case.via_agent)
@@ -1170,14 +1172,14 @@ SPAWN_ERRORS = [
 @pytest.mark.parametrize("runtime", [pydeno.Runtime, pydeno.AsyncRuntime])
 @pytest.mark.parametrize(("error", "kind", "message"), SPAWN_ERRORS)
 def test_a_real_spawn_failure_is_classified_by_the_type_of_its_os_error(
-    monkeypatch: pytest.MonkeyPatch, runtime: Callable[[], object], error: OSError, kind: str, message: str
+    launch: Launcher, runtime: Callable[[], object], error: OSError, kind: str, message: str
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> _process.Child:
+    def refuse(*args: object, **kwargs: object) -> _child.Child:
         raise error
 
     # Fault injection at the seam: starting the worker's process fails as the OS would make it
     # fail (a zygote's fork or a Popen).
-    monkeypatch.setattr(_process, "start_process", refuse)
+    launch(start=refuse)
     exc = failure(runtime)
     assert type(exc) is pydeno.WorkerCrashed
     assert exc.__cause__ is error
@@ -1189,20 +1191,20 @@ def test_a_real_spawn_failure_is_classified_by_the_type_of_its_os_error(
 
 
 def test_a_retry_policy_retries_a_spawn_failure_from_emfile_but_not_a_missing_deno(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, launch: Launcher
 ) -> None:
     attempts: list[int] = []
     errors = iter([OSError(errno.EMFILE, "Too many open files")])
-    real_start = _process.start_process
+    real_start = _spawner.spawner().start_process
 
-    def flaky(*args: Any, **kwargs: Any) -> _process.Child:
+    def flaky(*args: Any, **kwargs: Any) -> _child.Child:
         attempts.append(1)
         error = next(errors, None)
         if error is not None:
             raise error
         return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(_process, "start_process", flaky)
+    launch(start=flaky)
     assert pydeno.run_with_retry(lambda rt: rt.eval("6 * 7"), factory=pydeno.Runtime, backoff=0) == 42
     assert len(attempts) == 2
     monkeypatch.setenv("PYDENO_DENO", "/nonexistent/pydeno-test/deno")

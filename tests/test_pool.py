@@ -23,9 +23,11 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _process
-from pydeno.host._process import WorkerConfig, WorkerProcess
+from pydeno.host import _spawner
+from pydeno.host._command import WorkerConfig
+from pydeno.host._process import WorkerProcess
 
+Launcher = Callable[..., None]
 BACKENDS = ["asyncio", "trio"]
 # The wait given to checkouts that may have to start a worker cold, where the test is not
 # about the pool's short checkout_timeout.
@@ -53,7 +55,7 @@ def kill_worker(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
 def children() -> set[int]:
     """Live processes below this one (zombies count: they are not reaped yet), but for the
     zygote, which the process keeps between runtimes."""
-    return {p.pid for p in psutil.Process().children(recursive=True)} - _process.infrastructure().processes
+    return {p.pid for p in psutil.Process().children(recursive=True)} - _spawner.infrastructure().processes
 
 
 def poll_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -229,9 +231,9 @@ def test_a_worker_that_died_while_idle_is_replaced_in_the_background_without_a_c
 
 
 def test_a_start_failure_reaches_the_waiting_checkout_and_is_not_retried_in_a_loop(
-    monkeypatch: pytest.MonkeyPatch, spawns: list[float]
+    launch: Launcher, spawns: list[float]
 ) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", "simulated")
+    launch(missing_layers={"landlock": "simulated"})
     with pydeno.SandboxPool(size=2, checkout_timeout=10.0) as pool:
         began = time.monotonic()
         with pytest.raises(pydeno.WorkerCrashed) as info, pool.checkout():
@@ -248,7 +250,7 @@ def test_a_start_failure_reaches_the_waiting_checkout_and_is_not_retried_in_a_lo
             pytest.fail("a worker started although landlock is missing")
         assert 1 <= len(spawns) - before <= 2
         # Once workers can start again, so can checkouts.
-        monkeypatch.delitem(_process.SIMULATED_MISSING, "landlock")
+        launch(missing_layers={})
         with pool.checkout() as rt:
             assert rt.eval("'recovered'") == "recovered"
 
@@ -595,9 +597,9 @@ def test_async_a_worker_that_died_while_idle_is_not_handed_out(backend: str) -> 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_async_a_start_failure_reaches_the_waiting_checkout(
-    backend: str, monkeypatch: pytest.MonkeyPatch, spawns: list[float]
+    backend: str, launch: Launcher, spawns: list[float]
 ) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", "simulated")
+    launch(missing_layers={"landlock": "simulated"})
 
     async def main() -> None:
         async with pydeno.AsyncSandboxPool(size=2, checkout_timeout=10.0) as pool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pydeno.host._process import find_deno
+from pydeno.host._staging import find_deno
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,7 +2,8 @@
 the self-test's probes can fail; sandbox_status() and `python -m pydeno doctor` tell the truth.
 
 A simulated kernel is the launcher's private test switch: layers it treats as refused
-(_process.SIMULATED_MISSING), or accepts without enforcing (_process.SIMULATED_SILENT).
+(Launch.missing_layers), or accepts without enforcing (Launch.silent_layers); the launch
+fixture puts them in force.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno.host import _cgroup, _monitor, _process, _supervisor
+from pydeno.host import _cgroup, _command, _monitor, _staging, _supervisor
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
     reason="the OS layers are Linux x86_64 only, and these checks assume a root host",
 )
 
+Launcher = Callable[..., None]
 LAYERS = ["parent-death signal", "namespaces", "privilege drop", "no_new_privs", "landlock", "seccomp"]
 MISSING = "simulated: this kernel refuses it"
 
@@ -85,8 +87,8 @@ def test_require_is_the_default_and_every_probe_is_refused_here() -> None:
 
 
 @pytest.mark.parametrize("layer", LAYERS)
-def test_require_refuses_to_start_when_any_layer_is_missing(monkeypatch: pytest.MonkeyPatch, layer: str) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, layer, MISSING)
+def test_require_refuses_to_start_when_any_layer_is_missing(launch: Launcher, layer: str) -> None:
+    launch(missing_layers={layer: MISSING})
     exc = refusal()
     assert str(exc) == f"worker failed to start: an OS sandbox is required but {layer} is unavailable: {MISSING}"
     info = pydeno.classify_error(exc)
@@ -110,10 +112,10 @@ def test_require_refuses_to_start_when_any_layer_is_missing(monkeypatch: pytest.
     ],
 )
 def test_require_refuses_a_worker_whose_self_test_gets_through(
-    monkeypatch: pytest.MonkeyPatch, silent: set[str], through: str
+    launch: Launcher, silent: set[str], through: str
 ) -> None:
     # The kernel accepts these layers without enforcing them: only the self-test can tell.
-    monkeypatch.setattr(_process, "SIMULATED_SILENT", silent)
+    launch(silent_layers=frozenset(silent))
     exc = refusal()
     assert str(exc).startswith("worker failed to start: sandbox self-test failed: ")
     assert through in str(exc)
@@ -153,8 +155,8 @@ def test_a_limit_that_is_not_set_need_not_be_measurable(monkeypatch: pytest.Monk
     assert gaps == []
 
 
-def test_the_async_runtime_refuses_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "seccomp", MISSING)
+def test_the_async_runtime_refuses_the_same_way(launch: Launcher) -> None:
+    launch(missing_layers={"seccomp": MISSING})
 
     async def main() -> None:
         with pytest.raises(pydeno.WorkerCrashed) as info:
@@ -168,8 +170,8 @@ def test_the_async_runtime_refuses_the_same_way(monkeypatch: pytest.MonkeyPatch)
 # --- best_effort reports honestly ---------------------------------------------------------
 
 
-def test_best_effort_starts_without_a_missing_layer_and_warns_once_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", MISSING)
+def test_best_effort_starts_without_a_missing_layer_and_warns_once_naming_it(launch: Launcher) -> None:
+    launch(missing_layers={"landlock": MISSING})
     gaps, hello = started(sandbox="best_effort")
     assert len(gaps) == 1
     assert gaps[0].startswith(
@@ -200,8 +202,8 @@ def test_best_effort_warns_about_a_limit_it_cannot_enforce(monkeypatch: pytest.M
     ]
 
 
-def test_off_applies_no_layer_and_runs_no_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", MISSING)
+def test_off_applies_no_layer_and_runs_no_self_test(launch: Launcher) -> None:
+    launch(missing_layers={"landlock": MISSING})
     gaps, hello = started(sandbox="off")
     assert (gaps, hello.breaches) == ([], ())
 
@@ -209,26 +211,26 @@ def test_off_applies_no_layer_and_runs_no_self_test(monkeypatch: pytest.MonkeyPa
 # --- the probes can fail ------------------------------------------------------------------
 
 
-def unconfined_with_selftest(config: _process.WorkerConfig) -> list[str]:
+def unconfined_with_selftest(config: _command.WorkerConfig) -> list[str]:
     """deno started with the self-test's grants but no launcher, and a host secret in its
     environment: every probe must report its breach."""
-    deno, entry = os.path.realpath(_process.find_deno()), _process.worker_entry()
-    staged = _process.stage(deno, entry)
-    targets = _process.selftest_targets(staged.cache, str(entry.parent))
-    settings = f"{_process.SETTINGS_VARIABLE}={config.settings(targets)}"
+    deno, entry = os.path.realpath(_staging.find_deno()), _staging.worker_entry()
+    staged = _staging.stage(deno, entry)
+    targets = _command.selftest_targets(staged.cache, str(entry.parent))
+    settings = f"{_command.SETTINGS_VARIABLE}={config.settings(targets)}"
     return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", settings, *config.argv(deno, entry, targets)]
 
 
-def test_every_probe_reports_its_breach_in_an_unconfined_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_process, "worker_command", unconfined_with_selftest)
+def test_every_probe_reports_its_breach_in_an_unconfined_worker(launch: Launcher) -> None:
+    launch(command=unconfined_with_selftest)
     gaps, hello = started(sandbox="best_effort")
     found = set(hello.breaches)
     expected = {
         "read /etc/passwd",
-        f"read {Path(_process.__file__).resolve()}",
+        f"read {Path(_command.__file__).resolve()}",
         f"read {os.path.realpath(sys.executable)}",
         "listed /",
-        f"listed {Path(_process.__file__).resolve().parent}",
+        f"listed {Path(_command.__file__).resolve().parent}",
         "listened on 127.0.0.1",
         "started a process",
         f"signalled the host (pid {os.getpid()})",
@@ -237,7 +239,7 @@ def test_every_probe_reports_its_breach_in_an_unconfined_worker(monkeypatch: pyt
     created = [b for b in found if b.startswith("created ")]
     assert len(created) == 3
     assert any(
-        b in (f"reached 127.0.0.1:{_process.SELFTEST_PORT} (refused)", "connected to 127.0.0.1:9") for b in found
+        b in (f"reached 127.0.0.1:{_command.SELFTEST_PORT} (refused)", "connected to 127.0.0.1:9") for b in found
     )
     assert any(re.fullmatch(r"saw \d+ environment variables the host did not set", b) for b in found)
     # Counts only: the secret's name and value appear nowhere.
@@ -248,8 +250,8 @@ def test_every_probe_reports_its_breach_in_an_unconfined_worker(monkeypatch: pyt
         assert not Path(line.removeprefix("created ")).exists()
 
 
-def test_require_refuses_the_unconfined_worker_listing_what_got_through(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_process, "worker_command", unconfined_with_selftest)
+def test_require_refuses_the_unconfined_worker_listing_what_got_through(launch: Launcher) -> None:
+    launch(command=unconfined_with_selftest)
     exc = refusal()
     assert str(exc).startswith("worker failed to start: sandbox self-test failed: read /etc/passwd; ")
     assert "hunter2" not in str(exc)
@@ -289,10 +291,8 @@ def test_sandbox_status_says_when_only_the_host_monitor_enforces_the_limits(monk
 
 
 @pytest.mark.parametrize("layer", ["namespaces", "seccomp"])
-def test_sandbox_status_reports_a_missing_layer_and_the_exact_refusal(
-    monkeypatch: pytest.MonkeyPatch, layer: str
-) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, layer, MISSING)
+def test_sandbox_status_reports_a_missing_layer_and_the_exact_refusal(launch: Launcher, layer: str) -> None:
+    launch(missing_layers={layer: MISSING})
     status = pydeno.sandbox_status()
     assert pydeno.LayerStatus(layer, "missing", MISSING) in status.layers
     assert not status.require_would_start
@@ -300,9 +300,9 @@ def test_sandbox_status_reports_a_missing_layer_and_the_exact_refusal(
     assert status.to_dict()["refusal"] == status.refusal
 
 
-def test_sandbox_status_checks_the_running_worker_not_the_launchers_word(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sandbox_status_checks_the_running_worker_not_the_launchers_word(launch: Launcher) -> None:
     # The launcher skips seccomp silently: /proc shows the worker has no filter.
-    monkeypatch.setattr(_process, "SIMULATED_SILENT", {"seccomp"})
+    launch(silent_layers=frozenset({"seccomp"}))
     status = pydeno.sandbox_status()
     (seccomp,) = [x for x in status.layers if x.name == "seccomp"]
     assert (seccomp.state, seccomp.reason) == ("missing", "the worker's seccomp mode is 0, not a filter")
@@ -323,9 +323,9 @@ def test_doctor_prints_one_line_per_layer_and_exits_zero_where_require_starts() 
 
 
 def test_doctor_exits_one_with_the_refusal_where_require_would_refuse(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    launch: Launcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(_process.SIMULATED_MISSING, "landlock", MISSING)
+    launch(missing_layers={"landlock": MISSING})
     assert _cli.main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["require_would_start"] is False

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno.host._process import find_deno
+from pydeno.host._staging import find_deno
 
 HIDDEN = "tools.{name}() raised {cls} (details hidden; pass expose_host_errors=True to show them)"
 

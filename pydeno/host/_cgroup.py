@@ -10,8 +10,9 @@ evidence the host reports from when the kernel did the stopping.
 
 Three systems are met: cgroup v2 (one unified tree), cgroup v1 (a tree per controller, as on
 many container hosts) and neither (or one this user may not write). Where a group cannot be
-made, :func:`mechanism` says why and the monitor alone enforces the limits. The facts about
-this system are read here and nowhere else.
+made, :func:`mechanism` says why and the monitor alone enforces the limits. Which groups this
+process is in and where their trees are mounted is read by ``_platform``; what can be made
+under them is found out here.
 
 Groups are named ``pydeno-<host pid>-<n>``; a host that died before removing its groups
 leaves them empty, and the first group a process makes removes those of hosts gone.
@@ -31,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from . import _platform
 from ._mailbox import host_running
 
 __all__ = ["Mechanism", "WorkerGroup", "mechanism", "task_limit"]
 
-_ROOT: Final = Path("/sys/fs/cgroup")
 _NAME: Final = re.compile(r"pydeno-(\d+)-\d+")
 _counter = itertools.count(1)
 _swept: set[Path] = set()
@@ -64,35 +65,6 @@ class Mechanism:
         return f"cgroup v{self.version} per worker, under {where}"
 
 
-def _own_paths() -> dict[str, str]:
-    """This process's cgroup path per v1 controller, and under "" its v2 path."""
-    paths: dict[str, str] = {}
-    with open("/proc/self/cgroup") as table:
-        for line in table:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            for name in controllers.split(",") if controllers else [""]:
-                paths[name] = path
-    return paths
-
-
-def _mounts() -> dict[str, Path]:
-    """Where each v1 controller's tree is mounted, and under "" the v2 tree."""
-    found: dict[str, Path] = {}
-    with open("/proc/self/mountinfo") as table:
-        for line in table:
-            fields = line.split()
-            separator = fields.index("-")
-            kind, options = fields[separator + 1], fields[separator + 3].split(",")
-            mount = Path(fields[4])
-            if kind == "cgroup2":
-                found.setdefault("", mount)
-            elif kind == "cgroup":
-                for option in options:
-                    if option in ("memory", "pids"):
-                        found.setdefault(option, mount)
-    return found
-
-
 def _writable_parent(parent: Path, probe_file: str) -> str | None:
     """None if a group made under parent has ``probe_file`` and can be removed; else why not."""
     probe = parent / f"pydeno-{os.getpid()}-0"
@@ -113,7 +85,8 @@ def _writable_parent(parent: Path, probe_file: str) -> str | None:
 def mechanism() -> Mechanism:
     """What this system allows (read once per process)."""
     try:
-        own, mounts = _own_paths(), _mounts()
+        own = _platform.cgroup_membership()
+        mounts = {name: Path(mount) for name, mount in _platform.cgroup_mounts(("memory", "pids")).items()}
     except (OSError, ValueError, IndexError) as exc:
         return Mechanism(None, reason=f"cannot read this process's cgroups ({exc})")
     if "memory" in mounts and "memory" in own:

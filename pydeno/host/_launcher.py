@@ -69,26 +69,25 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The exit codes are the wire contract's, shared with the worker that runs in this process
-# next. The table imports nothing, so loading it costs this interpreter one small module.
+# next; the table imports nothing, so loading it costs this interpreter one small module.
 if TYPE_CHECKING or __package__:
+    from . import _platform
     from ._protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
 else:
-    # Run as a program: -I keeps the package off sys.path.
+    # Run as a program: -I keeps the package off sys.path, and the modules beside this one
+    # (_platform, _layers, _protocol) need nothing but the standard library.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _platform
     from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
-
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
 # The largest request the zygote accepts: a spec is a few KiB.
 MAX_REQUEST = 1 << 20
-SIGKILL = 9  # the signal module would import enum
 # How often the zygote samples the workers it holds to a memory cap, in seconds.
 CAP_INTERVAL = 0.02
 
 
 def _layers() -> ModuleType:
-    # -I keeps the package off sys.path; _layers needs nothing but the standard library.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _layers as layers  # type: ignore[import-not-found]
 
     return layers  # type: ignore[no-any-return]
@@ -164,16 +163,8 @@ def serve(channel: int, host: int) -> int:
     layers = _layers()
     try:
         layers.set_parent_death_signal(host)
-        if not hasattr(os, "pidfd_open") or not hasattr(os, "P_PIDFD"):
-            raise OSError("this Python has no pidfd support")
-        # A kernel without pidfds (before 5.3) or without waitid(P_PIDFD) (5.4) cannot serve.
-        own = os.pidfd_open(os.getpid())
-        try:
-            os.waitid(os.P_PIDFD, own, os.WEXITED | os.WNOHANG)
-        except ChildProcessError:
-            pass  # P_PIDFD is known: this process is just not its own child
-        finally:
-            os.close(own)
+        # Workers are held by pidfd, so their pids cannot be reused while the host may signal them.
+        _platform.check_pidfds()
     except (layers.LayerUnavailable, OSError) as exc:
         sock.sendmsg([marshal.dumps(("unavailable", str(exc)))])
         return 0
@@ -202,7 +193,6 @@ class _Server:
         self.released: set[int] = set()  # released while still running: reap without a report
         self.outbox: list[tuple[bytes, list[int]]] = []
         self.caps: dict[int, tuple[int, int]] = {}  # pid -> (memory, threads) it is killed over (0: none)
-        self.page = os.sysconf("SC_PAGE_SIZE")
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -228,10 +218,7 @@ class _Server:
         """Kill every capped worker over its memory or thread cap, saying which first."""
         for pid, (memory_cap, thread_cap) in list(self.caps.items()):
             try:
-                with open(f"/proc/{pid}/stat", "rb") as stat:
-                    # After the command name (which may hold spaces): state is field 3.
-                    fields = stat.read().rpartition(b")")[2].split()
-                threads, rss = int(fields[17]), int(fields[21]) * self.page
+                threads, rss = _platform.threads_and_rss(pid)
             except (OSError, IndexError, ValueError):
                 continue
             if memory_cap and rss > memory_cap:
@@ -242,8 +229,8 @@ class _Server:
                 continue
             del self.caps[pid]
             self.say("overlimit", pid, *over)
-            _quietly(os.killpg, pid, SIGKILL)
-            _quietly(os.kill, pid, SIGKILL)
+            _quietly(os.killpg, pid, _platform.SIGKILL)
+            _quietly(os.kill, pid, _platform.SIGKILL)
 
     def say(self, *message: Any, fds: list[int] | None = None) -> None:
         self.outbox.append((marshal.dumps(message), fds or []))
@@ -307,7 +294,7 @@ class _Server:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
             # Untracked it could not be reported or reaped: end it now, while it is ours.
-            os.kill(pid, SIGKILL)
+            os.kill(pid, _platform.SIGKILL)
             os.waitpid(pid, 0)
             self.say("failed", exc.errno, exc.strerror)
             return
@@ -328,7 +315,7 @@ class _Server:
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
             # The socket, the other workers' pidfds and the received pipes: none may reach deno.
-            os.closerange(3, _max_fd())
+            os.closerange(3, _platform.max_fd())
             # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
             # names it, and confine() sees that the parent is gone.
             code = confine(spec, self.layers, self.pid)
@@ -348,10 +335,10 @@ class _Server:
         result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
         if result is None:  # pragma: no cover - the pidfd polled readable: it has exited
             return
-        returncode = result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+        returncode = _platform.returncode(result)
         # Whatever is left in its process group goes with it, as a host kill would take it. The
         # zombie leader keeps the group's id from being reused until it is reaped.
-        _quietly(os.killpg, pid, SIGKILL)
+        _quietly(os.killpg, pid, _platform.SIGKILL)
         if pid in self.released:
             self.reap(pid)
             return
@@ -367,8 +354,8 @@ class _Server:
             return
         # Still running (the host gave up waiting): end it, and reap it once it has exited.
         self.released.add(pid)
-        _quietly(os.killpg, pid, SIGKILL)
-        _quietly(os.kill, pid, SIGKILL)
+        _quietly(os.killpg, pid, _platform.SIGKILL)
+        _quietly(os.kill, pid, _platform.SIGKILL)
 
     def reap(self, pid: int) -> None:
         self.caps.pop(pid, None)
@@ -385,8 +372,8 @@ class _Server:
     def shutdown(self) -> None:
         """The host is gone: so is every worker (their parent-death signal would see to it)."""
         for pid in self.pidfds:
-            _quietly(os.killpg, pid, SIGKILL)
-            _quietly(os.kill, pid, SIGKILL)
+            _quietly(os.killpg, pid, _platform.SIGKILL)
+            _quietly(os.kill, pid, _platform.SIGKILL)
 
 
 def _pack(fds: list[int]) -> bytes:
@@ -408,13 +395,6 @@ def _quietly(action: Callable[..., object], *args: int) -> None:
         action(*args)
     except OSError:
         pass
-
-
-def _max_fd() -> int:
-    try:
-        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
-    except (OSError, ValueError):
-        return os.sysconf("SC_OPEN_MAX")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import ctypes
 import errno
 import os
 import stat
-import sys
 
 # The launcher imports this module at every worker start, where each stdlib import is start-up
 # latency (typing, platform and signal alone cost ~25 ms); annotations-only imports stay here.
@@ -24,6 +23,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Final
+
+if TYPE_CHECKING or __package__:
+    from . import _platform
+else:  # imported by the launcher, which put this directory on sys.path
+    import _platform
 
 __all__ = [
     "LayerUnavailable",
@@ -232,7 +236,7 @@ SECCOMP_ARG2_LOW: Final = 32
 # The only signals a worker may send itself: the probe (0) and those whose default action
 # is to do nothing or to continue. Any other, a fatal or stopping one above all, would let
 # guest code choose how its worker dies (a kill that looks like it came from outside).
-HARMLESS_SIGNALS: Final = (0, 17, 18, 23, 28)  # SIGCHLD, SIGCONT, SIGURG, SIGWINCH
+HARMLESS_SIGNALS: Final = (0, _platform.SIGCHLD, _platform.SIGCONT, _platform.SIGURG, _platform.SIGWINCH)
 
 
 class _SockFilter(ctypes.Structure):
@@ -254,12 +258,8 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
-_SYSTEM: Final = "Linux" if sys.platform == "linux" else sys.platform
-_MACHINE: Final = os.uname().machine if hasattr(os, "uname") else "unknown"
-SIGKILL: Final = 9  # the signal module would import enum
-
 _libc = ctypes.CDLL(None, use_errno=True)
-if _SYSTEM == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
+if _platform.SYSTEM == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
     _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
     _libc.prctl.restype = ctypes.c_int
     _libc.syscall.restype = ctypes.c_long
@@ -275,13 +275,14 @@ def _errno_reason(what: str) -> str:
 
 
 def _require_x86_64(layer: str) -> None:
-    if _SYSTEM != "Linux" or _MACHINE != "x86_64":
-        raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {_SYSTEM} {_MACHINE}")
+    system, machine = _platform.SYSTEM, _platform.MACHINE
+    if system != "Linux" or machine != "x86_64":
+        raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {system} {machine}")
 
 
 def _require_linux(layer: str) -> None:
-    if _SYSTEM != "Linux":
-        raise LayerUnavailable(layer, f"needs Linux, not {_SYSTEM}")
+    if _platform.SYSTEM != "Linux":
+        raise LayerUnavailable(layer, f"needs Linux, not {_platform.SYSTEM}")
 
 
 def _prctl(layer: str, option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
@@ -308,7 +309,7 @@ def set_parent_death_signal(expected_parent: int) -> None:
     """
     layer = "parent-death signal"
     _require_linux(layer)
-    _prctl(layer, PR_SET_PDEATHSIG, SIGKILL)
+    _prctl(layer, PR_SET_PDEATHSIG, _platform.SIGKILL)
     if os.getppid() != expected_parent:
         raise LayerUnavailable(layer, f"parent {expected_parent} already exited (now {os.getppid()})")
 
@@ -369,15 +370,8 @@ def unshare_namespaces() -> None:
 
 
 def _capabilities() -> dict[str, int]:
-    # Binary on purpose: after a privilege drop the stdlib may be unreadable (a root-only
-    # prefix), so even a lazy codec import could fail.
-    found: dict[str, int] = {}
-    with open("/proc/self/status", "rb") as handle:
-        for line in handle:
-            key, _, value = line.partition(b":")
-            if key in (b"CapEff", b"CapPrm"):
-                found[key.decode()] = int(value.strip(), 16)
-    return found
+    status = _platform.proc_status()
+    return {key: int(status[key], 16) for key in ("CapEff", "CapPrm") if key in status}
 
 
 def drop_privileges(uid: int = 65534, gid: int = 65534) -> None:

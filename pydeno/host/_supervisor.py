@@ -11,8 +11,6 @@ monitor must know.
 from __future__ import annotations
 
 import contextvars
-import re
-import signal
 import threading
 import time
 import warnings
@@ -36,22 +34,17 @@ from .._errors import (
 )
 from .._options import RuntimeOptions
 from . import _monitor as monitor
+from . import _platform
 from ._cgroup import task_limit
 from ._codec import MAX_DEPTH
+from ._command import WorkerConfig
 from ._core import Command, Core
 from ._monitor import Watch
-from ._process import WorkerConfig, WorkerProcess
+from ._process import WorkerProcess
 from ._wire import ProtocolError, Terminated
 
 __all__ = ["Supervisor", "quiet_sandbox_warnings", "worker_config"]
 
-# Signals the kernel raises in the process itself, on a fault or an abort: guest input can
-# cause each, so none is evidence of a kill from outside.
-_FAULT_SIGNALS: Final = frozenset(
-    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGTRAP, signal.SIGFPE, signal.SIGSYS, signal.SIGABRT}
-)
-# V8's own line on a fatal out-of-memory, printed to stderr before it traps.
-_V8_OUT_OF_MEMORY: Final = re.compile(rb"^# Fatal (?:JavaScript|process) out of memory", re.MULTILINE)
 # How long a dead worker's exit status may trail the end of its output.
 _EXIT_SETTLE_SECONDS: Final = 0.5
 
@@ -306,9 +299,9 @@ class Supervisor:
         if not ended_alone and process.pipe_error is None:
             return self.core.fail(guest_ended_worker(process.death_message(GUEST_DEATH, "closed its pipes")))
         if (
-            code == -signal.SIGTRAP
+            code == -_platform.V8_FATAL_SIGNAL
             and self.core.options.max_memory is not None
-            and _V8_OUT_OF_MEMORY.search(process.stderr_tail())
+            and _platform.v8_out_of_memory(process.stderr_tail())
         ):
             # V8 ends the process with a trap on a fatal error after printing what it was; a
             # guest can print that line too, but only to make its death look less retryable.
@@ -350,7 +343,7 @@ class Supervisor:
         every such signal to itself, and, where it does not, only if it came while no command
         ran.
         """
-        if code >= 0 or -code in _FAULT_SIGNALS:
+        if code >= 0 or -code in _platform.FAULT_SIGNALS:
             return False
         return self.signals_confined or self.died_idle or not self.core.commands
 

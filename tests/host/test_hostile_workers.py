@@ -210,8 +210,9 @@ def test_sets_nested_thousands_deep_are_refused_without_crashing_the_host() -> N
 import sys
 import pydeno
 from pydeno.host import _process
-_process.worker_command = lambda config: [sys.executable, {str(_fake_path("bad_answer"))!r}, "deep_sets", "5000"]
-rt = pydeno.Runtime(timeout=10, startup_timeout=10)
+command = [sys.executable, {str(_fake_path("bad_answer"))!r}, "deep_sets", "5000"]
+with _process.launching(_process.Launch(command=lambda config: command)):
+    rt = pydeno.Runtime(timeout=10, startup_timeout=10)
 try:
     rt.eval("1")
 except pydeno.WorkerCrashed as exc:

@@ -1,4 +1,4 @@
-"""host/_launcher and host/_process: the launcher starts the real worker confined by every OS
+"""host/_launcher and host/_staging: the launcher starts the real worker confined by every OS
 layer (sandbox="require", the default), from files staged where the confined worker can
 read them."""
 
@@ -11,14 +11,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _process
+from pydeno.host import _staging
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -69,8 +69,8 @@ def test_a_worker_with_sandbox_off_has_none_of_these_layers() -> None:
         assert os.readlink(f"/proc/{process.pid}/ns/net") == os.readlink("/proc/self/ns/net")
 
 
-def _stage() -> _process.Staged:
-    return _process.stage(os.path.realpath(_process.find_deno()), _process.worker_entry())
+def _stage(root: Path | None = None) -> _staging.Staged:
+    return _staging.stage(os.path.realpath(_staging.find_deno()), _staging.worker_entry(), root)
 
 
 def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
@@ -83,32 +83,31 @@ def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker(
     assert any(cache.rglob("main.ts*"))
 
 
-def test_a_cache_dir_someone_else_can_write_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_cache_dir_someone_else_can_write_is_not_used(tmp_path: Path) -> None:
     planted = tmp_path / f"pydeno-{os.getuid()}"
     planted.mkdir(mode=0o777)
     planted.chmod(0o777)
-    monkeypatch.setattr(_process.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(_process, "_staged", {})
-    cache = _stage().cache
+    cache = _stage(tmp_path).cache
+    assert cache.parent.parent == tmp_path
     assert planted not in cache.parents
     shutil.rmtree(cache.parent)
 
 
 def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_them(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    launch: Callable[..., None], tmp_path: Path
 ) -> None:
     # tmp_path lies under a directory only root may search, like /root: the unprivileged
     # worker could not open its own entry module there.
     hidden = tmp_path / "hidden"
-    shutil.copytree(_process.worker_entry().parent, hidden)
+    shutil.copytree(_staging.worker_entry().parent, hidden)
     hidden.chmod(0o700)
-    monkeypatch.setattr(_process, "worker_entry", lambda: hidden / "main.ts")
-    assert not _process.reachable_by_others(str(hidden / "main.ts"), stat.S_IROTH)
+    launch(entry=hidden / "main.ts")
+    assert not _staging.reachable_by_others(str(hidden / "main.ts"), stat.S_IROTH)
     with pydeno.Runtime() as rt:
         assert rt.eval("[1, 2].map((x) => x * 5)") == [5, 10]
-    staged = _process.stage(os.path.realpath(_process.find_deno()), hidden / "main.ts")
+    staged = _staging.staged(hidden / "main.ts")
     assert staged.entry.parent.name.startswith("worker-")
-    assert _process.reachable_by_others(str(staged.entry), stat.S_IROTH)
+    assert _staging.reachable_by_others(str(staged.entry), stat.S_IROTH)
     for module in ("codec.ts", "protocol.ts"):
         assert (staged.entry.parent / module).read_bytes() == (hidden / module).read_bytes()
 

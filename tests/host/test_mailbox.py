@@ -9,12 +9,13 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import pydeno
-from pydeno.host import _process
+from pydeno.host import _staging
 from pydeno.host._mailbox import Mailbox
 
 
@@ -94,7 +95,7 @@ def test_the_worker_holds_its_mailbox_open_and_its_name_is_gone_after_the_handsh
 
 
 def test_the_guest_cannot_read_files_next_to_its_mailbox() -> None:
-    mail = _process._staged_here().cache / "mail"
+    mail = _staging.staged().cache / "mail"
     mail.mkdir(exist_ok=True)
     decoy = mail / "decoy"
     decoy.write_text("secret")
@@ -117,11 +118,11 @@ def test_a_count_that_runs_ahead_of_the_pipe_only_makes_the_worker_sleep() -> No
             assert rt.eval(f"{i} * 2") == i * 2
 
 
-def test_a_runtime_starts_without_a_mailbox_when_none_can_be_made(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runtime_starts_without_a_mailbox_when_none_can_be_made(launch: Callable[..., None]) -> None:
     def refuse(directory: Path) -> Mailbox:
         raise PermissionError(13, "Permission denied", str(directory))
 
-    monkeypatch.setattr(_process, "Mailbox", refuse)
+    launch(mailbox=refuse)
     with pydeno.Runtime() as rt:
         assert rt._sup.process is not None and rt._sup.process.mailbox is None
         assert rt.eval("[1, 2].map(x => x * 3)") == [3, 6]

@@ -1,4 +1,5 @@
-"""host/_process: locating deno, the worker's command line and environment, start failures."""
+"""host/_staging, host/_command and host/_process: locating deno, the worker's command line
+and environment, start failures, the stderr ring and the kill."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno.host import _process
-from pydeno.host._process import WorkerConfig, find_deno
+from pydeno.host import _command, _process
+from pydeno.host._command import WorkerConfig
+from pydeno.host._staging import find_deno
 
 MiB = 2**20
 
@@ -59,7 +61,7 @@ def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(
 def test_the_worker_gets_no_permission_but_the_inspector_and_its_settings_it_revokes() -> None:
     argv = _config().argv("deno", Path("/w/main.ts"))
     grants = [a for a in argv if a.startswith("--allow")]
-    assert grants == ["--allow-sys=inspector", f"--allow-env={_process.SETTINGS_VARIABLE}"]
+    assert grants == ["--allow-sys=inspector", f"--allow-env={_command.SETTINGS_VARIABLE}"]
     # The settings travel in the environment: the guest can read the command line back.
     assert argv[-1] == "/w/main.ts"
     for flag in ("--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm"):
@@ -89,7 +91,7 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
         assert process is not None
         entries = [e for e in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0") if e]
         names = {e.partition(b"=")[0] for e in entries}
-        assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", _process.SETTINGS_VARIABLE.encode()}
+        assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", _command.SETTINGS_VARIABLE.encode()}
         assert b"DENO_NO_UPDATE_CHECK=1" in entries
         assert not any(b"hunter2" in e for e in entries)
 

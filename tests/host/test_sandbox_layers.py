@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pydeno.host import _layers
-from pydeno.host._process import find_deno
+from pydeno.host._staging import find_deno
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 import pytest
 
 import pydeno
-from pydeno.host import _process
+from pydeno.host import _staging
 
 LINUX_X86_64: Final = sys.platform == "linux" and os.uname().machine == "x86_64"
 MODES: Final = [
@@ -552,7 +552,7 @@ def test_stack_traces_through_the_worker_show_no_host_path(rt: pydeno.Runtime, w
     rt.bind_function("g", fail)
     got = str(rt.eval(STACKS_THROUGH_THE_WORKER[where]))
     assert "    at " in got or "ext:" in got, got
-    worker_dir = str(_process.worker_entry().parent)
+    worker_dir = str(_staging.worker_entry().parent)
     for leak in (worker_dir, "file://", tempfile.gettempdir() + "/", "pydeno-", "worker-", "main.ts", "codec.ts"):
         assert leak not in got, f"{leak!r} in {got!r}"
 
@@ -576,8 +576,8 @@ def test_the_command_line_the_guest_can_read_back_names_no_host_path(rt: pydeno.
     got = rt.eval(READ_BACK[where])
     assert isinstance(got, list) and got, got
     # The deno binary's own path is there (docs/security.md says so); nothing else of the host.
-    deno = _process.stage(os.path.realpath(_process.find_deno()), _process.worker_entry()).deno
+    deno = _staging.staged().deno
     text = json.dumps([item for item in got if not str(item).startswith(deno)])
-    worker_dir = str(_process.worker_entry().parent)
+    worker_dir = str(_staging.worker_entry().parent)
     for leak in (worker_dir, "max_message_bytes", "selftest", "mailbox", sys.executable, "pydeno-"):
         assert leak not in text, f"{leak!r} in {text}"

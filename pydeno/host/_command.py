@@ -1,0 +1,244 @@
+"""What a worker is started as: its configuration, deno's command line and environment, and
+for a confined worker the spec the launcher (``_launcher.py``) confines it by."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .._options import SandboxMode
+from . import _platform
+from ._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
+from ._staging import deno_environment, runnable_deno, stage, staged, worker_entry
+
+__all__ = [
+    "LAUNCHER",
+    "SELFTEST_PORT",
+    "Command",
+    "Confined",
+    "WorkerConfig",
+    "confined",
+    "launcher_command",
+    "selftest_targets",
+    "watcher_memory_cap",
+    "worker_command",
+    "worker_environment",
+]
+
+# The port the self-test tries to connect to on 127.0.0.1: reaching it, or being refused by
+# a live network stack, is a breach; only a refusal to create or route the socket is not.
+SELFTEST_PORT: Final = 9
+LAUNCHER: Final = Path(__file__).resolve().with_name("_launcher.py")
+MiB: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    max_memory: int | None
+    max_message_bytes: int
+    jitless: bool
+    max_depth: int
+    max_inflight_host_calls: int = 32
+    max_decode_ratio: int = DEFAULT_DECODE_RATIO
+    max_console_bytes: int = 1 << 20
+    max_console_chars: int = 16 * 1024
+    sandbox: SandboxMode = "require"
+    max_threads: int | None = None
+    # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
+    mailbox: str | None = None
+    # Whether the worker has a cgroup of its own (pydeno/host/_cgroup.py), whose caps the
+    # kernel enforces; else the zygote holds a confined worker to its caps. Set by WorkerProcess.
+    own_cgroup: bool = False
+
+    def v8_flags(self) -> str:
+        # V8 sizes its heap from the whole machine unless told; keep the old generation
+        # under max_memory so a heap overrun ends in V8's OOM rather than a host kill.
+        flags = []
+        if self.max_memory is not None:
+            flags.append(f"--max-old-space-size={max(16, (self.max_memory * 3 // 4) // MiB)}")
+        if self.jitless:
+            flags.append("--jitless")
+        return ",".join(flags)
+
+    def settings(self, selftest: dict[str, Any] | None = None) -> str:
+        """What the worker reads from SETTINGS_VARIABLE: its limits, the self-test's targets
+        and the mailbox."""
+        return json.dumps(
+            {
+                "max_message_bytes": self.max_message_bytes,
+                "max_depth": self.max_depth,
+                "max_decode_ratio": self.max_decode_ratio,
+                "max_console_chars": self.max_console_chars,
+                "max_inflight_host_calls": self.max_inflight_host_calls,
+                "max_console_bytes": self.max_console_bytes,
+                "selftest": selftest,
+                "mailbox": self.mailbox,
+            }
+        )
+
+    def environment(self, cache: Path, selftest: dict[str, Any] | None = None) -> dict[str, str]:
+        """The worker's whole environment: deno's, and the worker's settings."""
+        return {**deno_environment(cache), SETTINGS_VARIABLE: self.settings(selftest)}
+
+    def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
+        """deno's command line. With ``selftest`` (what the sandbox self-test probes), deno
+        starts with the permissions the probes need, so that each meets the OS layers rather
+        than Deno's own checks; the worker revokes them all before it reports ready."""
+        if selftest:
+            grants = [f"--allow-{name}" for name in SELFTEST_GRANTS]
+        else:
+            # Only to read the settings and open the mailbox; revoked with the rest before the
+            # handshake.
+            grants = [f"--allow-env={SETTINGS_VARIABLE}"]
+            if self.mailbox:
+                grants.append(f"--allow-read={self.mailbox}")
+        return [
+            deno,
+            "run",
+            "--quiet",
+            "--no-prompt",
+            "--no-config",
+            "--no-lock",
+            "--no-remote",
+            "--no-npm",
+            # Without it, a Worker given deno.permissions (which may only narrow what the
+            # code that starts it has) ends the whole process instead of the constructor call.
+            "--unstable-worker-options",
+            # Only the inspector, for REPL-mode evaluation; the worker revokes it before
+            # it reads the first command.
+            "--allow-sys=inspector",
+            *grants,
+            *([f"--v8-flags={flags}"] if (flags := self.v8_flags()) else []),
+            str(entry),
+        ]
+
+
+def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
+    """What the self-test tries to reach: host files and directories (among them this very
+    module's), the temporary directory, the transpile cache and the worker's own
+    files for writing, 127.0.0.1, and the exact environment the worker should have."""
+    return {
+        # Not /proc/<host>/...: Deno refuses those itself, so they would never meet the OS.
+        "read": ["/etc/passwd", os.path.realpath(__file__), os.path.realpath(sys.executable)],
+        "list": ["/", os.path.dirname(os.path.realpath(__file__))],
+        "write": [tempfile.gettempdir(), str(cache), worker_dir],
+        # deno itself adds the last two, pointing PATH at its node shims inside the cache.
+        "env": {**deno_environment(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
+        "port": SELFTEST_PORT,
+        # Signalled as well as the worker's parent (the zygote, when one starts it).
+        "host": os.getpid(),
+    }
+
+
+def _interpreter() -> str:
+    """The Python that runs the launcher. A venv's ``python`` is a link to its base
+    interpreter; under ``-I -S`` both see the same standard library and no site-packages
+    (the venv only adds those, through site), and the real binary skips the venv lookup."""
+    return os.path.realpath(sys.executable)
+
+
+def launcher_command(launcher: Path, *args: str) -> list[str]:
+    """The command line that runs the launcher program with args."""
+    return [_interpreter(), "-I", "-S", str(launcher), *args]
+
+
+@dataclass(frozen=True, slots=True)
+class Confined:
+    """A worker the launcher starts: the spec it confines the worker by (see _launcher.py)."""
+
+    spec: dict[str, Any]
+
+    def command(self, launcher: Path = LAUNCHER) -> list[str]:
+        """The one-off launcher's command line, for when no zygote can serve."""
+        return launcher_command(launcher, marshal.dumps(self.spec).hex())
+
+
+# A worker's command: deno's command line, or a confined worker for the launcher.
+Command = list[str] | Confined
+
+
+def confined(
+    config: WorkerConfig,
+    entry: Path | None = None,
+    *,
+    warm: Callable[[], None] | None = None,
+    missing_layers: Mapping[str, str] | None = None,
+    silent_layers: Collection[str] = (),
+) -> Confined:
+    """The worker behind the sandbox launcher (pydeno/host/_launcher.py).
+
+    What Landlock leaves readable: the C library directories, the worker's files, its warm
+    transpile cache and its own /proc entry; deno and the ELF loader may also be executed.
+    Nothing is writable. The worker's self-test probes :func:`selftest_targets`.
+
+    ``warm`` runs once deno is known to be runnable, before it is staged: the zygote starts
+    (once per process) while this thread stages deno (the first time, a `deno cache` run):
+    the two take about as long, and neither needs the other. ``missing_layers`` ({layer:
+    reason}) are layers the launcher treats as refused by the kernel, and ``silent_layers``
+    layers it skips without reporting them, as a kernel that accepts a layer without
+    enforcing it would: a simulated kernel, for tests; the self-test must catch what the
+    silent ones let through.
+    """
+    deno = runnable_deno()
+    if warm is not None:
+        warm()
+    found = stage(deno, entry if entry is not None else worker_entry())
+    deno, entry, cache = found.deno, found.entry, found.cache
+    worker_dir = str(entry.parent.resolve())
+    targets = selftest_targets(cache, worker_dir)
+    return Confined(
+        {
+            "parent": os.getpid(),
+            "mode": config.sandbox,
+            # /proc/self: deno reads its own memory map; only the worker's own entries.
+            "read": [*_platform.library_dirs(), worker_dir, str(cache), "/proc/self"],
+            "execute": [deno, _platform.elf_interpreter()],
+            "env": config.environment(cache, targets),
+            # Without a cgroup of its own, the zygote holds the worker to its caps.
+            "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
+            "thread_cap": None if config.own_cgroup else config.max_threads,
+            "argv": config.argv(deno, entry, targets),
+            "simulate": dict(missing_layers or {}),
+            "silent": sorted(silent_layers),
+        }
+    )
+
+
+def watcher_memory_cap(max_memory: int | None) -> int | None:
+    """The resident size the zygote kills a worker over (where it has no cgroup): above
+    max_memory, where the host's monitor kills and reports, by less than the worker can add
+    in a sample period, so that it ends within max_memory + 64 MiB (or + 25%)."""
+    if max_memory is None:
+        return None
+    return max_memory + max(16 * MiB, max_memory // 10)
+
+
+def worker_command(
+    config: WorkerConfig,
+    entry: Path | None = None,
+    *,
+    warm: Callable[[], None] | None = None,
+    missing_layers: Mapping[str, str] | None = None,
+    silent_layers: Collection[str] = (),
+) -> Command:
+    """What starts a worker from entry (None: the installed worker): deno's command line under
+    sandbox="off", else a confined worker for the launcher (see :func:`confined` for the rest)."""
+    if config.sandbox == "off":
+        found = staged(entry)
+        return config.argv(found.deno, found.entry)
+    return confined(config, entry, warm=warm, missing_layers=missing_layers, silent_layers=silent_layers)
+
+
+def worker_environment(config: WorkerConfig, entry: Path | None = None) -> dict[str, str]:
+    """The environment the worker process starts with: nothing of the host's. With no OS
+    layers it is WorkerConfig.environment(); the launcher sets that itself, after the layers."""
+    if config.sandbox != "off":
+        return {}
+    return config.environment(staged(entry).cache)
