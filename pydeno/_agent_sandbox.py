@@ -1,22 +1,24 @@
-"""``AgentSandbox``: a session where a model-written program calls the service's tools.
+"""Generated from pydeno/_async_agent_sandbox.py by scripts/unasync.py: edit that file, not this one.
 
-The session's state (globals, tool budget) persists across runs. ``run(code)`` calls the
-tools directly; ``start(code)`` stops at every tool call and hands it to the caller as a
-:class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the session into a journal
-that ``AgentSandbox.load`` replays elsewhere without calling a tool again. All rules live in
-:mod:`pydeno._agent`; this driver only moves runs forward on its :class:`Runtime`.
+The agent sandboxes: a session where a model-written program calls the service's tools.
+
+``AsyncAgentSandbox`` (this file) drives its :class:`~pydeno.AsyncRuntime` under asyncio
+or trio; ``AgentSandbox`` (pydeno/_agent_sandbox.py, generated from this file) drives a
+:class:`~pydeno.Runtime`. The session's state (globals, tool budget) persists across runs.
+``run(code)`` calls the tools directly; ``start(code)`` stops at every tool call and hands
+it to the caller as a :class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the
+session into a journal that ``load`` replays elsewhere without calling a tool again. All
+rules live in :mod:`pydeno._agent`; these drivers only move runs forward on a runtime.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
-from ._backends._sync import _await_sync
+from ._backends import _sync as backend
 from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs
@@ -47,14 +49,22 @@ class AgentSandbox(SessionDriver):
         self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
     def _start_runtime(self, options: dict[str, Any]) -> None:
-        self._lock = threading.RLock()
+        self._lock = backend.Lock()
+        self._set_up = False
         self._rt = Runtime(**options)
+        self._ready()
+
+    def _ready(self) -> None:
+        """Set the session up in its runtime, once: the prelude, then the tools."""
+        if self._set_up:
+            return
         try:
             self._rt.eval(self._session.prelude())
             self._bridge.attach(self._rt)
         except BaseException:
             self._rt.close()
             raise
+        self._set_up = True
 
     # -- public API -------------------------------------------------------------------
     def run(self, code: str) -> Any:
@@ -68,7 +78,7 @@ class AgentSandbox(SessionDriver):
 
     def dump(self, key: bytes) -> bytes:
         """The session as a signed journal (a snapshot if a run is paused)."""
-        with self._lock:
+        with backend.exclusive(self._lock):
             self._check_open()
             return self._session.dump(key)
 
@@ -104,6 +114,8 @@ class AgentSandbox(SessionDriver):
         self._rt.close()
 
     def __enter__(self) -> AgentSandbox:
+        with self._lock:
+            self._ready()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -113,6 +125,8 @@ class AgentSandbox(SessionDriver):
     def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
         code = code_text(code)
         with self._lock:
+            self._check_open()
+            self._ready()
             self._check_idle()
             command = self._rt._start_eval(code)
             self._session.begin_run(code, replay)
@@ -150,9 +164,7 @@ class AgentSandbox(SessionDriver):
             rt._answer_call(command, call, action.value, action.error)
             return
         try:
-            result = session.call_tool(action)
-            if inspect.isawaitable(result):
-                result = _await_sync(result)
+            result = backend.resolve(session.call_tool(action))
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
         else:

@@ -1,21 +1,23 @@
-"""``AsyncAgentSandbox``: :class:`pydeno.AgentSandbox` with ``await``, under asyncio or trio.
+"""The agent sandboxes: a session where a model-written program calls the service's tools.
 
-Same session core (:mod:`pydeno._agent`); this driver only awaits its
-:class:`~pydeno.AsyncRuntime`. The worker starts in the constructor and the session is set
-up before the first run, so ``AsyncAgentSandbox(...)`` and ``async with`` both work.
+``AsyncAgentSandbox`` (this file) drives its :class:`~pydeno.AsyncRuntime` under asyncio
+or trio; ``AgentSandbox`` (pydeno/_agent_sandbox.py, generated from this file) drives a
+:class:`~pydeno.Runtime`. The session's state (globals, tool budget) persists across runs.
+``run(code)`` calls the tools directly; ``start(code)`` stops at every tool call and hands
+it to the caller as a :class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the
+session into a journal that ``load`` replays elsewhere without calling a tool again. All
+rules live in :mod:`pydeno._agent`; these drivers only move runs forward on a runtime.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-import anyio
-
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
 from ._async_runtime import AsyncRuntime
+from ._backends import _anyio as backend
 from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs
@@ -26,8 +28,13 @@ __all__ = ["AsyncAgentSandbox"]
 
 
 class AsyncAgentSandbox(SessionDriver):
-    """The async twin of :class:`pydeno.AgentSandbox`: ``await s.run(code)``,
-    ``await s.start(code)``, ``await paused.resume(...)``, ``await AsyncAgentSandbox.load(...)``."""
+    """``AsyncAgentSandbox(tools=..., max_tool_calls=None, max_pause=None, **runtime_kwargs)``.
+
+    ``max_tool_calls`` bounds the session's tool calls (a journal carries what is spent);
+    ``max_pause`` bounds how long one run may wait on tool answers, paused or running, in
+    seconds (past it the run fails with the host-wait timeout, which
+    ``classify_error(exc, via_agent=True)`` reports as ``max_pause``).
+    """
 
     def __init__(
         self,
@@ -40,11 +47,13 @@ class AsyncAgentSandbox(SessionDriver):
         self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
     def _start_runtime(self, options: dict[str, Any]) -> None:
-        self._lock = anyio.Lock()
+        self._lock = backend.Lock()
         self._set_up = False
         self._rt = AsyncRuntime(**options)
+        # unasync: self._ready()
 
     async def _ready(self) -> None:
+        """Set the session up in its runtime, once: the prelude, then the tools."""
         if self._set_up:
             return
         try:
@@ -57,14 +66,19 @@ class AsyncAgentSandbox(SessionDriver):
 
     # -- public API -------------------------------------------------------------------
     async def run(self, code: str) -> Any:
+        """Run code to completion, calling tools directly; return its value."""
         return await self._execute(code, pause=False)
 
     async def start(self, code: str) -> Any:
+        """Run code until its first tool call: return that as a PausedToolCall, or the
+        value if it finishes without one."""
         return await self._execute(code, pause=True)
 
     def dump(self, key: bytes) -> bytes:
-        self._check_open()
-        return self._session.dump(key)
+        """The session as a signed journal (a snapshot if a run is paused)."""
+        with backend.exclusive(self._lock):
+            self._check_open()
+            return self._session.dump(key)
 
     @classmethod
     async def load(
@@ -77,6 +91,8 @@ class AsyncAgentSandbox(SessionDriver):
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> AsyncAgentSandbox:
+        """Restore a dumped session on a fresh worker by replaying its runs with the recorded
+        tool results (no tool is called). A snapshot comes back paused at the same call."""
         parsed = decode_journal(journal, key, max_journal_bytes)
         self = cls.__new__(cls)
         self._setup(tools, parsed.max_tool_calls, max_pause, dict(runtime_kwargs), parsed.seed, parsed.clock_ms)
@@ -90,6 +106,7 @@ class AsyncAgentSandbox(SessionDriver):
         return self
 
     async def close(self) -> None:
+        """Kill the session's worker. Idempotent."""
         self._closed = True
         self._paused = None
         await self._rt.close()
@@ -102,7 +119,7 @@ class AsyncAgentSandbox(SessionDriver):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # -- the driver (the steps of AgentSandbox's, awaited) -------------------------------
+    # -- the driver ---------------------------------------------------------------------
     async def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
         code = code_text(code)
         async with self._lock:
@@ -135,6 +152,7 @@ class AsyncAgentSandbox(SessionDriver):
         except BaseException:
             session.abandon_run()
             if rt._in_command:
+                # Left mid-command (a divergence, an interrupted tool): its state is unknown.
                 await rt.close()
             raise
 
@@ -144,9 +162,7 @@ class AsyncAgentSandbox(SessionDriver):
             await rt._answer_call(command, call, action.value, action.error)
             return
         try:
-            result = session.call_tool(action)
-            if inspect.isawaitable(result):
-                result = await result
+            result = await backend.resolve(session.call_tool(action))
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
         else:
@@ -169,5 +185,6 @@ class AsyncAgentSandbox(SessionDriver):
             if not isinstance(await self._execute(run.code, pause=True, replay=run), PausedToolCall):
                 raise ReplayDivergence("replaying the paused run: it finished instead of reaching its paused call")
             return
+        # A run recorded as failing fails again; finish_run has checked it is the same error.
         with contextlib.suppress(JavaScriptError):
             await self._execute(run.code, pause=False, replay=run)

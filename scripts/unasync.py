@@ -24,7 +24,7 @@ from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
-SOURCES: Final = ("_async_runtime.py",)
+SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py")
 
 # Whole words, longest first where one contains another.
 NAMES: Final = {
@@ -65,16 +65,18 @@ def unasync(text: str, source: str) -> str:
 
 
 def formatted(text: str, path: Path) -> str:
-    """text as the project's formatter writes it (the twins pass the same checks)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    return done.stdout
+    """text with its imports sorted and formatted as the project's tools do it (the renamed
+    imports may sort elsewhere), so the twins pass the same checks as their source."""
+    for step in (["check", "--select", "I", "--fix", "--quiet"], ["format"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "ruff", *step, "--stdin-filename", str(path), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+    return text
 
 
 def generated() -> dict[Path, str]:

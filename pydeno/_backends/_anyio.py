@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Any
 
@@ -10,7 +11,7 @@ import anyio.lowlevel
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "resolve"]
+__all__ = ["Lock", "Pipes", "exclusive", "resolve"]
 
 # While the worker's stderr is busy, how often it is drained when only stdout is awaited.
 _STDERR_BUSY_WAIT = 0.005
@@ -79,3 +80,10 @@ async def resolve(result: Any) -> Any:
     if inspect.isawaitable(result):
         return await result
     return result
+
+
+def exclusive(lock: Lock) -> contextlib.nullcontext[None]:
+    """What a plain (not async) method of a driver holds while it reads shared state: here
+    nothing, since such a method runs on the loop's thread without yielding, so no other
+    task can run in between (and an async lock cannot be taken without awaiting)."""
+    return contextlib.nullcontext()

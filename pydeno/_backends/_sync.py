@@ -13,7 +13,7 @@ from typing import Any
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "resolve"]
+__all__ = ["Lock", "Pipes", "exclusive", "resolve"]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
@@ -21,6 +21,12 @@ _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 # Calls from several threads are serialised; a host function that evaluates on the same
 # runtime (through a JsFunction, say) runs inside the command that called it.
 Lock = threading.RLock
+
+
+def exclusive(lock: threading.RLock) -> threading.RLock:
+    """What a plain method of a driver holds while it reads shared state: the driver's own
+    lock, since another thread may be running a command meanwhile."""
+    return lock
 
 
 class Pipes:
