@@ -10,6 +10,7 @@ from ._agent import PausedToolCall
 from ._agent_sandbox import AgentSandbox
 from ._async_agent_sandbox import AsyncAgentSandbox
 from ._async_pool import AsyncSandboxPool
+from ._async_retry import run_with_retry_async
 from ._async_runtime import AsyncRuntime
 from ._errors import (
     CheckoutTimeout,
@@ -28,7 +29,8 @@ from ._errors import (
 )
 from ._function import JsFunction
 from ._pool import SandboxPool
-from ._retry import RetryPolicy, run_with_retry, run_with_retry_async
+from ._retry import run_with_retry
+from ._retry_policy import RetryPolicy
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
 from ._taxonomy import KINDS, ErrorInfo, classify_error

@@ -24,7 +24,7 @@ from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
-SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py")
+SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py", "_async_retry.py")
 
 # Whole words, longest first where one contains another.
 NAMES: Final = {
@@ -35,13 +35,18 @@ NAMES: Final = {
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "AsyncIterator": "Iterator",
+    "AbstractAsyncContextManager": "AbstractContextManager",
+    "asynccontextmanager": "contextmanager",
     "_async_runtime": "_runtime",
     "_async_agent_sandbox": "_agent_sandbox",
     "_async_pool": "_pool",
+    "_async_retry": "_retry",
     "_anyio": "_sync",
 }
 _WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
 _KEYWORDS: Final = re.compile(r"\b(?:async (?=def |with |for )|await )")
+# What an awaitable gives is what the blocking call returns.
+_AWAITABLE: Final = re.compile(r"\bAwaitable\[([^\[\]]+)\]")
 _SYNC_ONLY: Final = re.compile(r"^(\s*)# unasync: (.*)$", re.MULTILINE)
 _DOCSTRING: Final = re.compile(r'\A"""(.*?)"""\n', re.DOTALL)
 
@@ -60,14 +65,16 @@ def unasync(text: str, source: str) -> str:
     body = text[found.end() :]
     body = _SYNC_ONLY.sub(r"\1\2", body)
     body = _KEYWORDS.sub("", body)
+    body = _AWAITABLE.sub(r"\1", body)
     body = _WORDS.sub(lambda m: NAMES[m.group(1)], body)
     return f'"""{notice}{found.group(1)}"""\n{body}'
 
 
 def formatted(text: str, path: Path) -> str:
-    """text with its imports sorted and formatted as the project's tools do it (the renamed
-    imports may sort elsewhere), so the twins pass the same checks as their source."""
-    for step in (["check", "--select", "I", "--fix", "--quiet"], ["format"]):
+    """text as the project's tools leave it: imports sorted (renamed ones may sort elsewhere)
+    and without one only the async flavour used, then formatted; so the twins pass the same
+    checks as their source."""
+    for step in (["check", "--select", "I,F401", "--fix", "--quiet"], ["format"]):
         text = subprocess.run(
             [sys.executable, "-m", "ruff", *step, "--stdin-filename", str(path), "-"],
             input=text,

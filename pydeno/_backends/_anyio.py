@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -11,7 +12,9 @@ import anyio.lowlevel
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "exclusive", "resolve"]
+__all__ = ["Lock", "Pipes", "closing", "exclusive", "resolve", "sleep"]
+
+sleep = anyio.sleep
 
 # While the worker's stderr is busy, how often it is drained when only stdout is awaited.
 _STDERR_BUSY_WAIT = 0.005
@@ -87,3 +90,13 @@ def exclusive(lock: Lock) -> contextlib.nullcontext[None]:
     nothing, since such a method runs on the loop's thread without yielding, so no other
     task can run in between (and an async lock cannot be taken without awaiting)."""
     return contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def closing(runtime: Any) -> AsyncIterator[Any]:
+    """runtime, closed when the block ends, even if the block is being cancelled."""
+    try:
+        yield runtime
+    finally:
+        with anyio.CancelScope(shield=True):
+            await runtime.close()

@@ -4,19 +4,25 @@ worker's pipes, no event loop and no thread hop on the warm path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import select
 import threading
+import time
 from collections.abc import Awaitable
 from typing import Any
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "exclusive", "resolve"]
+__all__ = ["Lock", "Pipes", "closing", "exclusive", "resolve", "sleep"]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+sleep = time.sleep
+# runtime, closed when the block ends.
+closing = contextlib.closing
 
 # Calls from several threads are serialised; a host function that evaluates on the same
 # runtime (through a JsFunction, say) runs inside the command that called it.
