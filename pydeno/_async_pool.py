@@ -1,8 +1,14 @@
-"""``AsyncSandboxPool``: :class:`pydeno.SandboxPool` for asyncio and trio.
+"""The sandbox pools: fresh workers, started, handshaken and self-tested before anyone asks.
 
-The same bookkeeping (:class:`pydeno._pool.PoolCore`); a task in the pool's own task group
-replenishes it. Use it as ``async with AsyncSandboxPool(...) as pool:``, which starts that
-task and, on the way out, kills every worker the pool started.
+``async with pool.checkout() as rt:`` (``with`` for the sync ``SandboxPool``) hands out a
+runtime no one has used and closes it afterwards: a worker never serves two checkouts. A
+background replenisher (a task in the pool's own task group for ``AsyncSandboxPool``, which
+``async with AsyncSandboxPool(...) as pool:`` starts; a thread for ``SandboxPool``) keeps
+``size`` idle workers ready and never more than ``max_workers`` alive (idle, starting and
+checked out); a checkout that gets none within ``checkout_timeout`` raises
+:class:`~pydeno.CheckoutTimeout`. A worker that died while idle is replaced, not handed out.
+The rules are :class:`~pydeno._pool_core.PoolCore`'s; this file is the source of both pools
+(pydeno/_pool.py is generated from it), which only start runtimes and wait.
 """
 
 from __future__ import annotations
@@ -12,20 +18,22 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
 
-import anyio
-import anyio.abc
-
 from ._async_runtime import AsyncRuntime
-from ._errors import PydenoError
+from ._backends import _anyio as backend
+from ._errors import PydenoError, start_failed
 from ._options import RuntimeKwargs, RuntimeOptions
-from ._pool import WARM_UP, PoolCore, alive
+from ._pool_core import WARM_UP, PoolCore, alive
 
 __all__ = ["AsyncSandboxPool"]
 
 
 class AsyncSandboxPool:
-    """``AsyncSandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``:
-    ``async with pool.checkout() as rt:`` hands out a fresh :class:`~pydeno.AsyncRuntime`."""
+    """``AsyncSandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``.
+
+    ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
+    no cap). Use it as a context manager, or call :meth:`close`: closing kills every worker
+    the pool started, checked out, idle or still starting.
+    """
 
     def __init__(
         self,
@@ -35,45 +43,40 @@ class AsyncSandboxPool:
         checkout_timeout: float = 30.0,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        RuntimeOptions(**runtime_kwargs)
+        RuntimeOptions(**runtime_kwargs)  # a bad option fails here, not in the background
         self._core: PoolCore[AsyncRuntime] = PoolCore(size, max_workers, checkout_timeout)
         self._options = runtime_kwargs
-        self._cond = anyio.Condition()
-        self._group: anyio.abc.TaskGroup | None = None
-        # Workers mid-handshake: close() kills them too, without waiting for the task.
+        self._cond = backend.Condition()
+        # Workers mid-start: close() kills them too, without waiting for the replenisher.
         self._starting: set[AsyncRuntime] = set()
+        self._background = backend.Background(self._replenish, "pydeno-pool")
+        # unasync: self._background.start()
 
     async def __aenter__(self) -> AsyncSandboxPool:
-        self._group = anyio.create_task_group()
-        await self._group.__aenter__()
-        self._group.start_soon(self._replenish)
+        await self._background.start()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        # The block's own exception is the caller's: it must not come out wrapped in the
-        # task group's exception group, so the group is cancelled and left cleanly.
         await self.close()
-        assert self._group is not None
-        self._group.cancel_scope.cancel()
-        await self._group.__aexit__(None, None, None)
+        await self._background.leave()
 
     @contextlib.asynccontextmanager
     async def checkout(self, *, timeout: float | None = None) -> AsyncIterator[AsyncRuntime]:
         """A fresh runtime for this block, closed when it ends."""
-        if self._group is None:
-            raise RuntimeError("use the pool as `async with AsyncSandboxPool(...) as pool:`")
+        self._background.check_started("use the pool as `async with AsyncSandboxPool(...) as pool:`")
         rt = await self._take(self._core.wait_for(timeout))
         try:
             yield rt
         finally:
             await rt.close()
-            with anyio.CancelScope(shield=True):
+            with backend.shielded():
                 async with self._cond:
                     self._core.release(rt)
                     self._cond.notify_all()
 
     async def _take(self, limit: tuple[str, float]) -> AsyncRuntime:
         core = self._core
+        deadline = time.monotonic() + limit[1]
         dead: list[AsyncRuntime] = []
         try:
             async with self._cond:
@@ -82,18 +85,24 @@ class AsyncSandboxPool:
                 core.requests += 1
                 failures = core.failures
                 try:
-                    self._cond.notify_all()
-                    with anyio.move_on_after(limit[1]):
-                        while True:
-                            rt, found = core.take(alive)
-                            dead += found
-                            if rt is not None:
-                                return rt
-                            core.check_open()
-                            if core.failures != failures and core.failure is not None:
-                                raise core.failure
-                            await self._cond.wait()
-                    raise core.timeout(limit)
+                    while True:
+                        rt, found = core.take(alive)
+                        dead += found
+                        if rt is not None:
+                            return rt
+                        # Only a checkout that has to wait wakes the replenisher: waking a
+                        # thread costs the waker tens of microseconds. The spare this checkout
+                        # took is refilled when the checkout ends, or when the replenisher
+                        # next looks (PRUNE_INTERVAL), REFILL_DELAY at the soonest.
+                        self._cond.notify_all()
+                        core.check_open()
+                        if core.failures != failures and core.failure is not None:
+                            # The start this checkout waited on failed: that is its answer.
+                            raise core.failure
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise core.timeout(limit)
+                        await backend.wait(self._cond, left)
                 finally:
                     core.waiting -= 1
         finally:
@@ -106,32 +115,21 @@ class AsyncSandboxPool:
             dead: list[AsyncRuntime] = []
             async with self._cond:
                 while not core.closed and core.wanted(time.monotonic()) == 0:
-                    with anyio.move_on_after(core.next_look(time.monotonic())):
-                        await self._cond.wait()
+                    await backend.wait(self._cond, core.next_look(time.monotonic()))
                     dead += core.prune(alive)
                 if core.closed:
                     return
                 core.starting += 1
             for worker in dead:
                 await worker.close()
-            rt: AsyncRuntime | PydenoError
-            try:
-                rt = AsyncRuntime(**self._options)
-                self._starting.add(rt)
-                try:
-                    await rt.eval(WARM_UP)  # the handshake, and the first evaluation's cold paths
-                except BaseException:
-                    await rt.close()
-                    raise
-                finally:
-                    self._starting.discard(rt)
-            except PydenoError as exc:
-                rt = exc
+            rt = await self._start()
             async with self._cond:
                 core.starting -= 1
                 if isinstance(rt, PydenoError):
                     core.failure, core.failures = rt, core.failures + 1
                     self._cond.notify_all()
+                    # Start again only when a new checkout asks: a machine that refuses
+                    # workers must not be hammered in the background.
                     requests = core.requests
                     while not core.closed and core.requests == requests:
                         await self._cond.wait()
@@ -143,9 +141,32 @@ class AsyncSandboxPool:
                     continue
             await rt.close()
 
+    async def _start(self) -> AsyncRuntime | PydenoError:
+        """A new worker, handshaken and warmed (its first evaluation's cold paths), or why
+        none could start: the replenisher must never die of it."""
+        try:
+            rt = AsyncRuntime(**self._options)
+        except PydenoError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - reported to the checkouts that wait
+            return start_failed(type(exc).__name__)
+        self._starting.add(rt)
+        try:
+            await rt.eval(WARM_UP)
+        except BaseException as exc:
+            await rt.close()
+            if isinstance(exc, PydenoError):
+                return exc
+            if not isinstance(exc, Exception):
+                raise
+            return start_failed(type(exc).__name__)
+        finally:
+            self._starting.discard(rt)
+        return rt
+
     async def close(self) -> None:
         """Stop replenishing and kill every worker the pool started. Idempotent."""
-        with anyio.CancelScope(shield=True):
+        with backend.shielded():
             async with self._cond:
                 self._core.closed = True
                 workers = [*self._core.idle, *self._core.checked_out, *self._starting]
@@ -153,6 +174,7 @@ class AsyncSandboxPool:
                 self._cond.notify_all()
             for rt in workers:
                 await rt.close()
+        self._background.join()
 
     @property
     def closed(self) -> bool:

@@ -360,6 +360,19 @@ def guest_ended_worker(message: str) -> WorkerCrashed:
 
 
 @_factory
+def start_failed(reason: str, cause: BaseException | None = None) -> WorkerCrashed:
+    """A worker that could not be started: reason follows the prefix. A missing or
+    unrunnable deno binary (cause a FileNotFoundError or PermissionError) is its own kind."""
+    unavailable = isinstance(cause, (FileNotFoundError, PermissionError))
+    exc = WorkerCrashed(
+        f"worker failed to start: {reason}", _kind="deno_unavailable" if unavailable else "worker_crashed"
+    )
+    # The typed evidence travels with it, as ``raise ... from cause`` would set it.
+    exc.__cause__ = cause
+    return exc
+
+
+@_factory
 def terminated() -> RuntimeTerminated:
     return RuntimeTerminated("runtime was terminated on request", _kind="terminated")
 

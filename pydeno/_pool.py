@@ -1,150 +1,32 @@
-"""``SandboxPool``: fresh workers, started, handshaken and self-tested before anyone asks.
+"""Generated from pydeno/_async_pool.py by scripts/unasync.py: edit that file, not this one.
 
-``with pool.checkout() as rt:`` hands out a runtime no one has used and closes it afterwards:
-a worker never serves two checkouts. A background thread keeps ``size`` idle workers ready
-and never more than ``max_workers`` alive (idle, starting and checked out); a checkout that
-gets none within ``checkout_timeout`` raises :class:`~pydeno.CheckoutTimeout`. A worker that
-died while idle is replaced, not handed out. The bookkeeping is :class:`PoolCore`, shared
-with :class:`~pydeno.AsyncSandboxPool`; the drivers only start runtimes and wait.
+The sandbox pools: fresh workers, started, handshaken and self-tested before anyone asks.
+
+``async with pool.checkout() as rt:`` (``with`` for the sync ``SandboxPool``) hands out a
+runtime no one has used and closes it afterwards: a worker never serves two checkouts. A
+background replenisher (a task in the pool's own task group for ``AsyncSandboxPool``, which
+``async with AsyncSandboxPool(...) as pool:`` starts; a thread for ``SandboxPool``) keeps
+``size`` idle workers ready and never more than ``max_workers`` alive (idle, starting and
+checked out); a checkout that gets none within ``checkout_timeout`` raises
+:class:`~pydeno.CheckoutTimeout`. A worker that died while idle is replaced, not handed out.
+The rules are :class:`~pydeno._pool_core.PoolCore`'s; this file is the source of both pools
+(pydeno/_pool.py is generated from it), which only start runtimes and wait.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator
-from typing import Any, Final, Generic, TypeVar, Unpack
+from typing import Any, Unpack
 
-from ._checks import count, optional_count, seconds
-from ._errors import CheckoutTimeout, PydenoError, WorkerCrashed
+from ._backends import _sync as backend
+from ._errors import PydenoError, start_failed
 from ._options import RuntimeKwargs, RuntimeOptions
+from ._pool_core import WARM_UP, PoolCore, alive
 from ._runtime import Runtime
 
-__all__ = ["PoolCore", "SandboxPool"]
-
-# After a checkout, starting a spare waits this long (or until the checkout ends): a worker
-# starting up takes a core, and on a small machine it would double the latency of the first
-# evaluations of the runtime just handed out (about 2.3 ms instead of 0.8 ms here).
-REFILL_DELAY: Final = 0.05
-# How often the replenisher looks for idle workers that died, at most.
-PRUNE_INTERVAL: Final = 0.5
-
-R = TypeVar("R")
-
-
-class PoolCore(Generic[R]):
-    """A pool's state and rules, with no I/O: how many workers to start, which idle one to
-    hand out, when a checkout has waited too long. Callers hold the driver's lock."""
-
-    def __init__(self, size: Any, max_workers: Any, checkout_timeout: Any) -> None:
-        self.size = count("size", size, 0)
-        # Its lower bound depends on size, so the message names both.
-        self.max_workers = optional_count("max_workers", max_workers, None)
-        if self.max_workers is not None and self.max_workers < max(1, self.size):
-            raise ValueError(f"max_workers must be at least 1 and at least size={size}, got {max_workers}")
-        self.checkout_timeout = seconds("checkout_timeout", checkout_timeout)
-        self.idle: deque[R] = deque()
-        self.starting = 0
-        self.checked_out: set[R] = set()
-        self.waiting = 0
-        self.requests = 0
-        self.refill_after = 0.0
-        self.closed = False
-        # The last start failure and how many there were: a checkout waiting on a start that
-        # fails gets that failure rather than a timeout.
-        self.failure: PydenoError | None = None
-        self.failures = 0
-
-    @property
-    def live(self) -> int:
-        return len(self.idle) + self.starting + len(self.checked_out)
-
-    def wanted(self, now: float) -> int:
-        """How many workers to start now: enough for ``size`` idle ones plus every waiting
-        checkout, within ``max_workers``. Refilling spares waits a moment after a checkout
-        (see REFILL_DELAY) unless a checkout is waiting."""
-        if self.closed or (self.waiting == 0 and now < self.refill_after):
-            return 0
-        want = self.size + self.waiting - len(self.idle) - self.starting
-        if self.max_workers is not None:
-            want = min(want, self.max_workers - self.live)
-        return max(0, want)
-
-    def take(self, alive: Any) -> tuple[R | None, list[R]]:
-        """An idle worker to hand out (or None), and the dead ones found on the way, which the
-        caller closes. ``alive(worker)`` says whether a worker is still usable."""
-        dead: list[R] = []
-        while self.idle:
-            worker = self.idle.popleft()
-            if alive(worker):
-                self.checked_out.add(worker)
-                self.refill_after = time.monotonic() + REFILL_DELAY
-                return worker, dead
-            dead.append(worker)
-        return None, dead
-
-    def wait_for(self, timeout: Any) -> tuple[str, float]:
-        """Which limit a checkout waits under, and for how long: its own ``timeout=``, or the
-        pool's ``checkout_timeout``."""
-        if timeout is None:
-            return "checkout_timeout", self.checkout_timeout
-        return "timeout", seconds("timeout", timeout)
-
-    def timeout(self, limit: tuple[str, float]) -> CheckoutTimeout:
-        name, wait = limit
-        cap = "no cap" if self.max_workers is None else f"max_workers={self.max_workers}"
-        return CheckoutTimeout(
-            f"no fresh sandbox within {name}={wait}s ({cap}, "
-            f"{len(self.checked_out)} checked out, {self.starting} starting); nothing ran",
-            hint=(
-                f"retry (nothing ran); or raise max_workers= (now {self.max_workers}) or "
-                f"{name}= (now {wait}) of the {'pool' if name == 'checkout_timeout' else 'checkout'}"
-            ),
-        )
-
-    def next_look(self, now: float) -> float:
-        """How long the replenisher may sleep: until a deferred refill is due, and at most
-        PRUNE_INTERVAL, so that a worker dying while idle is replaced without waiting for a
-        checkout to find it."""
-        return min(PRUNE_INTERVAL, max(0.0, self.refill_after - now) or PRUNE_INTERVAL)
-
-    def prune(self, alive: Any) -> list[R]:
-        """Take the dead workers out of the idle queue; the caller closes them."""
-        dead = [worker for worker in self.idle if not alive(worker)]
-        for worker in dead:
-            self.idle.remove(worker)
-        return dead
-
-    def release(self, worker: R) -> None:
-        """A checkout ended (its worker is closed): refill now."""
-        self.checked_out.discard(worker)
-        self.refill_after = 0.0
-
-    def check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError("the pool is closed")
-
-
-# Evaluated once by the pool on each new worker, before anyone checks it out: the first
-# evaluation in a fresh worker pays for code paths that are cold on both sides (about 2 ms
-# here, against 0.1 ms warm). It runs no guest code and leaves no state behind.
-WARM_UP: Final = "void 0"
-
-
-def _warm(rt: Runtime) -> Runtime:
-    try:
-        rt.eval(WARM_UP)
-    except BaseException:
-        rt.close()
-        raise
-    return rt
-
-
-def alive(rt: Any) -> bool:
-    """Whether a pooled runtime is still fit to hand out: open, its worker running."""
-    return bool(rt._alive())
+__all__ = ["SandboxPool"]
 
 
 class SandboxPool:
@@ -152,7 +34,7 @@ class SandboxPool:
 
     ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
     no cap). Use it as a context manager, or call :meth:`close`: closing kills every worker
-    the pool started, checked out or not.
+    the pool started, checked out, idle or still starting.
     """
 
     def __init__(
@@ -166,19 +48,30 @@ class SandboxPool:
         RuntimeOptions(**runtime_kwargs)  # a bad option fails here, not in the background
         self._core: PoolCore[Runtime] = PoolCore(size, max_workers, checkout_timeout)
         self._options = runtime_kwargs
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._replenish, name="pydeno-pool", daemon=True)
-        self._thread.start()
+        self._cond = backend.Condition()
+        # Workers mid-start: close() kills them too, without waiting for the replenisher.
+        self._starting: set[Runtime] = set()
+        self._background = backend.Background(self._replenish, "pydeno-pool")
+        self._background.start()
+
+    def __enter__(self) -> SandboxPool:
+        self._background.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+        self._background.leave()
 
     @contextlib.contextmanager
     def checkout(self, *, timeout: float | None = None) -> Iterator[Runtime]:
         """A fresh runtime for this block, closed when it ends."""
+        self._background.check_started("use the pool as `with SandboxPool(...) as pool:`")
         rt = self._take(self._core.wait_for(timeout))
         try:
             yield rt
         finally:
             rt.close()
-            with self._cond:
+            with backend.shielded(), self._cond:
                 self._core.release(rt)
                 self._cond.notify_all()
 
@@ -199,9 +92,9 @@ class SandboxPool:
                         if rt is not None:
                             return rt
                         # Only a checkout that has to wait wakes the replenisher: waking a
-                        # thread costs the waker tens of microseconds here. The spare this
-                        # checkout took is refilled when the checkout ends, or when the
-                        # replenisher next looks (PRUNE_INTERVAL), REFILL_DELAY at the soonest.
+                        # thread costs the waker tens of microseconds. The spare this checkout
+                        # took is refilled when the checkout ends, or when the replenisher
+                        # next looks (PRUNE_INTERVAL), REFILL_DELAY at the soonest.
                         self._cond.notify_all()
                         core.check_open()
                         if core.failures != failures and core.failure is not None:
@@ -210,7 +103,7 @@ class SandboxPool:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             raise core.timeout(limit)
-                        self._cond.wait(left)
+                        backend.wait(self._cond, left)
                 finally:
                     core.waiting -= 1
         finally:
@@ -223,20 +116,14 @@ class SandboxPool:
             dead: list[Runtime] = []
             with self._cond:
                 while not core.closed and core.wanted(time.monotonic()) == 0:
-                    self._cond.wait(core.next_look(time.monotonic()))
+                    backend.wait(self._cond, core.next_look(time.monotonic()))
                     dead += core.prune(alive)
                 if core.closed:
                     return
                 core.starting += 1
             for worker in dead:
                 worker.close()
-            rt: Runtime | PydenoError
-            try:
-                rt = _warm(Runtime(**self._options))
-            except PydenoError as exc:
-                rt = exc
-            except BaseException as exc:  # noqa: BLE001 - the thread must never die silently
-                rt = WorkerCrashed(f"worker failed to start: {type(exc).__name__}")
+            rt = self._start()
             with self._cond:
                 core.starting -= 1
                 if isinstance(rt, PydenoError):
@@ -249,33 +136,47 @@ class SandboxPool:
                         self._cond.wait()
                     continue
                 core.failure = None
-                if core.closed:
-                    closing = rt
-                else:
+                if not core.closed:
                     core.idle.append(rt)
-                    closing = None
                     self._cond.notify_all()
-            if closing is not None:
-                closing.close()
+                    continue
+            rt.close()
+
+    def _start(self) -> Runtime | PydenoError:
+        """A new worker, handshaken and warmed (its first evaluation's cold paths), or why
+        none could start: the replenisher must never die of it."""
+        try:
+            rt = Runtime(**self._options)
+        except PydenoError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - reported to the checkouts that wait
+            return start_failed(type(exc).__name__)
+        self._starting.add(rt)
+        try:
+            rt.eval(WARM_UP)
+        except BaseException as exc:
+            rt.close()
+            if isinstance(exc, PydenoError):
+                return exc
+            if not isinstance(exc, Exception):
+                raise
+            return start_failed(type(exc).__name__)
+        finally:
+            self._starting.discard(rt)
+        return rt
 
     def close(self) -> None:
         """Stop replenishing and kill every worker the pool started. Idempotent."""
-        with self._cond:
-            self._core.closed = True
-            workers = [*self._core.idle, *self._core.checked_out]
-            self._core.idle.clear()
-            self._cond.notify_all()
-        for rt in workers:
-            rt.close()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        with backend.shielded():
+            with self._cond:
+                self._core.closed = True
+                workers = [*self._core.idle, *self._core.checked_out, *self._starting]
+                self._core.idle.clear()
+                self._cond.notify_all()
+            for rt in workers:
+                rt.close()
+        self._background.join()
 
     @property
     def closed(self) -> bool:
         return self._core.closed
-
-    def __enter__(self) -> SandboxPool:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

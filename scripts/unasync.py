@@ -24,7 +24,7 @@ from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
-SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py", "_async_retry.py")
+SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py", "_async_retry.py", "_async_pool.py")
 
 # Whole words, longest first where one contains another.
 NAMES: Final = {
@@ -71,10 +71,10 @@ def unasync(text: str, source: str) -> str:
 
 
 def formatted(text: str, path: Path) -> str:
-    """text as the project's tools leave it: imports sorted (renamed ones may sort elsewhere)
-    and without one only the async flavour used, then formatted; so the twins pass the same
-    checks as their source."""
-    for step in (["check", "--select", "I,F401", "--fix", "--quiet"], ["format"]):
+    """text as the project's tools leave it: imports sorted (renamed ones may sort elsewhere),
+    none that only the async flavour used, nested ``with`` blocks that became one joined,
+    then formatted; so the twins pass the same checks as their source."""
+    for step in (["check", "--select", "I,F401,SIM117", "--fix", "--quiet"], ["format"]):
         text = subprocess.run(
             [sys.executable, "-m", "ruff", *step, "--stdin-filename", str(path), "-"],
             input=text,

@@ -29,6 +29,7 @@ SAMPLES: Final[dict[str, tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "handshake_timed_out": ((10.0,), {}),
     "worker_died": (("worker process died (killed by SIGKILL): worker used 1 bytes, over max_memory=0; killed",), {}),
     "guest_ended_worker": ((f"{_errors.GUEST_DEATH} (exit code 0): worker process died (killed by SIGKILL)",), {}),
+    "start_failed": (("No such file or directory (/opt/deno) [ENOENT]",), {"cause": FileNotFoundError(2, "x")}),
     "terminated": ((), {}),
     "force_killed": ((1.0,), {}),
 }
@@ -58,6 +59,7 @@ def test_a_factory_names_a_kind_of_the_table_and_explains_it(name: str) -> None:
 def test_a_factory_message_classifies_to_its_kind_through_the_patterns_alone(name: str) -> None:
     exc = made(name)
     known_by_text = type(exc)(str(exc))
+    known_by_text.__cause__ = exc.__cause__  # typed evidence, which crosses with the text
     assert known_by_text._authored_kind is None
     assert pydeno.classify_error(known_by_text).kind == exc.kind
     for via_agent in (False, True):

@@ -325,7 +325,7 @@ def test_a_keyboard_interrupt_in_the_pool_block_kills_everything() -> None:
     assert held[0].closed
     assert len(idle) == 2 and all(rt.closed for rt in idle)
     assert children() - baseline == set()
-    assert not pool._thread.is_alive()
+    assert not pool._background._thread.is_alive()
 
 
 def test_a_sigint_while_a_checkout_waits_interrupts_it_and_the_pool_kills_everything() -> None:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "closing", "exclusive", "resolve", "sleep"]
+__all__ = ["Background", "Condition", "Lock", "Pipes", "closing", "exclusive", "resolve", "shielded", "sleep", "wait"]
 
 sleep = anyio.sleep
+Condition = anyio.Condition
 
 # While the worker's stderr is busy, how often it is drained when only stdout is awaited.
 _STDERR_BUSY_WAIT = 0.005
@@ -100,3 +102,47 @@ async def closing(runtime: Any) -> AsyncIterator[Any]:
     finally:
         with anyio.CancelScope(shield=True):
             await runtime.close()
+
+
+async def wait(condition: anyio.Condition, timeout: float) -> None:
+    """Wait on condition (held) until notified or timeout seconds pass."""
+    with anyio.move_on_after(timeout):
+        await condition.wait()
+
+
+def shielded() -> anyio.CancelScope:
+    """A block a cancellation does not interrupt: clean-up that must finish."""
+    return anyio.CancelScope(shield=True)
+
+
+class Background:
+    """A task that runs beside its owner for the owner's life: in a task group of its own,
+    which ``async with`` on the owner enters (start) and leaves (leave)."""
+
+    def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._target = target
+        self._name = name
+        self._group: anyio.abc.TaskGroup | None = None
+        self._started = False
+
+    async def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+            self._group.start_soon(self._target, name=self._name)
+
+    def check_started(self, how: str) -> None:
+        if not self._started:
+            raise RuntimeError(how)
+
+    def join(self) -> None:
+        """The task ends by itself once its owner is closed; leave() waits for it."""
+
+    async def leave(self) -> None:
+        # The owner's block's own exception is the caller's: it must not come out wrapped in
+        # the task group's exception group, so the group is cancelled and left cleanly.
+        if self._group is not None:
+            group, self._group = self._group, None
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)

@@ -10,17 +10,20 @@ import math
 import select
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Lock", "Pipes", "closing", "exclusive", "resolve", "sleep"]
+__all__ = ["Background", "Condition", "Lock", "Pipes", "closing", "exclusive", "resolve", "shielded", "sleep", "wait"]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
 
 sleep = time.sleep
+Condition = threading.Condition
+# Nothing interrupts a blocking call but the caller's own exception.
+shielded = contextlib.nullcontext
 # runtime, closed when the block ends.
 closing = contextlib.closing
 
@@ -108,3 +111,30 @@ def _await_sync(awaitable: Awaitable[Any]) -> Any:
     if not ok:
         raise value
     return value
+
+
+def wait(condition: threading.Condition, timeout: float) -> None:
+    """Wait on condition (held) until notified or timeout seconds pass."""
+    condition.wait(timeout)
+
+
+class Background:
+    """A daemon thread that runs beside its owner for the owner's life, from its start."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+
+    def start(self) -> None:
+        if self._thread.ident is None:
+            self._thread.start()
+
+    def check_started(self, how: str) -> None:
+        """Always started, in the owner's constructor."""
+
+    def join(self) -> None:
+        """Wait for the thread to end (its owner is closed), unless this is that thread."""
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def leave(self) -> None:
+        pass

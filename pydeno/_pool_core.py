@@ -1,0 +1,126 @@
+"""A pool's state and rules, with no I/O (:class:`PoolCore`), shared by both pools: the
+async source (pydeno/_async_pool.py) and its generated sync twin (pydeno/_pool.py)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Final, Generic, TypeVar
+
+from ._checks import count, optional_count, seconds
+from ._errors import CheckoutTimeout, PydenoError
+
+__all__ = ["PRUNE_INTERVAL", "REFILL_DELAY", "WARM_UP", "PoolCore", "alive"]
+
+# After a checkout, starting a spare waits this long (or until the checkout ends): a worker
+# starting up takes a core, and on a small machine it would double the latency of the first
+# evaluations of the runtime just handed out (about 2.3 ms instead of 0.8 ms here).
+REFILL_DELAY: Final = 0.05
+# How often the replenisher looks for idle workers that died, at most.
+PRUNE_INTERVAL: Final = 0.5
+
+R = TypeVar("R")
+
+
+class PoolCore(Generic[R]):
+    """A pool's state and rules, with no I/O: how many workers to start, which idle one to
+    hand out, when a checkout has waited too long. Callers hold the driver's lock."""
+
+    def __init__(self, size: Any, max_workers: Any, checkout_timeout: Any) -> None:
+        self.size = count("size", size, 0)
+        # Its lower bound depends on size, so the message names both.
+        self.max_workers = optional_count("max_workers", max_workers, None)
+        if self.max_workers is not None and self.max_workers < max(1, self.size):
+            raise ValueError(f"max_workers must be at least 1 and at least size={size}, got {max_workers}")
+        self.checkout_timeout = seconds("checkout_timeout", checkout_timeout)
+        self.idle: deque[R] = deque()
+        self.starting = 0
+        self.checked_out: set[R] = set()
+        self.waiting = 0
+        self.requests = 0
+        self.refill_after = 0.0
+        self.closed = False
+        # The last start failure and how many there were: a checkout waiting on a start that
+        # fails gets that failure rather than a timeout.
+        self.failure: PydenoError | None = None
+        self.failures = 0
+
+    @property
+    def live(self) -> int:
+        return len(self.idle) + self.starting + len(self.checked_out)
+
+    def wanted(self, now: float) -> int:
+        """How many workers to start now: enough for ``size`` idle ones plus every waiting
+        checkout, within ``max_workers``. Refilling spares waits a moment after a checkout
+        (see REFILL_DELAY) unless a checkout is waiting."""
+        if self.closed or (self.waiting == 0 and now < self.refill_after):
+            return 0
+        want = self.size + self.waiting - len(self.idle) - self.starting
+        if self.max_workers is not None:
+            want = min(want, self.max_workers - self.live)
+        return max(0, want)
+
+    def take(self, alive: Any) -> tuple[R | None, list[R]]:
+        """An idle worker to hand out (or None), and the dead ones found on the way, which the
+        caller closes. ``alive(worker)`` says whether a worker is still usable."""
+        dead: list[R] = []
+        while self.idle:
+            worker = self.idle.popleft()
+            if alive(worker):
+                self.checked_out.add(worker)
+                self.refill_after = time.monotonic() + REFILL_DELAY
+                return worker, dead
+            dead.append(worker)
+        return None, dead
+
+    def wait_for(self, timeout: Any) -> tuple[str, float]:
+        """Which limit a checkout waits under, and for how long: its own ``timeout=``, or the
+        pool's ``checkout_timeout``."""
+        if timeout is None:
+            return "checkout_timeout", self.checkout_timeout
+        return "timeout", seconds("timeout", timeout)
+
+    def timeout(self, limit: tuple[str, float]) -> CheckoutTimeout:
+        name, wait = limit
+        cap = "no cap" if self.max_workers is None else f"max_workers={self.max_workers}"
+        return CheckoutTimeout(
+            f"no fresh sandbox within {name}={wait}s ({cap}, "
+            f"{len(self.checked_out)} checked out, {self.starting} starting); nothing ran",
+            hint=(
+                f"retry (nothing ran); or raise max_workers= (now {self.max_workers}) or "
+                f"{name}= (now {wait}) of the {'pool' if name == 'checkout_timeout' else 'checkout'}"
+            ),
+        )
+
+    def next_look(self, now: float) -> float:
+        """How long the replenisher may sleep: until a deferred refill is due, and at most
+        PRUNE_INTERVAL, so that a worker dying while idle is replaced without waiting for a
+        checkout to find it."""
+        return min(PRUNE_INTERVAL, max(0.0, self.refill_after - now) or PRUNE_INTERVAL)
+
+    def prune(self, alive: Any) -> list[R]:
+        """Take the dead workers out of the idle queue; the caller closes them."""
+        dead = [worker for worker in self.idle if not alive(worker)]
+        for worker in dead:
+            self.idle.remove(worker)
+        return dead
+
+    def release(self, worker: R) -> None:
+        """A checkout ended (its worker is closed): refill now."""
+        self.checked_out.discard(worker)
+        self.refill_after = 0.0
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("the pool is closed")
+
+
+# Evaluated once by the pool on each new worker, before anyone checks it out: the first
+# evaluation in a fresh worker pays for code paths that are cold on both sides (about 2 ms
+# here, against 0.1 ms warm). It runs no guest code and leaves no state behind.
+WARM_UP: Final = "void 0"
+
+
+def alive(rt: Any) -> bool:
+    """Whether a pooled runtime is still fit to hand out: open, its worker running."""
+    return bool(rt._alive())
