@@ -30,9 +30,10 @@ class AsyncRuntime:
     """A JavaScript runtime in its own deno worker process.
 
     ``AsyncRuntime(timeout=30.0, max_memory=512 MiB, ...)``: docs/limits.md describes every
-    option and what it bounds. The worker starts in the constructor and shakes hands before
-    the first command (the sync runtime waits for that in its constructor). Calls from
-    several tasks or threads are serialised; :meth:`terminate` may be called from any.
+    option and what it bounds. The sync runtime starts its worker in the constructor and
+    waits for its handshake there; the async one does both at its first use (``async with``
+    or the first command), off the event loop. Calls from several tasks or threads are
+    serialised; :meth:`terminate` may be called from any.
     """
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
@@ -43,13 +44,8 @@ class AsyncRuntime:
         )
         self._core = self._sup.core
         self._lock = backend.Lock()
-        process = self._sup.spawn()
-        try:
-            self._pipes = backend.Pipes(process)
-        except BaseException:
-            self._core.close()
-            raise
-        self._startup_deadline = self._core.startup_deadline()
+        self._pipes = backend.Pipes()
+        self._startup_deadline = 0.0
         # unasync: self._ready()
 
     # -- public API -------------------------------------------------------------------
@@ -77,8 +73,10 @@ class AsyncRuntime:
         self._sup.terminate()
 
     async def close(self) -> None:
-        """Kill the worker and release everything. Idempotent."""
-        self._sup.close()
+        """Kill the worker and release everything. Idempotent. Reaping the worker and
+        removing its cgroup wait on the kernel: the async driver waits for them off the loop."""
+        if not self._core.closed:
+            await backend.blocking(self._sup.close)
 
     @property
     def closed(self) -> bool:
@@ -90,7 +88,7 @@ class AsyncRuntime:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._sup.close()
+        await self.close()
 
     def __del__(self) -> None:
         core = getattr(self, "_core", None)
@@ -148,15 +146,20 @@ class AsyncRuntime:
 
     # -- the driver ---------------------------------------------------------------------
     async def _ready(self) -> None:
-        """Wait for the worker's handshake, once, and hold it to its sandbox mode."""
+        """Start the worker and wait for its handshake, once, then hold it to its sandbox
+        mode. What blocks in that (staging the worker's files, the fork, joining its cgroup)
+        runs off the event loop in the async driver."""
         core = self._core
         core.check_open()
         if core.connection.hello is not None:
             return
         try:
+            if self._sup.process is None:
+                self._pipes.attach(await backend.blocking(self._sup.spawn))
+                self._startup_deadline = core.startup_deadline()
             while core.connection.hello is None:
                 await self._step(self._startup_deadline)
-            self._sup.started()
+            await backend.blocking(self._sup.started)
         except BaseException:
             core.close()
             raise

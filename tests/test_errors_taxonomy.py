@@ -1169,7 +1169,17 @@ SPAWN_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("runtime", [pydeno.Runtime, pydeno.AsyncRuntime])
+def start_async_runtime() -> None:
+    """Start an AsyncRuntime as a first use does (its constructor only checks options)."""
+
+    async def main() -> None:
+        async with pydeno.AsyncRuntime():
+            pass
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("runtime", [pydeno.Runtime, start_async_runtime])
 @pytest.mark.parametrize(("error", "kind", "message"), SPAWN_ERRORS)
 def test_a_real_spawn_failure_is_classified_by_the_type_of_its_os_error(
     launch: Launcher, runtime: Callable[[], object], error: OSError, kind: str, message: str

@@ -5,15 +5,30 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Background", "Condition", "Lock", "Pipes", "closing", "exclusive", "resolve", "shielded", "sleep", "wait"]
+__all__ = [
+    "Background",
+    "Condition",
+    "Lock",
+    "Pipes",
+    "blocking",
+    "closing",
+    "exclusive",
+    "resolve",
+    "shielded",
+    "sleep",
+    "wait",
+]
+
+T = TypeVar("T")
 
 sleep = anyio.sleep
 Condition = anyio.Condition
@@ -51,8 +66,11 @@ class Lock:
 class Pipes:
     """Waits on one worker's pipes without holding the event loop."""
 
-    def __init__(self, process: WorkerProcess) -> None:
+    def __init__(self) -> None:
         self._stderr_busy = False
+
+    def attach(self, process: WorkerProcess) -> None:
+        pass
 
     async def after_data(self) -> None:
         """Data came: let a cancellation in, and nothing else wait."""
@@ -146,3 +164,9 @@ class Background:
             group, self._group = self._group, None
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
+
+
+async def blocking(fn: Callable[[], T]) -> T:
+    """fn() in a worker thread, so that what blocks in it does not hold the event loop; a
+    cancellation waits for it to return (what it started is then cleaned up by the caller)."""
+    return await anyio.to_thread.run_sync(fn)

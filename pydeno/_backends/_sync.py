@@ -11,14 +11,28 @@ import select
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..host._process import WorkerProcess
 
-__all__ = ["Background", "Condition", "Lock", "Pipes", "closing", "exclusive", "resolve", "shielded", "sleep", "wait"]
+__all__ = [
+    "Background",
+    "Condition",
+    "Lock",
+    "Pipes",
+    "blocking",
+    "closing",
+    "exclusive",
+    "resolve",
+    "shielded",
+    "sleep",
+    "wait",
+]
 
 _IN = select.POLLIN | select.POLLHUP | select.POLLERR
 _OUT = select.POLLOUT | select.POLLHUP | select.POLLERR
+
+T = TypeVar("T")
 
 sleep = time.sleep
 Condition = threading.Condition
@@ -41,8 +55,11 @@ def exclusive(lock: threading.RLock) -> threading.RLock:
 class Pipes:
     """Waits on one worker's stdout and stderr with one poll object."""
 
-    def __init__(self, process: WorkerProcess) -> None:
+    def __init__(self) -> None:
         self._poll = select.poll()
+        self._stderr_polled = False
+
+    def attach(self, process: WorkerProcess) -> None:
         self._poll.register(process.stdout_fd, _IN)
         self._poll.register(process.stderr_fd, _IN)
         self._stderr_polled = True
@@ -111,6 +128,11 @@ def _await_sync(awaitable: Awaitable[Any]) -> Any:
     if not ok:
         raise value
     return value
+
+
+def blocking(fn: Callable[[], T]) -> T:
+    """fn(), here: a blocking driver blocks in the calling thread."""
+    return fn()
 
 
 def wait(condition: threading.Condition, timeout: float) -> None:

@@ -105,6 +105,9 @@ class Supervisor:
 
     # -- lifetime --------------------------------------------------------------------
     def spawn(self) -> WorkerProcess:
+        """Start the worker and put it under the monitor's watch. Blocks (staging, the fork),
+        so the async driver calls it from a thread: a runtime closed meanwhile (terminate()
+        from elsewhere) gets no worker left behind."""
         options = self.core.options
         self.process = WorkerProcess(worker_config(options))
         self.watch = Watch(
@@ -115,6 +118,9 @@ class Supervisor:
             cpu_limit=options.cpu_limit,
         )
         monitor.watch(self.watch)
+        if self.core.closed:
+            self.closed()
+            raise RuntimeError("runtime is closed")
         return self.process
 
     def started(self) -> None:
