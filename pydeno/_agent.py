@@ -43,6 +43,7 @@ from ._errors import (
     ReplayDivergence,
     SnapshotAuthenticationError,
     ToolError,
+    closed_error,
     guest_error,
 )
 from ._function import JsFunction
@@ -636,7 +637,7 @@ class SessionDriver:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("the session is closed")
+            raise closed_error("the session is closed")
 
     def _check_idle(self) -> None:
         self._check_open()

@@ -66,17 +66,24 @@ class PydenoError(Exception):
         self._explain(hint, _kind)
 
     def _explain(self, hint: str | None, kind: str | None = None) -> None:
-        # The host's own failures come from the factories below, which name their kind;
-        # the kind of any other is found as classify_error finds it. Raised as ``raise ...
-        # from err`` inside ``except``, such an exception's cause is set only after
-        # __init__: it is classified with the exception being handled, as it will be.
-        info = info_of(kind) if kind is not None else classify_new(self, sys.exception())
-        # What classify_error reads first (then the message, for one a factory did not make).
-        self._authored_kind = kind
-        self.kind: str = info.kind
-        self.hint: str = hint or Catalog[info.kind].fix
-        self.docs: str = docs_page(info.kind)
-        self.add_note(note_for(info, self.hint))
+        _explain(self, hint, kind)
+
+
+def _explain(exc: Exception, hint: str | None, kind: str | None) -> None:
+    """Give exc its kind, hint, docs page and the PEP 678 note that shows them.
+
+    The host's own failures come from the factories below, which name their kind; the kind
+    of any other is found as classify_error finds it. Raised as ``raise ... from err`` inside
+    ``except``, such an exception's cause is set only after __init__: it is classified with
+    the exception being handled, as it will be.
+    """
+    info = info_of(kind) if kind is not None else classify_new(exc, sys.exception())
+    # What classify_error reads first (then the message, for one a factory did not make).
+    exc._authored_kind = kind  # type: ignore[attr-defined]
+    exc.kind = info.kind  # type: ignore[attr-defined]
+    exc.hint = hint or Catalog[info.kind].fix  # type: ignore[attr-defined]
+    exc.docs = docs_page(info.kind)  # type: ignore[attr-defined]
+    exc.add_note(note_for(info, exc.hint))  # type: ignore[attr-defined]
 
 
 class JavaScriptError(PydenoError):
@@ -197,9 +204,9 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
 # a message stay the contract for an exception known only by its type and text (pickled
 # across a process, say): tests/test_errors_taxonomy.py checks that each message here
 # classifies, through the patterns alone, to the kind its function names.
-FACTORIES: list[Callable[..., PydenoError]] = []
+FACTORIES: list[Callable[..., Exception]] = []
 
-_F = TypeVar("_F", bound=Callable[..., PydenoError])
+_F = TypeVar("_F", bound=Callable[..., Exception])
 
 GUEST_DEATH: Final = "worker died running guest code"
 _GUEST_HINT: Final = (
@@ -369,6 +376,15 @@ def start_failed(reason: str, cause: BaseException | None = None) -> WorkerCrash
     )
     # The typed evidence travels with it, as ``raise ... from cause`` would set it.
     exc.__cause__ = cause
+    return exc
+
+
+@_factory
+def closed_error(message: str) -> RuntimeError:
+    """What a closed runtime, function handle or session raises when used: a plain
+    RuntimeError (the kind table's contract) whose kind is closed."""
+    exc = RuntimeError(message)
+    _explain(exc, None, "closed")
     return exc
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Protocol
 
+from ._errors import closed_error
+
 __all__ = ["FunctionOwner", "JsFunction", "function_id"]
 
 
@@ -63,5 +65,5 @@ def function_id(fn: JsFunction, owner: FunctionOwner) -> int:
     if fn._owner is not owner:
         raise ValueError("a JsFunction can only be passed back to the runtime it came from")
     if fn.closed:
-        raise RuntimeError("Function has been closed")
+        raise closed_error("Function has been closed")
     return fn._id

@@ -23,6 +23,7 @@ from .._errors import (
     PydenoError,
     RuntimeForceKilled,
     RuntimeTimeout,
+    closed_error,
     command_timed_out,
     force_killed,
     guest_error,
@@ -153,7 +154,7 @@ class Core:
 
     def check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("runtime is closed")
+            raise closed_error("runtime is closed")
 
     # -- values ----------------------------------------------------------------------
     def _make_function(self, function_id: int) -> Any:

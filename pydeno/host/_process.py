@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from .._errors import WorkerCrashed
+from .._errors import start_failed
 from . import _platform
 from ._cgroup import WorkerGroup
 from ._child import Child, kill, reap, signal_kill
@@ -114,7 +114,7 @@ class WorkerProcess:
         except OSError as exc:
             self._close_mailbox()
             self._remove_cgroup()
-            raise WorkerCrashed(f"worker failed to start: {_os_error_text(exc)}") from exc
+            raise start_failed(_os_error_text(exc), exc) from exc
         except BaseException:
             self._close_mailbox()
             self._remove_cgroup()
@@ -195,7 +195,7 @@ class WorkerProcess:
                 self._joined.result(timeout=self._spawner.reply_seconds)
             except (OSError, TimeoutError) as exc:
                 reason = _os_error_text(exc) if isinstance(exc, OSError) else "it took too long"
-                raise WorkerCrashed(f"worker failed to start: cannot join its cgroup: {reason}") from exc
+                raise start_failed(f"cannot join its cgroup: {reason}", exc) from exc
             self._joined = None
 
     def _close_mailbox(self) -> None:

@@ -22,6 +22,7 @@ from .._errors import (
     JavaScriptError,
     PydenoError,
     WorkerCrashed,
+    closed_error,
     guest_ended_worker,
     heap_exhausted,
     layer_missing,
@@ -120,7 +121,7 @@ class Supervisor:
         monitor.watch(self.watch)
         if self.core.closed:
             self.closed()
-            raise RuntimeError("runtime is closed")
+            raise closed_error("runtime is closed")
         return self.process
 
     def started(self) -> None:
@@ -164,7 +165,7 @@ class Supervisor:
         """The worker process of an open runtime; RuntimeError once it is closed."""
         self.core.check_open()
         if self.process is None:
-            raise RuntimeError("runtime is closed")
+            raise closed_error("runtime is closed")
         return self.process
 
     def finish(self, command: Command) -> Any:
