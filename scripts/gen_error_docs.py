@@ -9,12 +9,14 @@ cannot drift, and tests/test_error_docs.py runs the check.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import _generated  # noqa: E402
 
 from pydeno._taxonomy import Catalog, kind_page, yes_no  # noqa: E402
 
@@ -62,22 +64,17 @@ def problems() -> list[str]:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report differences instead of writing")
-    args = parser.parse_args()
-    if args.check:
-        issues = problems()
-        for line in issues:
-            print(line)
-        return 1 if issues else 0
+def write() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for path in OUT.glob("*.md"):
         if path not in expected():
             path.unlink()
     for path, text in expected().items():
         path.write_text(text)
-    return 0
+
+
+def main() -> int:
+    return _generated.main(__doc__.splitlines()[0], problems, write)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,18 @@ table's ``#:`` comments, and tests/host/test_protocol.py runs the check.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+# The generators' shared command line, beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _generated
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "pydeno" / "host" / "_protocol.py"
@@ -111,16 +115,7 @@ def problems(table: ModuleType | None = None) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report a stale file instead of writing it")
-    args = parser.parse_args()
-    if args.check:
-        issues = problems()
-        for line in issues:
-            print(line)
-        return 1 if issues else 0
-    OUT.write_text(render(load_table()))
-    return 0
+    return _generated.main((__doc__ or "").splitlines()[0], problems, lambda: OUT.write_text(render(load_table())))
 
 
 if __name__ == "__main__":

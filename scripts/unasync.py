@@ -15,12 +15,15 @@ tests/test_twins.py runs the check.
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Final
+
+# The generators' shared command line, beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _generated
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
@@ -98,18 +101,17 @@ def stale() -> list[Path]:
     return [path for path, text in generated().items() if not path.exists() or path.read_text(encoding="utf-8") != text]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report stale twins")
-    args = parser.parse_args()
-    if args.check:
-        old = stale()
-        for path in old:
-            print(f"stale: {path.relative_to(ROOT)} (run python scripts/unasync.py)", file=sys.stderr)
-        return 1 if old else 0
+def write() -> None:
     for path, text in generated().items():
         path.write_text(text, encoding="utf-8")
-    return 0
+
+
+def main() -> int:
+    return _generated.main(
+        __doc__.splitlines()[0],
+        lambda: [f"stale: {path.relative_to(ROOT)} (run python scripts/unasync.py)" for path in stale()],
+        write,
+    )
 
 
 if __name__ == "__main__":
