@@ -242,11 +242,13 @@ class AsyncRuntime:
         if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
-            await self._pipes.after_data()
+            await self._pipes.after_data()  # async-only
             return
         wait = core.remaining(command, startup_deadline)
         if core.answer_expected():
-            await self._pipes.look_again()
+            # An answer is due any moment: look again (the async driver lets other tasks run
+            # first; the sync one looks at once, a loop bounded by the core's window).
+            await self._pipes.look_again()  # async-only
             return
         await self._pipes.readable(process, wait)
 

@@ -69,8 +69,9 @@ class PydenoError(Exception):
         _explain(self, hint, kind)
 
 
-def _explain(exc: Exception, hint: str | None, kind: str | None) -> None:
-    """Give exc its kind, hint, docs page and the PEP 678 note that shows them.
+def _explain(exc: Exception, hint: str | None, kind: str | None, *, note: bool = True) -> None:
+    """Give exc its kind, hint, docs page and (unless note is False) the PEP 678 note that
+    shows them.
 
     The host's own failures come from the factories below, which name their kind; the kind
     of any other is found as classify_error finds it. Raised as ``raise ... from err`` inside
@@ -83,7 +84,8 @@ def _explain(exc: Exception, hint: str | None, kind: str | None) -> None:
     exc.kind = info.kind  # type: ignore[attr-defined]
     exc.hint = hint or Catalog[info.kind].fix  # type: ignore[attr-defined]
     exc.docs = docs_page(info.kind)  # type: ignore[attr-defined]
-    exc.add_note(note_for(info, exc.hint))  # type: ignore[attr-defined]
+    if note:
+        exc.add_note(note_for(info, exc.hint))  # type: ignore[attr-defined]
 
 
 class JavaScriptError(PydenoError):
@@ -382,9 +384,10 @@ def start_failed(reason: str, cause: BaseException | None = None) -> WorkerCrash
 @_factory
 def closed_error(message: str) -> RuntimeError:
     """What a closed runtime, function handle or session raises when used: a plain
-    RuntimeError (the kind table's contract) whose kind is closed."""
+    RuntimeError with the kind table's exact message, whose kind is closed. It carries
+    .kind, .hint and .docs, but no note: a misuse of the API reads as Python's own."""
     exc = RuntimeError(message)
-    _explain(exc, None, "closed")
+    _explain(exc, None, "closed", note=False)
     return exc
 
 

@@ -240,11 +240,11 @@ class Runtime:
         if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             core.remaining(command, startup_deadline)
-            self._pipes.after_data()
             return
         wait = core.remaining(command, startup_deadline)
         if core.answer_expected():
-            self._pipes.look_again()
+            # An answer is due any moment: look again (the async driver lets other tasks run
+            # first; the sync one looks at once, a loop bounded by the core's window).
             return
         self._pipes.readable(process, wait)
 

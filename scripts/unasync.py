@@ -5,7 +5,9 @@ Each ``pydeno/_async_<name>.py`` is the one source of a driver; ``pydeno/_<name>
 generated from it here, by rewriting ``async``/``await`` away and the async names to the
 sync ones (``AsyncRuntime`` -> ``Runtime``, ``_backends._anyio`` -> ``_backends._sync``).
 Whatever else differs lives in ``pydeno/_backends/``. A line ``# unasync: <code>`` in the
-source is ``<code>`` in the sync twin (a step only the blocking flavour takes).
+source is ``<code>`` in the sync twin (a step only the blocking flavour takes); a line that
+ends in ``# async-only`` is left out of it (a step only the async flavour takes, such as
+letting other tasks run).
 
     python scripts/unasync.py           # rewrite the sync twins
     python scripts/unasync.py --check   # exit 1, naming them, if any is stale
@@ -51,6 +53,7 @@ _KEYWORDS: Final = re.compile(r"\b(?:async (?=def |with |for )|await )")
 # What an awaitable gives is what the blocking call returns.
 _AWAITABLE: Final = re.compile(r"\bAwaitable\[([^\[\]]+)\]")
 _SYNC_ONLY: Final = re.compile(r"^(\s*)# unasync: (.*)$", re.MULTILINE)
+_ASYNC_ONLY: Final = re.compile(r"^.*  # async-only\n", re.MULTILINE)
 _DOCSTRING: Final = re.compile(r'\A"""(.*?)"""\n', re.DOTALL)
 
 
@@ -67,6 +70,7 @@ def unasync(text: str, source: str) -> str:
     notice = f"Generated from pydeno/{source} by scripts/unasync.py: edit that file, not this one.\n\n"
     body = text[found.end() :]
     body = _SYNC_ONLY.sub(r"\1\2", body)
+    body = _ASYNC_ONLY.sub("", body)
     body = _KEYWORDS.sub("", body)
     body = _AWAITABLE.sub(r"\1", body)
     body = _WORDS.sub(lambda m: NAMES[m.group(1)], body)

@@ -32,6 +32,7 @@ def test_the_rewrite_takes_async_away_and_renames_the_async_names() -> None:
         "        async with self._lock:\n"
         "            await self._ready()\n"
         "        # unasync: self._ready()\n"
+        "        await anyio.lowlevel.checkpoint()  # async-only\n"
         "        return self\n"
     )
     assert generator().unasync(source, "_async_x.py") == (

@@ -64,14 +64,6 @@ class Pipes:
         self._poll.register(process.stderr_fd, _IN)
         self._stderr_polled = True
 
-    def after_data(self) -> None:
-        pass
-
-    def look_again(self) -> None:
-        # An answer is due any moment: the caller looks again at once (a tight loop, bounded
-        # by the core's look-again window).
-        pass
-
     def readable(self, process: WorkerProcess, wait: float) -> None:
         """Until stdout has data or wait seconds pass; stderr is drained on the way."""
         for fd, _ in self._poll.poll(math.ceil(wait * 1000)):
