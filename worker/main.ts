@@ -268,8 +268,10 @@ let hookInstalled = false;
 // global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
 // only runtimes that use top-level await or live long enough to need a memory collection
 // ever send a message; so the first such eval or collection loads it, with the global back
-// for exactly that synchronous load and a message that runs no guest code. Guest code could observe that moment only through accessors it planted on
-// shared prototypes; what it would see is the Deno namespace with every permission revoked.
+// for exactly that synchronous load and a message that runs no guest code. Guest code could
+// observe that moment only through accessors it planted on shared prototypes; what it would
+// see is the Deno namespace with every permission revoked, whose execPath() says "deno" and
+// which has no main module (see guardWorkers): the load finds no host path there to hand on.
 let nodeProcessLoaded = false;
 const nodeProcessGetter = ObjectGetOwnPropertyDescriptor(globalThis, "process")?.get;
 function loadNodeProcess(): void {
@@ -885,9 +887,37 @@ ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, e
 // from a data: module that installs the same guard in the worker (it can start workers too)
 // before it imports the guest's module. This function runs there from its source text, so it
 // uses nothing from this module.
+// It also takes away, in this isolate and in each worker's before any guest code, what a guest
+// could read there without a permission that names where the host keeps its files. On the
+// Deno namespace, execPath() answers "deno" and mainModule is undefined (as it is in a worker):
+// node:process reads both when it loads (lazily, on first use, always after this), so its
+// execPath, argv[0] and title say "deno" too, and argv[1] names no file of the host's; argv0
+// is deno's own argv[0], which the host sets to "deno" (pydeno/host/_process.py, DENO_ARGV0).
+// The originals are kept nowhere, so a guest that deletes or redefines them, or has
+// node:process load again, gets nothing better. And the Cache API, which pydeno never lets
+// keep anything (see _no_web_storage in _process.py), fails with an error of its own: Deno's
+// names the cache directory, with the temporary directory and the host's user id in it.
 function guardWorkers(global: any, source: string): void {
   const defineProperty = Object.defineProperty, apply = Reflect.apply;
-  const found = Object.getOwnPropertyDescriptor(global, "Worker");
+  const describe = Object.getOwnPropertyDescriptor;
+  const deno = global.Deno;
+  const neutral = (name: string, value: unknown): void => {
+    const had = deno === undefined || deno === null ? undefined : describe(deno, name);
+    if (had === undefined || !had.configurable) return;
+    defineProperty(deno, name, { value, writable: had.writable ?? false, enumerable: had.enumerable, configurable: true });
+  };
+  neutral("execPath", { execPath() { return "deno"; } }.execPath);
+  neutral("mainModule", undefined);
+  const caches = describe(global, "caches");
+  if (caches !== undefined && caches.configurable) {
+    const PromiseReject = Promise.reject.bind(Promise), DOMExceptionCtor = DOMException;
+    const refuse = { refuse(): Promise<never> {
+      return PromiseReject(new DOMExceptionCtor("the Cache API is not available: nothing is kept", "SecurityError"));
+    } }.refuse;
+    const storage = Object.freeze({ open: refuse, has: refuse, delete: refuse, keys: refuse, match: refuse });
+    defineProperty(global, "caches", { value: storage, writable: true, enumerable: caches.enumerable, configurable: true });
+  }
+  const found = describe(global, "Worker");
   if (found === undefined) return;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
   const encode = encodeURIComponent;

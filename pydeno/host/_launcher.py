@@ -4,7 +4,8 @@ Run as ``python -I -S pydeno/host/_launcher.py SPEC`` where SPEC is a hex-encode
 :mod:`marshal` of::
 
     {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
-     "env": {...}, "argv": [deno, ...], "simulate": {<layer>: <reason>}, "silent": [<layer>]}
+     "env": {...}, "argv": [deno, ...], "argv0": <what deno's argv[0] says>,
+     "simulate": {<layer>: <reason>}, "silent": [<layer>]}
 
 It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
 between fork and exec in a threaded process can deadlock. Here the process is a fresh,
@@ -128,17 +129,17 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
     read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
     apply("landlock", layers.restrict_filesystem, read, spec["execute"])
-    command, env = spec["argv"], dict(spec.get("env", {}))
+    command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
     try:
         # The filter goes in inside exec_confined, right before its execve: it refuses every
         # other execve, including any a later deno would make.
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(command, env, seccomp="seccomp" not in silent)
+            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0)
         except layers.LayerUnavailable as exc:
             refused(exc)
-            layers.exec_confined(command, env, seccomp=False)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return 127

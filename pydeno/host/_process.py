@@ -44,6 +44,7 @@ __all__ = [
     "SANDBOX_MODES",
     "Confined",
     "SandboxMode",
+    "Unconfined",
     "WorkerConfig",
     "WorkerProcess",
     "find_deno",
@@ -72,6 +73,11 @@ WORKER_PREFIX: Final = "pydeno worker: "
 # guest can read that back (Deno.args in a Web Worker, process.argv), and the self-test's
 # targets and the mailbox's path in it would tell it where the host keeps its files.
 SETTINGS_VARIABLE: Final = "PYDENO_WORKER_SETTINGS"
+# deno's argv[0], whatever file it runs from: the guest reads it back (node:process's argv0),
+# and the binary's path would name the host's virtualenv, or the staging directory with the
+# temporary directory and the host's user id in it. The worker makes Deno.execPath() say the
+# same (worker/main.ts, guardWorkers).
+DENO_ARGV0: Final = "deno"
 
 STDERR_RING_BYTES: Final = 8192
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -394,6 +400,7 @@ def confined(config: WorkerConfig) -> Confined:
             "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
             "thread_cap": None if config.own_cgroup else config.max_threads,
             "argv": config.argv(deno, entry, targets),
+            "argv0": DENO_ARGV0,
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
         }
@@ -409,13 +416,24 @@ def watcher_memory_cap(max_memory: int | None) -> int | None:
     return max_memory + max(16 * MiB, max_memory // 10)
 
 
-def worker_command(config: WorkerConfig) -> list[str] | Confined:
-    """What starts a worker: deno's command line, or a confined worker for the launcher.
-    Tests replace this function to start hostile fake workers instead; the public API has no
-    such switch."""
+@dataclass(frozen=True, slots=True)
+class Unconfined:
+    """deno started directly (``sandbox="off"``), with DENO_ARGV0 in place of the binary's
+    path."""
+
+    argv: list[str]
+
+    def start(self, environment: dict[str, str]) -> subprocess.Popen[bytes]:
+        return _popen([DENO_ARGV0, *self.argv[1:]], environment, executable=self.argv[0])
+
+
+def worker_command(config: WorkerConfig) -> list[str] | Unconfined | Confined:
+    """What starts a worker: deno itself, or a confined worker for the launcher. Tests replace
+    this function to start hostile fake workers (any command line) instead; the public API has
+    no such switch."""
     if config.sandbox == "off":
         staged = _staged_here()
-        return config.argv(staged.deno, staged.entry)
+        return Unconfined(config.argv(staged.deno, staged.entry))
     return confined(config)
 
 
@@ -885,16 +903,26 @@ def _spawner_wake() -> None:
     _spawner.wake()
 
 
-def start_process(command: list[str] | Confined, environment: dict[str, str]) -> Child:
+def start_process(command: list[str] | Unconfined | Confined, environment: dict[str, str]) -> Child:
     """Start a worker's process (in the spawner thread): a confined worker from the zygote, or
     from a one-off launcher when no zygote can serve; any other command directly."""
+    if isinstance(command, Unconfined):
+        return command.start(environment)
     if isinstance(command, Confined):
         child = _spawn_confined(command.spec)
         if child is not None:
             return child
         command = command.command()
+    return _popen(command, environment)
+
+
+def _popen(
+    command: list[str], environment: dict[str, str], *, executable: str | None = None, fds: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         command,
+        executable=executable,
+        pass_fds=fds,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -94,6 +94,20 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
         assert not any(b"hunter2" in e for e in entries)
 
 
+@pytest.mark.parametrize("sandbox", ["require", "off"])
+def test_deno_runs_with_deno_as_its_argv0_whatever_file_it_runs_from(sandbox: Any) -> None:
+    # The guest reads argv[0] back (node:process's argv0); the binary's path would name the
+    # host's virtualenv, or its staging directory.
+    with pydeno.Runtime(sandbox=sandbox) as rt:
+        process = rt._core.process
+        assert process is not None
+        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[0] == _process.DENO_ARGV0.encode() == b"deno"
+        staged = _process.stage(os.path.realpath(find_deno()), _process.worker_entry())
+        assert os.readlink(f"/proc/{process.pid}/exe") == staged.deno
+        assert rt.eval("1 + 1") == 2
+
+
 def test_the_worker_runs_in_its_own_session() -> None:
     with pydeno.Runtime() as rt:
         process = rt._core.process
