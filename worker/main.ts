@@ -22,7 +22,10 @@ const D: any = (globalThis as any).Deno;
 // In the environment, not on the command line, which the guest can read back (see
 // pydeno/host/_process.py, SETTINGS_VARIABLE).
 const SETTINGS_VARIABLE = "PYDENO_WORKER_SETTINGS";
-const config = JSON.parse((() => {
+// Dropped once start-up has read it (see the end of start-up): the self-test's targets and the
+// mailbox's path name host files, and a heap snapshot (node:v8) shows the guest every string
+// still alive in this isolate.
+let config = JSON.parse((() => {
   try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
 })());
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
@@ -126,10 +129,13 @@ D.permissions.revokeSync({ name: "sys", kind: "inspector" });
 // permissions so that each probe meets the OS layer, not Deno's own check; every one of them
 // is revoked below, before anything else runs, and the worker exits if one stays granted.
 // What got through travels in the handshake; the host decides whether that refuses start-up.
+// A function, not a block of this module: what a block's closures capture (the targets, the
+// environment) would stay alive with the module for the guest's heap snapshots to find.
 const SELFTEST_GRANTS = ["read", "write", "net", "run", "env"];
 const breaches: string[] = [];
-if (config.selftest) {
-  const st = config.selftest;
+if (config.selftest) await selfTest(config.selftest);
+
+async function selfTest(st: any): Promise<void> {
   const probe = (what: string, attempt: () => unknown): void => {
     try {
       attempt();
@@ -194,8 +200,13 @@ if (typeof config.mailbox === "string") {
 
 for (const name of SELFTEST_GRANTS) D.permissions.revokeSync({ name });
 const kept = [...SELFTEST_GRANTS, "ffi", "sys"].filter((name) => D.permissions.querySync({ name }).state === "granted");
-if (typeof config.mailbox === "string" && D.permissions.querySync({ name: "read", path: config.mailbox }).state === "granted") {
-  kept.push("read");
+// The mailbox's own grant, by opening it again: a query for that path would stay in Deno's
+// cache of permission states, path and all, for as long as the worker lives.
+if (typeof config.mailbox === "string") {
+  try {
+    D.openSync(config.mailbox, { read: true }).close();
+    kept.push("read");
+  } catch { /* refused: the grant is gone */ }
 }
 if (kept.length) {
   coreWriteSync(2, new TextEncoder().encode(`pydeno worker: the ${kept[0]} permission is still granted\n`));
@@ -407,6 +418,7 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
   },
 });
 writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
+config = undefined;
 
 function flushWriter(): void {
   const len = writer.pos - 4;
@@ -887,6 +899,7 @@ ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, e
 // from a data: module that installs the same guard in the worker (it can start workers too)
 // before it imports the guest's module. This function runs there from its source text, so it
 // uses nothing from this module.
+//
 // It also takes away, in this isolate and in each worker's before any guest code, what a guest
 // could read there without a permission that names where the host keeps its files. On the
 // Deno namespace, execPath() answers "deno" and mainModule is undefined (as it is in a worker):
@@ -993,6 +1006,7 @@ writer.str(v8Version);
 writer.header(0x90, -1, 0xdc, 0xdd, breaches.length, 15);
 for (const what of breaches) writer.str(what);
 flushWriter();
+breaches.length = 0; // they may name host files, and have been told
 
 let rbuf = new Uint8ArrayCtor(1 << 16);
 let rcap = 1 << 16;

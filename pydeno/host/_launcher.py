@@ -5,6 +5,7 @@ Run as ``python -I -S pydeno/host/_launcher.py SPEC`` where SPEC is a hex-encode
 
     {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
      "env": {...}, "argv": [deno, ...], "argv0": <what deno's argv[0] says>,
+     "files": <the staging directory, opened as WORKER_FILES_FD for deno> | None,
      "simulate": {<layer>: <reason>}, "silent": [<layer>]}
 
 It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
@@ -79,6 +80,10 @@ MAX_REQUEST = 1 << 20
 SIGKILL = 9  # the signal module would import enum
 # How often the zygote samples the workers it holds to a memory cap, in seconds.
 CAP_INTERVAL = 0.02
+# The descriptor deno reads the worker's files through (/proc/self/fd/3/...): a fixed number,
+# so that the URLs of those files, and the transpile cache entries warmed for them, are the
+# same for every worker.
+WORKER_FILES_FD = 3
 
 
 def _layers() -> ModuleType:
@@ -122,6 +127,17 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     apply("parent-death signal", layers.set_parent_death_signal, parent)
     if os.getppid() != parent:
         return 0  # the parent is already gone: there is no one to serve
+    if spec.get("files") is not None:
+        # Before the privilege drop and Landlock: O_PATH, it grants nothing by itself.
+        try:
+            files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
+        except OSError as exc:
+            os.write(2, f"{PREFIX}cannot open the worker's files: {exc.strerror}\n".encode())
+            return 127
+        if files != WORKER_FILES_FD:
+            os.dup2(files, WORKER_FILES_FD)
+            os.close(files)
+        os.set_inheritable(WORKER_FILES_FD, True)
     apply("namespaces", layers.unshare_namespaces)
     if os.geteuid() == 0:
         apply("privilege drop", layers.drop_privileges)

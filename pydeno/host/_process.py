@@ -36,7 +36,7 @@ from typing import IO, Any, Final, Literal, Protocol
 from .._budget import DEFAULT_DECODE_RATIO
 from .._errors import WorkerCrashed
 from ._cgroup import WorkerGroup
-from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED
+from ._launcher import EXIT_UNAVAILABLE, PREFIX, SKIPPED, WORKER_FILES_FD
 from ._mailbox import Mailbox
 from ._wire import clean_text
 
@@ -78,6 +78,12 @@ SETTINGS_VARIABLE: Final = "PYDENO_WORKER_SETTINGS"
 # temporary directory and the host's user id in it. The worker makes Deno.execPath() say the
 # same (worker/main.ts, guardWorkers).
 DENO_ARGV0: Final = "deno"
+# Where deno finds the worker's files (Linux): through a descriptor for the staging directory,
+# as /proc/self/fd/<n>/worker-<digest>/main.ts. Every URL the worker's modules have (their
+# import.meta.url, Deno.mainModule, the names of their scripts in the isolate, which a heap
+# snapshot lists) then names no directory of the host's; the staging directory itself, under
+# the temporary directory and named with the host's user id, stays out of the guest's sight.
+SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
 
 STDERR_RING_BYTES: Final = 8192
 _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
@@ -198,11 +204,19 @@ def _last_line(data: bytes) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """Where a confined worker finds deno, its entry module and its warm transpile cache."""
+    """Where a confined worker finds deno, its entry module and its warm transpile cache, and
+    the staging directory that holds the entry's folder."""
 
     deno: str
     entry: Path
     cache: Path
+    base: Path
+
+    def served(self, fd: int) -> Path:
+        """The entry as deno is to open it when ``fd`` is a descriptor for the base."""
+        if not SERVE_BY_DESCRIPTOR:
+            return self.entry
+        return Path(f"/proc/self/fd/{fd}") / self.entry.parent.name / self.entry.name
 
 
 _stage_lock = threading.Lock()
@@ -260,15 +274,24 @@ def _no_web_storage(cache: Path) -> None:
     blocker.chmod(0o444)
 
 
+def open_base(base: Path) -> int:
+    """A descriptor for the staging directory, which deno reads the worker's files through
+    (see SERVE_BY_DESCRIPTOR): it gives no access of its own (O_PATH)."""
+    return os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
 def stage(deno: str, entry: Path) -> Staged:
     """Deno, the worker and a warm transpile cache, all where the confined worker can read them.
 
     The base is ``$TMP/pydeno-<uid>``, this user's own and writable by no one else (else a
     fresh private directory), so no other user can plant code in it. A worker that will run
     as another user (the host is root) cannot reach files under a directory only root may
-    search, such as ``/root``: those are copied (or hard-linked) into the base. The cache
-    matters for speed: a confined worker can write nowhere, and deno retries a refused cache
-    write with a growing backoff (hundreds of ms at start-up). Done once per process.
+    search, such as ``/root``: deno is then copied (or hard-linked) into the base. The worker's
+    own files always are, into a folder named by a hash of their contents, which deno is
+    handed through a descriptor for the base (:meth:`Staged.served`), so that no URL of theirs
+    names a host directory. The cache, warmed for the URLs a confined worker uses, matters for
+    speed: a confined worker can write nowhere, and deno retries a refused cache write with a
+    growing backoff (hundreds of ms at start-up). Done once per process.
     """
     key = (deno, entry)
     with _stage_lock:
@@ -286,27 +309,62 @@ def stage(deno: str, entry: Path) -> Staged:
             target = base / f"deno-{info.st_size}-{info.st_mtime_ns}"
             _install_copy(Path(deno), target, 0o755)
             deno = str(target)
-        if drops and not reachable_by_others(str(entry), stat.S_IROTH):
-            sources = sorted(entry.parent.glob("*.ts"))
-            digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-            folder = base / f"worker-{digest}"
-            with contextlib.suppress(FileExistsError):
-                folder.mkdir(mode=0o755)
-            for source in sources:
-                _install_copy(source, folder / source.name, 0o644)
-            entry = folder / entry.name
+        sources = sorted(entry.parent.glob("*.ts"))
+        digest = hashlib.sha256()
+        for source in sources:
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+        folder = base / f"worker-{digest.hexdigest()[:16]}"
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o755)
+        for source in sources:
+            _install_copy(source, folder / source.name, 0o644)
+        entry = folder / entry.name
         cache = base / "deno-dir"
         _no_web_storage(cache)
-        subprocess.run(
-            [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
-            env=deno_environment(cache),
-            cwd="/",
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        _staged[key] = Staged(deno, entry, cache)
-        return _staged[key]
+        staged = Staged(deno, entry, cache, base)
+        command = [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm"]
+        # An interpreter in front of deno (below) would turn deno's own refusal into an exit
+        # status: the error it would meet, raised here.
+        _check_runnable(deno)
+        interpreter = _interpreter()
+        if not SERVE_BY_DESCRIPTOR:
+            _warm_cache([*command, str(entry)], cache, ())
+        elif os.path.isfile(interpreter) and os.access(interpreter, os.X_OK):
+            # Warmed under the URLs a confined worker has: a small interpreter puts the base
+            # descriptor where the launcher will (a threaded host cannot choose its numbers,
+            # and a POSIX shell only redirects descriptors up to 9). Without an interpreter no
+            # worker can be confined here, and an unconfined one fills the cache itself.
+            fd = open_base(base)
+            try:
+                served = str(staged.served(WORKER_FILES_FD))
+                trampoline = (
+                    f"import os, sys; os.dup2(int(sys.argv[1]), {WORKER_FILES_FD}); os.execv(sys.argv[2], sys.argv[2:])"
+                )
+                _warm_cache([interpreter, "-I", "-S", "-c", trampoline, str(fd), *command, served], cache, (fd,))
+            finally:
+                os.close(fd)
+        _staged[key] = staged
+        return staged
+
+
+def _check_runnable(path: str) -> None:
+    """The OSError an execve of path would fail with, raised here."""
+    if not os.access(path, os.X_OK):
+        if os.path.exists(path):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _warm_cache(command: list[str], cache: Path, fds: tuple[int, ...]) -> None:
+    subprocess.run(
+        command,
+        env=deno_environment(cache),
+        cwd="/",
+        check=True,
+        capture_output=True,
+        timeout=60,
+        pass_fds=fds,
+    )
 
 
 @functools.cache
@@ -375,11 +433,8 @@ def confined(config: WorkerConfig) -> Confined:
     Nothing is writable. The worker's self-test probes :func:`selftest_targets`.
     """
     deno = os.path.realpath(find_deno())
-    if not os.access(deno, os.X_OK):
-        # The launcher would only fail later at execve; say it now, as a direct start does.
-        if os.path.exists(deno):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), deno)
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), deno)
+    # The launcher would only fail later at execve; say it now, as a direct start does.
+    _check_runnable(deno)
     # The zygote starts (once per process) while this thread stages deno (the first time, a
     # `deno cache` run): the two take about as long, and neither needs the other.
     _spawner.warm()
@@ -388,6 +443,8 @@ def confined(config: WorkerConfig) -> Confined:
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     worker_dir = str(entry.parent.resolve())
     targets = selftest_targets(cache, worker_dir)
+    # The launcher opens the base as WORKER_FILES_FD for deno to read the worker's files from.
+    served = staged.served(WORKER_FILES_FD)
     return Confined(
         {
             "parent": os.getpid(),
@@ -399,8 +456,9 @@ def confined(config: WorkerConfig) -> Confined:
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
             "thread_cap": None if config.own_cgroup else config.max_threads,
-            "argv": config.argv(deno, entry, targets),
+            "argv": config.argv(deno, served, targets),
             "argv0": DENO_ARGV0,
+            "files": str(staged.base) if SERVE_BY_DESCRIPTOR else None,
             "simulate": dict(SIMULATED_MISSING),
             "silent": sorted(SIMULATED_SILENT),
         }
@@ -419,12 +477,22 @@ def watcher_memory_cap(max_memory: int | None) -> int | None:
 @dataclass(frozen=True, slots=True)
 class Unconfined:
     """deno started directly (``sandbox="off"``), with DENO_ARGV0 in place of the binary's
-    path."""
+    path, and with a descriptor for ``staged.base`` to read the worker's files through."""
 
-    argv: list[str]
+    config: WorkerConfig
+    staged: Staged
 
     def start(self, environment: dict[str, str]) -> subprocess.Popen[bytes]:
-        return _popen([DENO_ARGV0, *self.argv[1:]], environment, executable=self.argv[0])
+        # The descriptor's number is whatever this process has free (no thread here may pick
+        # it): each number's URLs get a transpile of their own, once, which an unconfined
+        # worker writes to the cache itself.
+        fd = open_base(self.staged.base) if SERVE_BY_DESCRIPTOR else -1
+        try:
+            argv = self.config.argv(self.staged.deno, self.staged.served(fd))
+            return _popen([DENO_ARGV0, *argv[1:]], environment, executable=argv[0], fds=(fd,) if fd >= 0 else ())
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
 
 def worker_command(config: WorkerConfig) -> list[str] | Unconfined | Confined:
@@ -432,8 +500,7 @@ def worker_command(config: WorkerConfig) -> list[str] | Unconfined | Confined:
     this function to start hostile fake workers (any command line) instead; the public API has
     no such switch."""
     if config.sandbox == "off":
-        staged = _staged_here()
-        return Unconfined(config.argv(staged.deno, staged.entry))
+        return Unconfined(config, _staged_here())
     return confined(config)
 
 
