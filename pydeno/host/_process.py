@@ -322,29 +322,42 @@ def stage(deno: str, entry: Path) -> Staged:
         cache = base / "deno-dir"
         _no_web_storage(cache)
         staged = Staged(deno, entry, cache, base)
-        command = [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm"]
-        # An interpreter in front of deno (below) would turn deno's own refusal into an exit
-        # status: the error it would meet, raised here.
-        _check_runnable(deno)
-        interpreter = _interpreter()
+        # Where deno reads the worker's files by their own path, the cache is warmed for them
+        # here; served through a descriptor, it is warmed for the URLs a confined worker has
+        # when the first one starts (warm_confined), and an unconfined worker, which may
+        # write, fills it for its own.
         if not SERVE_BY_DESCRIPTOR:
-            _warm_cache([*command, str(entry)], cache, ())
-        elif os.path.isfile(interpreter) and os.access(interpreter, os.X_OK):
-            # Warmed under the URLs a confined worker has: a small interpreter puts the base
-            # descriptor where the launcher will (a threaded host cannot choose its numbers,
-            # and a POSIX shell only redirects descriptors up to 9). Without an interpreter no
-            # worker can be confined here, and an unconfined one fills the cache itself.
-            fd = open_base(base)
-            try:
-                served = str(staged.served(WORKER_FILES_FD))
-                trampoline = (
-                    f"import os, sys; os.dup2(int(sys.argv[1]), {WORKER_FILES_FD}); os.execv(sys.argv[2], sys.argv[2:])"
-                )
-                _warm_cache([interpreter, "-I", "-S", "-c", trampoline, str(fd), *command, served], cache, (fd,))
-            finally:
-                os.close(fd)
+            _warm_cache([deno, *_CACHE_FLAGS, str(entry)], cache, ())
         _staged[key] = staged
         return staged
+
+
+_CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
+_warmed: set[Staged] = set()
+
+
+def warm_confined(staged: Staged) -> None:
+    """The transpile cache, warmed for the URLs of the worker's files as a confined worker
+    has them (through WORKER_FILES_FD), once per process: that worker can write no cache."""
+    with _stage_lock:
+        if staged in _warmed or not SERVE_BY_DESCRIPTOR:
+            return
+        # An interpreter in front of deno (below) would turn deno's own refusal into an exit
+        # status: the error it would meet, raised here.
+        _check_runnable(staged.deno)
+        # A small interpreter puts the base descriptor where the launcher will: a threaded host
+        # cannot choose its numbers, and a POSIX shell only redirects descriptors up to 9.
+        trampoline = (
+            f"import os, sys; os.dup2(int(sys.argv[1]), {WORKER_FILES_FD}); os.execv(sys.argv[2], sys.argv[2:])"
+        )
+        served = str(staged.served(WORKER_FILES_FD))
+        fd = open_base(staged.base)
+        try:
+            command = [_interpreter(), "-I", "-S", "-c", trampoline, str(fd), staged.deno, *_CACHE_FLAGS, served]
+            _warm_cache(command, staged.cache, (fd,))
+        finally:
+            os.close(fd)
+        _warmed.add(staged)
 
 
 def _check_runnable(path: str) -> None:
@@ -439,6 +452,7 @@ def confined(config: WorkerConfig) -> Confined:
     # `deno cache` run): the two take about as long, and neither needs the other.
     _spawner.warm()
     staged = stage(deno, worker_entry())
+    warm_confined(staged)
     deno, entry, cache = staged.deno, staged.entry, staged.cache
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
     worker_dir = str(entry.parent.resolve())

@@ -75,7 +75,9 @@ def _stage() -> _process.Staged:
 
 
 def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
-    cache = _stage().cache
+    staged = _stage()
+    _process.warm_confined(staged)
+    cache = staged.cache
     base = cache.parent
     info = base.lstat()
     assert info.st_uid == os.getuid()
