@@ -41,7 +41,10 @@ import {
 type ConsoleLevel = typeof CONSOLE_LEVELS[number];
 
 const D: any = (globalThis as any).Deno;
-const config: WorkerSettings = JSON.parse((() => {
+// Dropped once start-up has read it (see the end of start-up): the self-test's targets and the
+// mailbox's path name host files, and a heap snapshot (node:v8) shows the guest every string
+// still alive in this isolate.
+let config: WorkerSettings = JSON.parse((() => {
   try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
 })());
 const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
@@ -143,9 +146,12 @@ D.permissions.revokeSync({ name: "sys", kind: "inspector" });
 // permissions so that each probe meets the OS layer, not Deno's own check; every one of them
 // is revoked below, before anything else runs, and the worker exits if one stays granted.
 // What got through travels in the handshake; the host decides whether that refuses start-up.
+// A function, not a block of this module: what a block's closures capture (the targets, the
+// environment) would stay alive with the module for the guest's heap snapshots to find.
 const breaches: string[] = [];
-if (config.selftest) {
-  const st = config.selftest;
+if (config.selftest) await selfTest(config.selftest);
+
+async function selfTest(st: any): Promise<void> {
   const probe = (what: string, attempt: () => unknown): void => {
     try {
       attempt();
@@ -210,8 +216,13 @@ if (typeof config.mailbox === "string") {
 
 for (const name of SELFTEST_GRANTS) D.permissions.revokeSync({ name });
 const kept = [...SELFTEST_GRANTS, "ffi", "sys"].filter((name) => D.permissions.querySync({ name }).state === "granted");
-if (typeof config.mailbox === "string" && D.permissions.querySync({ name: "read", path: config.mailbox }).state === "granted") {
-  kept.push("read");
+// The mailbox's own grant, by opening it again: a query for that path would stay in Deno's
+// cache of permission states, path and all, for as long as the worker lives.
+if (typeof config.mailbox === "string") {
+  try {
+    D.openSync(config.mailbox, { read: true }).close();
+    kept.push("read");
+  } catch { /* refused: the grant is gone */ }
 }
 if (kept.length) {
   coreWriteSync(2, new TextEncoder().encode(`${WORKER_PREFIX}the ${kept[0]} permission is still granted\n`));
@@ -284,8 +295,10 @@ let hookInstalled = false;
 // global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
 // only runtimes that use top-level await or live long enough to need a memory collection
 // ever send a message; so the first such eval or collection loads it, with the global back
-// for exactly that synchronous load and a message that runs no guest code. Guest code could observe that moment only through accessors it planted on
-// shared prototypes; what it would see is the Deno namespace with every permission revoked.
+// for exactly that synchronous load and a message that runs no guest code. Guest code could
+// observe that moment only through accessors it planted on shared prototypes; what it would
+// see is the Deno namespace with every permission revoked, whose execPath() says "deno" and
+// which has no main module (see guardWorkers): the load finds no host path there to hand on.
 let nodeProcessLoaded = false;
 const nodeProcessGetter = ObjectGetOwnPropertyDescriptor(globalThis, "process")?.get;
 function loadNodeProcess(): void {
@@ -421,6 +434,7 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
   },
 });
 writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
+config = {} as WorkerSettings;
 
 function flushWriter(): void {
   const len = writer.pos - FRAME_HEADER_BYTES;
@@ -916,9 +930,38 @@ ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, e
 // from a data: module that installs the same guard in the worker (it can start workers too)
 // before it imports the guest's module. This function runs there from its source text, so it
 // uses nothing from this module.
+//
+// It also takes away, in this isolate and in each worker's before any guest code, what a guest
+// could read there without a permission that names where the host keeps its files. On the
+// Deno namespace, execPath() answers "deno" and mainModule is undefined (as it is in a worker):
+// node:process reads both when it loads (lazily, on first use, always after this), so its
+// execPath, argv[0] and title say "deno" too, and argv[1] names no file of the host's; argv0
+// is deno's own argv[0], which the host sets to "deno" (pydeno/host/_command.py, DENO_ARGV0).
+// The originals are kept nowhere, so a guest that deletes or redefines them, or has
+// node:process load again, gets nothing better. And the Cache API, which pydeno never lets
+// keep anything (see _no_web_storage in pydeno/host/_staging.py), fails with an error of its own: Deno's
+// names the cache directory, with the temporary directory and the host's user id in it.
 function guardWorkers(global: any, source: string): void {
   const defineProperty = Object.defineProperty, apply = Reflect.apply;
-  const found = Object.getOwnPropertyDescriptor(global, "Worker");
+  const describe = Object.getOwnPropertyDescriptor;
+  const deno = global.Deno;
+  const neutral = (name: string, value: unknown): void => {
+    const had = deno === undefined || deno === null ? undefined : describe(deno, name);
+    if (had === undefined || !had.configurable) return;
+    defineProperty(deno, name, { value, writable: had.writable ?? false, enumerable: had.enumerable, configurable: true });
+  };
+  neutral("execPath", { execPath() { return "deno"; } }.execPath);
+  neutral("mainModule", undefined);
+  const caches = describe(global, "caches");
+  if (caches !== undefined && caches.configurable) {
+    const PromiseReject = Promise.reject.bind(Promise), DOMExceptionCtor = DOMException;
+    const refuse = { refuse(): Promise<never> {
+      return PromiseReject(new DOMExceptionCtor("the Cache API is not available: nothing is kept", "SecurityError"));
+    } }.refuse;
+    const storage = Object.freeze({ open: refuse, has: refuse, delete: refuse, keys: refuse, match: refuse });
+    defineProperty(global, "caches", { value: storage, writable: true, enumerable: caches.enumerable, configurable: true });
+  }
+  const found = describe(global, "Worker");
   if (found === undefined) return;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
   const encode = encodeURIComponent;
@@ -994,6 +1037,7 @@ writer.str(v8Version);
 writer.header(0x90, -1, 0xdc, 0xdd, breaches.length, 15);
 for (const what of breaches) writer.str(what);
 flushWriter();
+breaches.length = 0; // they may name host files, and have been told
 
 let rbuf = new Uint8ArrayCtor(1 << 16);
 let rcap = 1 << 16;

@@ -15,14 +15,26 @@ from typing import Any, Final
 
 from .._options import SandboxMode
 from . import _platform
+from ._launcher import WORKER_FILES_FD
 from ._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
-from ._staging import deno_environment, runnable_deno, stage, staged, worker_entry
+from ._staging import (
+    SERVE_BY_DESCRIPTOR,
+    Staged,
+    deno_environment,
+    runnable_deno,
+    stage,
+    staged,
+    warm_confined,
+    worker_entry,
+)
 
 __all__ = [
     "LAUNCHER",
     "SELFTEST_PORT",
     "Command",
+    "DENO_ARGV0",
     "Confined",
+    "Unconfined",
     "WorkerConfig",
     "confined",
     "launcher_command",
@@ -36,6 +48,11 @@ __all__ = [
 # a live network stack, is a breach; only a refusal to create or route the socket is not.
 SELFTEST_PORT: Final = 9
 LAUNCHER: Final = Path(__file__).resolve().with_name("_launcher.py")
+# deno's argv[0], whatever file it runs from: the guest reads it back (node:process's argv0),
+# and the binary's path would name the host's virtualenv, or the staging directory with the
+# temporary directory and the host's user id in it. The worker makes Deno.execPath() say the
+# same (worker/main.ts, guardWorkers).
+DENO_ARGV0: Final = "deno"
 MiB: Final = 1 << 20
 
 
@@ -137,16 +154,9 @@ def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
     }
 
 
-def _interpreter() -> str:
-    """The Python that runs the launcher. A venv's ``python`` is a link to its base
-    interpreter; under ``-I -S`` both see the same standard library and no site-packages
-    (the venv only adds those, through site), and the real binary skips the venv lookup."""
-    return os.path.realpath(sys.executable)
-
-
 def launcher_command(launcher: Path, *args: str) -> list[str]:
     """The command line that runs the launcher program with args."""
-    return [_interpreter(), "-I", "-S", str(launcher), *args]
+    return [_platform.interpreter(), "-I", "-S", str(launcher), *args]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +170,22 @@ class Confined:
         return launcher_command(launcher, marshal.dumps(self.spec).hex())
 
 
-# A worker's command: deno's command line, or a confined worker for the launcher.
-Command = list[str] | Confined
+@dataclass(frozen=True, slots=True)
+class Unconfined:
+    """deno started directly (``sandbox="off"``), with DENO_ARGV0 in place of the binary's
+    path, and with a descriptor for ``staged.base`` to read the worker's files through."""
+
+    config: WorkerConfig
+    staged: Staged
+
+    def argv(self, fd: int) -> list[str]:
+        """deno's command line, reading the worker's files through descriptor fd (-1: none)."""
+        return self.config.argv(self.staged.deno, self.staged.served(fd))
+
+
+# A worker's command: any command line (hostile fake workers), deno started directly, or a
+# confined worker for the launcher.
+Command = list[str] | Unconfined | Confined
 
 
 def confined(
@@ -190,6 +214,7 @@ def confined(
     if warm is not None:
         warm()
     found = stage(deno, entry if entry is not None else worker_entry())
+    warm_confined(found)
     deno, entry, cache = found.deno, found.entry, found.cache
     worker_dir = str(entry.parent.resolve())
     targets = selftest_targets(cache, worker_dir)
@@ -204,7 +229,11 @@ def confined(
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
             "thread_cap": None if config.own_cgroup else config.max_threads,
-            "argv": config.argv(deno, entry, targets),
+            # The launcher opens the base as WORKER_FILES_FD for deno to read the worker's
+            # files from.
+            "argv": config.argv(deno, found.served(WORKER_FILES_FD), targets),
+            "argv0": DENO_ARGV0,
+            "files": str(found.base) if SERVE_BY_DESCRIPTOR else None,
             "simulate": dict(missing_layers or {}),
             "silent": sorted(silent_layers),
         }
@@ -228,11 +257,10 @@ def worker_command(
     missing_layers: Mapping[str, str] | None = None,
     silent_layers: Collection[str] = (),
 ) -> Command:
-    """What starts a worker from entry (None: the installed worker): deno's command line under
+    """What starts a worker from entry (None: the installed worker): deno itself under
     sandbox="off", else a confined worker for the launcher (see :func:`confined` for the rest)."""
     if config.sandbox == "off":
-        found = staged(entry)
-        return config.argv(found.deno, found.entry)
+        return Unconfined(config, staged(entry))
     return confined(config, entry, warm=warm, missing_layers=missing_layers, silent_layers=silent_layers)
 
 

@@ -4,7 +4,9 @@ Run as ``python -I -S pydeno/host/_launcher.py SPEC`` where SPEC is a hex-encode
 :mod:`marshal` of::
 
     {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
-     "env": {...}, "argv": [deno, ...], "simulate": {<layer>: <reason>}, "silent": [<layer>]}
+     "env": {...}, "argv": [deno, ...], "argv0": <what deno's argv[0] says>,
+     "files": <the staging directory, opened as WORKER_FILES_FD for deno> | None,
+     "simulate": {<layer>: <reason>}, "silent": [<layer>]}
 
 It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
 between fork and exec in a threaded process can deadlock. Here the process is a fresh,
@@ -85,6 +87,10 @@ SKIPPED = PREFIX + "skipped: "
 MAX_REQUEST = 1 << 20
 # How often the zygote samples the workers it holds to a memory cap, in seconds.
 CAP_INTERVAL = 0.02
+# The descriptor deno reads the worker's files through (/proc/self/fd/3/...): a fixed number,
+# so that the URLs of those files, and the transpile cache entries warmed for them, are the
+# same for every worker.
+WORKER_FILES_FD = 3
 
 
 def _layers() -> ModuleType:
@@ -126,6 +132,17 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     apply("parent-death signal", layers.set_parent_death_signal, parent)
     if os.getppid() != parent:
         return EXIT_DONE  # the parent is already gone: there is no one to serve
+    if spec.get("files") is not None:
+        # Before the privilege drop and Landlock: O_PATH, it grants nothing by itself.
+        try:
+            files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
+        except OSError as exc:
+            os.write(2, f"{PREFIX}cannot open the worker's files: {exc.strerror}\n".encode())
+            return EXIT_EXEC_FAILED
+        if files != WORKER_FILES_FD:
+            os.dup2(files, WORKER_FILES_FD)
+            os.close(files)
+        os.set_inheritable(WORKER_FILES_FD, True)
     apply("namespaces", layers.unshare_namespaces)
     if os.geteuid() == 0:
         apply("privilege drop", layers.drop_privileges)
@@ -133,17 +150,17 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
     read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
     apply("landlock", layers.restrict_filesystem, read, spec["execute"])
-    command, env = spec["argv"], dict(spec.get("env", {}))
+    command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
     try:
         # The filter goes in inside exec_confined, right before its execve: it refuses every
         # other execve, including any a later deno would make.
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(command, env, seccomp="seccomp" not in silent)
+            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0)
         except layers.LayerUnavailable as exc:
             refused(exc)
-            layers.exec_confined(command, env, seccomp=False)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return EXIT_EXEC_FAILED

@@ -635,15 +635,17 @@ def install_seccomp_filter(*, exec_pointer: int | None = None) -> None:
     _prctl(layer, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
 
 
-def exec_confined(argv: Sequence[str], env: dict[str, str], *, seccomp: bool = True) -> None:
-    """Install the seccomp filter (unless ``seccomp`` is false) and execve ``argv[0]``.
+def exec_confined(argv: Sequence[str], env: dict[str, str], *, seccomp: bool = True, argv0: str | None = None) -> None:
+    """Install the seccomp filter (unless ``seccomp`` is false) and execve ``argv[0]``, which
+    the new program sees as its argv[0] unless ``argv0`` names another.
 
     The filename is a buffer whose address the filter allows, so this execve passes and any
     later one (from deno, in the same address space's successor) is refused. Returns only if
     execve fails, raising OSError.
     """
     path = ctypes.create_string_buffer(os.fsencode(argv[0]))
-    args = (ctypes.c_char_p * (len(argv) + 1))(*[os.fsencode(a) for a in argv], None)
+    shown = [argv[0] if argv0 is None else argv0, *argv[1:]]
+    args = (ctypes.c_char_p * (len(shown) + 1))(*[os.fsencode(a) for a in shown], None)
     envp = (ctypes.c_char_p * (len(env) + 1))(*[os.fsencode(f"{k}={v}") for k, v in env.items()], None)
     if seccomp:
         install_seccomp_filter(exec_pointer=ctypes.addressof(path))

@@ -247,3 +247,11 @@ def elf_interpreter() -> str:
     """The dynamic loader's real path: a program's exec maps it, so a process confined to the
     files it may execute needs it as much as the program."""
     return os.path.realpath(ELF_INTERPRETER)
+
+
+def interpreter() -> str:
+    """The Python that runs the launcher (and other helper programs). A venv's ``python`` is a
+    link to its base interpreter; under ``-I -S`` both see the same standard library and no
+    site-packages (the venv only adds those, through site), and the real binary skips the
+    venv lookup."""
+    return os.path.realpath(sys.executable)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._child import Child, reap
-from ._command import LAUNCHER, Command, Confined
+from ._command import DENO_ARGV0, LAUNCHER, Command, Confined, Unconfined
+from ._staging import SERVE_BY_DESCRIPTOR, open_base
 from ._zygote import REPLY_SECONDS, Zygote, ZygoteChild, ZygoteGone
 
 __all__ = ["IDLE_SECONDS", "Infrastructure", "Spawner", "infrastructure", "spawner"]
@@ -130,22 +131,23 @@ class Spawner:
         """Start a worker's process (in the spawner thread): a confined worker from the
         zygote, or from a one-off launcher when no zygote can serve; any other command
         directly."""
+        if isinstance(command, Unconfined):
+            # The descriptor's number is whatever this process has free (no thread here may
+            # pick it): each number's URLs get a transpile of their own, once, which an
+            # unconfined worker writes to the cache itself.
+            fd = open_base(command.staged.base) if SERVE_BY_DESCRIPTOR else -1
+            try:
+                argv = command.argv(fd)
+                return _popen([DENO_ARGV0, *argv[1:]], environment, executable=argv[0], fds=(fd,) if fd >= 0 else ())
+            finally:
+                if fd >= 0:
+                    os.close(fd)
         if isinstance(command, Confined):
             child = self._spawn_confined(command.spec)
             if child is not None:
                 return child
             command = command.command(self.launcher)
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environment,
-            cwd="/",
-            close_fds=True,
-            start_new_session=True,
-            bufsize=0,
-        )
+        return _popen(command, environment)
 
     def _warm(self) -> None:
         # A failure to start the zygote is met again, and reported, by the spawn that follows.
@@ -276,3 +278,23 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _popen(
+    command: list[str], environment: dict[str, str], *, executable: str | None = None, fds: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """A worker started directly, in a session of its own, with nothing of the host's open
+    but its three pipes and fds."""
+    return subprocess.Popen(
+        command,
+        executable=executable,
+        pass_fds=fds,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        cwd="/",
+        close_fds=True,
+        start_new_session=True,
+        bufsize=0,
+    )

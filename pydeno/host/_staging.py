@@ -10,21 +10,37 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
+
+from . import _platform
+from ._launcher import WORKER_FILES_FD
 
 __all__ = [
+    "SERVE_BY_DESCRIPTOR",
     "Staged",
+    "open_base",
     "deno_environment",
     "find_deno",
     "reachable_by_others",
     "runnable_deno",
     "stage",
     "staged",
+    "warm_confined",
     "worker_entry",
 ]
+
+# Where deno finds the worker's files (Linux): through a descriptor for the staging directory,
+# as /proc/self/fd/<n>/worker-<digest>/main.ts. Every URL the worker's modules have (their
+# import.meta.url, Deno.mainModule, the names of their scripts in the isolate, which a heap
+# snapshot lists) then names no directory of the host's; the staging directory itself, under
+# the temporary directory and named with the host's user id, stays out of the guest's sight.
+SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
+_CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
 
 
 def find_deno() -> str:
@@ -43,11 +59,16 @@ def runnable_deno() -> str:
     """find_deno(), resolved, or the OSError an execve of it would meet: a launcher would
     only fail later, at its execve, where a direct start says it at once."""
     deno = os.path.realpath(find_deno())
-    if not os.access(deno, os.X_OK):
-        if os.path.exists(deno):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), deno)
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), deno)
+    _check_runnable(deno)
     return deno
+
+
+def _check_runnable(path: str) -> None:
+    """The OSError an execve of path would fail with, raised here."""
+    if not os.access(path, os.X_OK):
+        if os.path.exists(path):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
 
 def worker_entry() -> Path:
@@ -68,15 +89,24 @@ def deno_environment(cache: Path) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Staged:
-    """Where a confined worker finds deno, its entry module and its warm transpile cache."""
+    """Where a confined worker finds deno, its entry module and its warm transpile cache, and
+    the staging directory that holds the entry's folder."""
 
     deno: str
     entry: Path
     cache: Path
+    base: Path
+
+    def served(self, fd: int) -> Path:
+        """The entry as deno is to open it when ``fd`` is a descriptor for the base."""
+        if not SERVE_BY_DESCRIPTOR:
+            return self.entry
+        return Path(f"/proc/self/fd/{fd}") / self.entry.parent.name / self.entry.name
 
 
 _stage_lock = threading.Lock()
 _staged: dict[tuple[str, Path, Path | None], Staged] = {}
+_warmed: set[Staged] = set()
 
 
 def _private_dir(path: Path) -> bool:
@@ -130,16 +160,25 @@ def _no_web_storage(cache: Path) -> None:
     blocker.chmod(0o444)
 
 
+def open_base(base: Path) -> int:
+    """A descriptor for the staging directory, which deno reads the worker's files through
+    (see SERVE_BY_DESCRIPTOR): it gives no access of its own (O_PATH)."""
+    return os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
 def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
     """Deno, the worker and a warm transpile cache, all where the confined worker can read them.
 
     The base is ``<root>/pydeno-<uid>`` (root: the temporary directory), this user's own and
     writable by no one else (else a fresh private directory), so no other user can plant code
     in it. A worker that will run as another user (the host is root) cannot reach files under
-    a directory only root may search, such as ``/root``: those are copied (or hard-linked)
-    into the base. The cache matters for speed: a confined worker can write nowhere, and deno
-    retries a refused cache write with a growing backoff (hundreds of ms at start-up). Done
-    once per process for each deno, entry and root.
+    a directory only root may search, such as ``/root``: deno is then copied (or hard-linked)
+    into the base. The worker's own files always are, into a folder named by a hash of their
+    contents, which deno is handed through a descriptor for the base (:meth:`Staged.served`),
+    so that no URL of theirs names a host directory. The cache, warmed for the URLs a confined
+    worker uses, matters for speed: a confined worker can write nowhere, and deno retries a
+    refused cache write with a growing backoff (hundreds of ms at start-up). Done once per
+    process for each deno, entry and root.
     """
     key = (deno, entry, root)
     with _stage_lock:
@@ -152,33 +191,78 @@ def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
         if not _private_dir(base):
             base = Path(tempfile.mkdtemp(prefix="pydeno-", dir=parent))
         base.chmod(0o755)
-        drops = os.geteuid() == 0
-        if drops and not reachable_by_others(deno, stat.S_IXOTH):
+        if os.geteuid() == 0 and not reachable_by_others(deno, stat.S_IXOTH):
             info = os.stat(deno)
             target = base / f"deno-{info.st_size}-{info.st_mtime_ns}"
             _install_copy(Path(deno), target, 0o755)
             deno = str(target)
-        if drops and not reachable_by_others(str(entry), stat.S_IROTH):
-            sources = sorted(entry.parent.glob("*.ts"))
-            digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:16]
-            folder = base / f"worker-{digest}"
-            with contextlib.suppress(FileExistsError):
-                folder.mkdir(mode=0o755)
-            for source in sources:
-                _install_copy(source, folder / source.name, 0o644)
-            entry = folder / entry.name
+        sources = sorted(entry.parent.glob("*.ts"))
+        digest = hashlib.sha256()
+        for source in sources:
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+        folder = base / f"worker-{digest.hexdigest()[:16]}"
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o755)
+        for source in sources:
+            _install_copy(source, folder / source.name, 0o644)
+        entry = folder / entry.name
         cache = base / "deno-dir"
         _no_web_storage(cache)
-        subprocess.run(
-            [deno, "cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", str(entry)],
-            env=deno_environment(cache),
-            cwd="/",
-            check=True,
-            capture_output=True,
-            timeout=60,
+        found = Staged(deno, entry, cache, base)
+        # Where deno reads the worker's files by their own path, the cache is warmed for them
+        # here; served through a descriptor, it is warmed for the URLs a confined worker has
+        # when the first one starts (warm_confined), and an unconfined worker, which may
+        # write, fills it for its own.
+        if not SERVE_BY_DESCRIPTOR:
+            _warm_cache([deno, *_CACHE_FLAGS, str(entry)], cache, ())
+        _staged[key] = found
+        return found
+
+
+def warm_confined(found: Staged) -> None:
+    """The transpile cache, warmed for the URLs of the worker's files as a confined worker
+    has them (through WORKER_FILES_FD), once per process: that worker can write no cache."""
+    with _stage_lock:
+        if found in _warmed or not SERVE_BY_DESCRIPTOR:
+            return
+        # An interpreter in front of deno (below) would turn deno's own refusal into an exit
+        # status: the error it would meet, raised here.
+        _check_runnable(found.deno)
+        # A small interpreter puts the base descriptor where the launcher will: a threaded host
+        # cannot choose its numbers, and a POSIX shell only redirects descriptors up to 9.
+        trampoline = (
+            f"import os, sys; os.dup2(int(sys.argv[1]), {WORKER_FILES_FD}); os.execv(sys.argv[2], sys.argv[2:])"
         )
-        _staged[key] = Staged(deno, entry, cache)
-        return _staged[key]
+        served = str(found.served(WORKER_FILES_FD))
+        fd = open_base(found.base)
+        try:
+            command = [
+                _platform.interpreter(),
+                "-I",
+                "-S",
+                "-c",
+                trampoline,
+                str(fd),
+                found.deno,
+                *_CACHE_FLAGS,
+                served,
+            ]
+            _warm_cache(command, found.cache, (fd,))
+        finally:
+            os.close(fd)
+        _warmed.add(found)
+
+
+def _warm_cache(command: list[str], cache: Path, fds: tuple[int, ...]) -> None:
+    subprocess.run(
+        command,
+        env=deno_environment(cache),
+        cwd="/",
+        check=True,
+        capture_output=True,
+        timeout=60,
+        pass_fds=fds,
+    )
 
 
 def staged(entry: Path | None = None) -> Staged:

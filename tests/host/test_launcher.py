@@ -19,6 +19,7 @@ import pytest
 
 import pydeno
 from pydeno.host import _staging
+from pydeno.host._launcher import WORKER_FILES_FD
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -74,7 +75,9 @@ def _stage(root: Path | None = None) -> _staging.Staged:
 
 
 def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
-    cache = _stage().cache
+    staged = _stage()
+    _staging.warm_confined(staged)
+    cache = staged.cache
     base = cache.parent
     info = base.lstat()
     assert info.st_uid == os.getuid()
@@ -110,6 +113,26 @@ def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_t
     assert _staging.reachable_by_others(str(staged.entry), stat.S_IROTH)
     for module in ("codec.ts", "protocol.ts"):
         assert (staged.entry.parent / module).read_bytes() == (hidden / module).read_bytes()
+
+
+@pytest.mark.parametrize("sandbox", ["require", "off"])
+def test_deno_reads_the_worker_s_files_through_a_descriptor_under_urls_that_name_no_host_directory(
+    sandbox: str,
+) -> None:
+    staged = _stage()
+    with pydeno.Runtime(sandbox=sandbox) as rt:  # type: ignore[arg-type]
+        process = rt._sup.process
+        assert process is not None
+        entry = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[-2].decode()
+        prefix, fd, folder, name = entry.rsplit("/", 3)
+        assert prefix == "/proc/self/fd" and (folder, name) == (staged.entry.parent.name, "main.ts"), entry
+        # A confined worker's descriptor has the number the launcher gives it, whose URLs the
+        # transpile cache was warmed for: it can write no cache of its own.
+        if sandbox == "require":
+            assert int(fd) == WORKER_FILES_FD
+            assert (staged.cache / "gen/file/proc/self/fd/3" / folder / "main.ts.js").is_file()
+        assert os.readlink(f"/proc/{process.pid}/fd/{fd}") == str(staged.base)
+        assert rt.eval("await 0; 6 * 7") == 42
 
 
 def test_a_runtime_made_in_a_thread_that_then_ends_keeps_its_worker() -> None:

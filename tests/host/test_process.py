@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno.host import _command, _process
+from pydeno.host import _command, _process, _staging
 from pydeno.host._command import WorkerConfig
 from pydeno.host._staging import find_deno
 
@@ -94,6 +94,20 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
         assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", _command.SETTINGS_VARIABLE.encode()}
         assert b"DENO_NO_UPDATE_CHECK=1" in entries
         assert not any(b"hunter2" in e for e in entries)
+
+
+@pytest.mark.parametrize("sandbox", ["require", "off"])
+def test_deno_runs_with_deno_as_its_argv0_whatever_file_it_runs_from(sandbox: Any) -> None:
+    # The guest reads argv[0] back (node:process's argv0); the binary's path would name the
+    # host's virtualenv, or its staging directory.
+    with pydeno.Runtime(sandbox=sandbox) as rt:
+        process = rt._sup.process
+        assert process is not None
+        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[0] == _command.DENO_ARGV0.encode() == b"deno"
+        staged = _staging.stage(os.path.realpath(find_deno()), _staging.worker_entry())
+        assert os.readlink(f"/proc/{process.pid}/exe") == staged.deno
+        assert rt.eval("1 + 1") == 2
 
 
 def test_the_worker_runs_in_its_own_session() -> None:

@@ -575,7 +575,8 @@ READ_BACK: Final = {
 def test_the_command_line_the_guest_can_read_back_names_no_host_path(rt: pydeno.Runtime, where: str) -> None:
     got = rt.eval(READ_BACK[where])
     assert isinstance(got, list) and got, got
-    # The deno binary's own path is there (docs/security.md says so); nothing else of the host.
+    # A node worker's argv[0] is the deno binary's path (docs/security.md says why); nothing else
+    # of the host is there, and elsewhere not even that (tests/security/test_host_layout.py).
     deno = _staging.staged().deno
     text = json.dumps([item for item in got if not str(item).startswith(deno)])
     worker_dir = str(_staging.worker_entry().parent)
