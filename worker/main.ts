@@ -356,13 +356,15 @@ async function replEval(code: string): Promise<any> {
 // again and again for nothing. But for evals of new code it is too wide: on top of what the
 // first collection touches once (about 3 MiB of deno's code and of node:process, which the
 // inspector loads on its first message), the worker then swung up to 3 MiB above the low
-// point, more than 5 MiB above where it started in about one reading in eight, in either
-// sandbox mode. So once NEW_CODE_EVALS evals of new code have run since the last collection,
-// a second allowance applies: NEW_CODE_GROWTH past where the worker stood SETTLE_LOOKS looks
-// after that collection, when most of the regrowth is behind it. Evals of the same code again
-// and calls of functions compile nothing, and keep to the first allowance. The first
-// collection, which carries the one-time costs above, waits for MEMORY_GROWTH of growth, so
-// that a runtime that evaluates little never pays them.
+// point, and read more than 5 MiB above where it started for much of its life (up to half
+// of the readings with sandbox="off", whose first reading comes before deno's asynchronous
+// read path has run; fewer after the sandbox's self-test, which has run it). So once
+// NEW_CODE_EVALS evals of new code have run since the last collection, a second allowance
+// applies: NEW_CODE_GROWTH past where the worker stood SETTLE_LOOKS looks after that
+// collection, when most of the regrowth is behind it. Evals of the same code again and calls
+// of functions compile nothing, and keep to the first allowance. The first collection, which
+// carries the one-time costs above, waits for MEMORY_GROWTH of growth, so that a runtime that
+// evaluates little never pays them.
 const MEMORY_LOOK_EVERY = 256; // commands
 const MEMORY_GROWTH = 3 * 1048576; // bytes
 const NEW_CODE_GROWTH = 256 * 1024; // bytes
