@@ -380,6 +380,7 @@ let settledAllowance = NEW_CODE_GROWTH;
 let settling = 0; // looks left before rssSettled is taken
 let heapFirst = -1; // the live heap the first collection left
 let newCode = 0; // evals of code unlike the one before, since the last collection
+const LAST_CODE_CHARS = 4096;
 let lastCode = "";
 let collectAsked = false;
 let collectLooks = 0;
@@ -770,8 +771,9 @@ function runEval(id: number, code: string): void {
     // One specifier for every eval: V8's compilation cache, keyed on source and origin, then
     // serves repeated source; what it keeps of each new source goes at the worker's next
     // collection (see "Memory over a long life").
-    // New code is what leaves compiled scripts behind (see "Memory over a long life").
-    if (code !== lastCode) { lastCode = code; newCode++; }
+    // New code is what leaves compiled scripts behind (see "Memory over a long life"). Only a
+    // short source is kept to compare the next with: a long one would stay alive for it.
+    if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
     const outcome = evalContext(code, "guest:eval");
     // The same wrapper ran after the guest code: if that code changed what it reads, the
     // outcome may hold something other than the code's value or error.
