@@ -72,7 +72,7 @@ const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
 const inspect: (v: any, o?: any) => string = D.inspect;
 const denoVersion: string = D.version.deno;
-const memoryUsage: () => { rss: number } = D.memoryUsage;
+const memoryUsage: () => { rss: number; heapUsed: number } = D.memoryUsage;
 const v8Version: string = D.version.v8;
 
 const FunctionCall = Function.prototype.call;
@@ -365,31 +365,54 @@ async function replEval(code: string): Promise<any> {
 }
 
 // --- Memory over a long life --------------------------------------------------------------
-// V8 keeps each classic script it compiles in its compilation cache, alive whole (source,
-// bytecode, function info), until its bytecode has gone unused for minutes: every eval of new
-// code adds about half a KiB that no collection in between gives back. And the read loop
-// below seldom yields to the event loop, so V8's memory reducer, which trims the heap of an
-// isolate gone quiet, never runs. So every MEMORY_LOOK_EVERY commands, between two of them,
-// the worker looks at its resident memory, and once that has grown by more than an allowance
-// since the last collection, asks the inspector for one: HeapProfiler.collectGarbage, V8's
+// V8 compiles each classic script into the old generation, which only a full collection
+// sweeps, and keeps it in its compilation cache, alive whole (source, bytecode, function
+// info), until its bytecode has gone unused for minutes: every eval of new code adds about two
+// thirds of a KiB that no collection in between gives back (a repeated eval about a sixth).
+// And the read loop below seldom yields to the event loop, so V8's memory reducer, which trims
+// the heap of an isolate gone quiet, never runs. So every MEMORY_LOOK_EVERY commands, between
+// two of them, the worker looks at its resident memory, and once that has grown past an
+// allowance, asks the inspector for a collection: HeapProfiler.collectGarbage, V8's
 // low-memory collection, which also empties the compilation cache and gives freed pages back
-// to the system. It runs as a V8 task, so the read loop takes turns of the event loop until
-// it has run. A collection costs time in proportion to what is alive, so the allowance is
-// half of what the last one left above the worker's first look, and never less than
-// MEMORY_GROWTH.
+// to the system. It runs as a V8 task, so the read loop takes turns of the event loop until it
+// has run. A collection costs time in proportion to what is alive, so each allowance is also
+// never less than half of what the last collection left alive above what the first one left.
+//
+// The collection also shrinks the young generation to its least, and over the next few
+// hundred commands it grows back to its working size (2 MiB or more, as V8 sizes it to how
+// fast the guest allocates) whatever the guest does. The first allowance, MEMORY_GROWTH past
+// the low point just after a collection, must hold that regrowth, or the worker would collect
+// again and again for nothing. But for evals of new code it is too wide: on top of what the
+// first collection touches once (about 3 MiB of deno's code and of node:process, which the
+// inspector loads on its first message), the worker then swung up to 3 MiB above the low
+// point, and read more than 5 MiB above where it started for much of its life (up to half
+// of the readings with sandbox="off", whose first reading comes before deno's asynchronous
+// read path has run; fewer after the sandbox's self-test, which has run it). So once
+// NEW_CODE_EVALS evals of new code have run since the last collection, a second allowance
+// applies: NEW_CODE_GROWTH past where the worker stood SETTLE_LOOKS looks after that
+// collection, when most of the regrowth is behind it. Evals of the same code again and calls
+// of functions compile nothing, and keep to the first allowance. The first collection, which
+// carries the one-time costs above, waits for MEMORY_GROWTH of growth, so that a runtime that
+// evaluates little never pays them.
 const MEMORY_LOOK_EVERY = 256; // commands
 const MEMORY_GROWTH = 3 * 1048576; // bytes
+const NEW_CODE_GROWTH = 256 * 1024; // bytes
+const NEW_CODE_EVALS = 256;
+const SETTLE_LOOKS = 2;
 const COLLECT_WAIT_LOOKS = 4; // looks a collection may stay unanswered before it is given up
 let commandsToLook = MEMORY_LOOK_EVERY;
 let rssFirst = -1; // at the first look
 let rssFloor = -1; // after the last collection, or the least seen since
 let rssAllowance = MEMORY_GROWTH;
+let rssSettled = -1; // SETTLE_LOOKS looks after the last collection
+let settledAllowance = NEW_CODE_GROWTH;
+let settling = 0; // looks left before rssSettled is taken
+let heapFirst = -1; // the live heap the first collection left
+let newCode = 0; // evals of code unlike the one before, since the last collection
+const LAST_CODE_CHARS = 4096;
+let lastCode = "";
 let collectAsked = false;
 let collectLooks = 0;
-
-function residentBytes(): number {
-  try { return memoryUsage().rss; } catch { return -1; }
-}
 
 function lookAtMemory(): void {
   commandsToLook = MEMORY_LOOK_EVERY;
@@ -398,11 +421,13 @@ function lookAtMemory(): void {
     if (++collectLooks > COLLECT_WAIT_LOOKS) collectAsked = false;
     return;
   }
-  const rss = residentBytes();
-  if (rss < 0) return;
+  let rss: number;
+  try { rss = memoryUsage().rss; } catch { return; }
   if (rssFirst < 0) rssFirst = rss;
+  if (settling > 0 && --settling === 0) rssSettled = rss;
   if (rssFloor < 0 || rss < rssFloor) { rssFloor = rss; return; }
-  if (rss - rssFloor <= rssAllowance) return;
+  if (rss - rssFloor <= rssAllowance &&
+      (rssSettled < 0 || newCode < NEW_CODE_EVALS || rss - rssSettled <= settledAllowance)) return;
   collectAsked = true;
   collectLooks = 0;
   try {
@@ -416,11 +441,17 @@ function lookAtMemory(): void {
 
 function collected(): void {
   collectAsked = false;
-  const rss = residentBytes();
-  if (rss < 0) return;
-  rssFloor = rss;
-  const kept = (rss - rssFirst) / 2;
+  newCode = 0;
+  rssSettled = -1;
+  settling = SETTLE_LOOKS;
+  let usage: { rss: number; heapUsed: number };
+  try { usage = memoryUsage(); } catch { return; }
+  rssFloor = usage.rss;
+  const kept = (usage.rss - rssFirst) / 2;
   rssAllowance = kept > MEMORY_GROWTH ? kept : MEMORY_GROWTH;
+  if (heapFirst < 0) heapFirst = usage.heapUsed;
+  const held = (usage.heapUsed - heapFirst) / 2;
+  settledAllowance = held > NEW_CODE_GROWTH ? held : NEW_CODE_GROWTH;
 }
 
 // --- Output ------------------------------------------------------------------------------
@@ -783,6 +814,9 @@ function runEval(id: number, code: string): void {
     // One specifier for every eval: V8's compilation cache, keyed on source and origin, then
     // serves repeated source; what it keeps of each new source goes at the worker's next
     // collection (see "Memory over a long life").
+    // New code is what leaves compiled scripts behind (see "Memory over a long life"). Only a
+    // short source is kept to compare the next with: a long one would stay alive for it.
+    if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
     const outcome = evalContext(code, "guest:eval");
     // The same wrapper ran after the guest code: if that code changed what it reads, the
     // outcome may hold something other than the code's value or error.

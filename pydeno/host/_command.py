@@ -125,6 +125,14 @@ class WorkerConfig:
             "--no-lock",
             "--no-remote",
             "--no-npm",
+            # Deno's V8 code cache (a SQLite file in the cache directory) serves evalContext
+            # too: every eval hashed its source and queried the file, and every eval of new
+            # code had its script serialized to be stored there. Where the worker may write
+            # (sandbox="off") each one was written, a disk write per eval of a guest's code into
+            # a file every runtime of this user shares, and each Web Worker's blob: or data:
+            # module added a row for good; elsewhere the write failed after the serializing.
+            # The worker's own modules compile from source instead, a one-time cost.
+            "--no-code-cache",
             # Without it, a Worker given deno.permissions (which may only narrow what the
             # code that starts it has) ends the whole process instead of the constructor call.
             "--unstable-worker-options",

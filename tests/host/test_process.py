@@ -68,6 +68,15 @@ def test_the_worker_gets_no_permission_but_the_inspector_and_its_settings_it_rev
         assert flag in argv
 
 
+@pytest.mark.parametrize("selftest", [None, {"read": []}])
+def test_deno_keeps_no_code_cache_of_what_the_worker_evaluates(selftest: dict[str, list[str]] | None) -> None:
+    # Deno's code cache serves evalContext too: without the flag every eval of new code was
+    # serialized for it, and written to the shared cache file where the worker may write.
+    argv = _config().argv("deno", Path("/w/main.ts"), selftest)
+    assert "--no-code-cache" in argv
+    assert argv.index("--no-code-cache") < argv.index("/w/main.ts")
+
+
 @pytest.mark.parametrize(
     ("max_memory", "jitless", "expected"),
     [
