@@ -381,10 +381,11 @@ class Codec:
         cost = len(data) * MAX_COST_PER_BYTE
         if cost + join_cost(len(data)) > allowance:
             shapes: list[tuple[int, int]] = []
-            cost = frame_cost(data, self.max_message_bytes, shapes)
+            # Read only until the charge is over the allowance: a refusal needs no more.
+            cost = frame_cost(data, self.max_message_bytes, shapes, allowance)
             if cost > allowance:
                 raise DecodeRefused(
-                    f"would take about {cost} bytes of host memory to decode, over the {allowance} its "
+                    f"would take about {cost} bytes or more of host memory to decode, over the {allowance} its "
                     f"{len(data)} bytes allow (max_decode_ratio={self.max_decode_ratio} per byte, "
                     f"plus {DECODE_FLOOR})"
                 )
