@@ -94,7 +94,7 @@ def build(lane: str, shape: str, size: int, at_limit: bool, ratio: int) -> bytes
     if not at_limit:
         return make(n, 0)
     # The most items that fit under the budget with filler making up the rest of size.
-    from pydeno._budget import frame_cost
+    from pydeno.host._budget import frame_cost
     from pydeno.host._protocol import DECODE_FLOOR
 
     low, high = 0, n

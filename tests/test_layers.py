@@ -19,7 +19,6 @@ FOUNDATION: Final = frozenset(
         "pydeno._errors",
         "pydeno._taxonomy",
         "pydeno._checks",
-        "pydeno._budget",
         "pydeno._options",
         "pydeno._values",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).

@@ -40,8 +40,8 @@ from typing import Any, Final
 import msgpack
 import msgspec
 
-from .._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
 from .._values import undefined
+from ._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
 from ._protocol import (
     DECODE_FLOOR,
     DEFAULT_DECODE_RATIO,
@@ -337,7 +337,7 @@ class Codec:
 
     # -- JavaScript -> Python ------------------------------------------------------------
     def allowance(self, n: int) -> int:
-        """The host memory the objects decoded from n bytes may take (pydeno/_budget.py)."""
+        """The host memory the objects decoded from n bytes may take (pydeno/host/_budget.py)."""
         return self.max_decode_ratio * n + DECODE_FLOOR
 
     def unpack(self, data: memoryview | bytes) -> Any:
@@ -352,10 +352,11 @@ class Codec:
         cost = len(data) * MAX_COST_PER_BYTE
         if cost + join_cost(len(data)) > allowance:
             shapes: list[tuple[int, int]] = []
-            cost = frame_cost(data, self.max_message_bytes, shapes)
+            # Read only until the charge is over the allowance: a refusal needs no more.
+            cost = frame_cost(data, self.max_message_bytes, shapes, allowance)
             if cost > allowance:
                 raise DecodeRefused(
-                    f"would take about {cost} bytes of host memory to decode, over the {allowance} its "
+                    f"would take about {cost} bytes or more of host memory to decode, over the {allowance} its "
                     f"{len(data)} bytes allow (max_decode_ratio={self.max_decode_ratio} per byte, "
                     f"plus {DECODE_FLOOR})"
                 )

@@ -87,7 +87,7 @@ EXT_SET: Final = 4
 #: A plain JSON-shaped value as UTF-8 JSON text (the fast lane of large values).
 EXT_JSON: Final = 5
 
-# -- The decode budget (pydeno/_budget.py), which the worker charges as the host does --
+# -- The decode budget (pydeno/host/_budget.py), which the worker charges as the host does --
 
 #: The allowance of host memory per byte of a frame, unless max_decode_ratio= says otherwise.
 DEFAULT_DECODE_RATIO: Final = 40

@@ -25,7 +25,7 @@ A result in parts is one value: its frames' payloads share max_message_bytes and
 allowance, and an ERROR for the request drops the parts received so far.
 
 Before a frame is decoded, what decoding it would build is charged against its allowance of
-host memory (pydeno/_budget.py); a frame over it is refused without building anything.
+host memory (pydeno/host/_budget.py); a frame over it is refused without building anything.
 
 Host -> worker::
 
@@ -46,8 +46,8 @@ from typing import Any, Final
 
 import msgpack
 
-from .._budget import DecodeRefused, join_cost
 from .._errors import JavaScriptError, protocol_broken
+from ._budget import DecodeRefused, join_cost
 from ._codec import Codec, ValueRefused
 from ._protocol import (
     CONSOLE_LEVELS,
@@ -179,7 +179,7 @@ class Connection:
         # Request id -> the items of its result received in PART frames, their bytes, and
         # what decoding them was charged.
         self._parts: dict[int, tuple[list[Any], int, int]] = {}
-        # What decoding the last frame was charged (pydeno/_budget.py), and what its allowance
+        # What decoding the last frame was charged (pydeno/host/_budget.py), and what its allowance
         # left: a part adds them up, and the growth of the list the parts join into.
         self._charged = self._left = 0
         self.host_calls: set[int] = set()

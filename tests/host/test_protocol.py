@@ -30,7 +30,7 @@ USERS = [
     ROOT / "pydeno" / "host" / "_wire.py",
     ROOT / "pydeno" / "host" / "_launcher.py",
     ROOT / "pydeno" / "host" / "_codec.py",
-    ROOT / "pydeno" / "_budget.py",
+    ROOT / "pydeno" / "host" / "_budget.py",
     ROOT / "pydeno" / "host" / "_process.py",
     ROOT / "pydeno" / "host" / "_mailbox.py",
     ROOT / "tests" / "fake_workers" / "_wirelib.py",

@@ -1,4 +1,4 @@
-"""The decode budget (pydeno/_budget.py), driven without I/O like tests/host/test_wire.py.
+"""The decode budget (pydeno/host/_budget.py), driven without I/O like tests/host/test_wire.py.
 
 Properties, each over random frames: whatever bytes arrive, the connection gives events or a
 ProtocolError and nothing else; decoding a frame never builds more than it was charged, and
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydeno import undefined
-from pydeno._budget import frame_cost, json_cost, json_shape
+from pydeno.host._budget import frame_cost, json_cost, json_shape
 from pydeno.host._codec import Codec
 from pydeno.host._protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE
 from pydeno.host._wire import Connection, Hello, ProtocolError, frame

@@ -3,7 +3,7 @@ Python objects on the host (one empty Map, object or array reused at every posit
 as a tree of them: one byte each, a 64-byte dict or list and its slot each on the host).
 
 The host charges every frame from the worker what decoding it builds before decoding it,
-and refuses one over ``max_decode_ratio`` bytes per byte plus 1 MiB (pydeno/_budget.py). An
+and refuses one over ``max_decode_ratio`` bytes per byte plus 1 MiB (pydeno/host/_budget.py). An
 honest worker refuses such a value first, with an error naming the option; a forged frame
 kills the worker as a protocol violation. Realistic data is never refused.
 """
