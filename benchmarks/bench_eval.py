@@ -433,7 +433,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             _time_evals(quiet, WARM_CODE, 2, params.warmup)
             gc.collect()
             record("warm_eval_unmonitored", _time_evals(quiet, WARM_CODE, 2, params.iterations))
-            process = quiet._core.process
+            process = quiet._sup.process
             watch = Watch(pid=process.pid, max_memory=1 << 40, max_threads=1 << 20, cpu_limit=None)
             t0 = time.perf_counter_ns()
             for _ in range(200):
