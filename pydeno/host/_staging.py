@@ -43,16 +43,26 @@ SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/se
 _CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
 
 
+_wheel_deno: list[str] = []
+_wheel_deno_lock = threading.Lock()
+
+
 def find_deno() -> str:
     """The deno binary: ``$PYDENO_DENO`` if set, else the one the ``deno`` wheel installed."""
     override = os.environ.get("PYDENO_DENO")
     if override:
         return override
-    try:
-        import deno
-    except ImportError as exc:  # pragma: no cover - deno is a dependency
-        raise FileNotFoundError("the deno package is not installed: pip install deno") from exc
-    return str(deno.find_deno_bin())
+    # Once, under a lock: the wheel's lookup reads sysconfig, whose first read fills a
+    # shared dict that another thread reading at the same moment sees half-filled (its
+    # "EXE" missing), so two runtimes starting at once on fresh threads could fail.
+    with _wheel_deno_lock:
+        if not _wheel_deno:
+            try:
+                import deno
+            except ImportError as exc:  # pragma: no cover - deno is a dependency
+                raise FileNotFoundError("the deno package is not installed: pip install deno") from exc
+            _wheel_deno.append(str(deno.find_deno_bin()))
+        return _wheel_deno[0]
 
 
 def runnable_deno() -> str:

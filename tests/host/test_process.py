@@ -4,6 +4,9 @@ and environment, start failures, the stderr ring and the kill."""
 from __future__ import annotations
 
 import os
+import sysconfig
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,40 @@ def test_find_deno_uses_the_binary_the_deno_wheel_installed(monkeypatch: pytest.
     monkeypatch.delenv("PYDENO_DENO", raising=False)
     path = Path(find_deno())
     assert path.name == "deno" and os.access(path, os.X_OK)
+
+
+def test_threads_finding_deno_at_once_all_find_it_while_sysconfig_fills_slowly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The wheel's lookup reads sysconfig, whose first fill is not thread-safe: a second
+    # reader during it sees the dict half-filled. Slowing that fill makes the race certain.
+    monkeypatch.delenv("PYDENO_DENO", raising=False)
+    monkeypatch.setattr(_staging, "_wheel_deno", [])
+    monkeypatch.setattr(sysconfig, "_CONFIG_VARS", None)
+    fill = sysconfig._init_posix  # type: ignore[attr-defined]
+
+    def slow_fill(values: dict[str, Any]) -> None:
+        time.sleep(0.2)
+        fill(values)
+
+    monkeypatch.setattr(sysconfig, "_init_posix", slow_fill)
+    found: list[str] = []
+    failed: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def find() -> None:
+        start.wait()
+        try:
+            found.append(find_deno())
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=find) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [] and len(set(found)) == 1 and Path(found[0]).name == "deno"
 
 
 def test_pydeno_deno_overrides_the_binary(monkeypatch: pytest.MonkeyPatch) -> None:
