@@ -132,9 +132,10 @@ def _report(rt: Any) -> SandboxStatus:
             refusal = refusal or layer_refusal(f"{name} is unavailable: {problem}")
             continue
         layers.append(LayerStatus(name, "applied", _APPLIED[name]))
-    if hello.breaches:
-        layers.append(LayerStatus("self-test", "missing", "got through: " + "; ".join(hello.breaches)))
-        refusal = refusal or selftest_refusal(hello.breaches)
+    breaches = process.selftest_breaches(hello.breaches)
+    if breaches:
+        layers.append(LayerStatus("self-test", "missing", "got through: " + "; ".join(breaches)))
+        refusal = refusal or selftest_refusal(breaches)
     else:
         layers.append(
             LayerStatus(

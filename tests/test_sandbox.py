@@ -107,6 +107,8 @@ def test_require_refuses_to_start_when_any_layer_is_missing(launch: Launcher, la
         ({"namespaces", "landlock", "seccomp"}, "listened on 127.0.0.1"),
         # Without seccomp (exec) and Landlock (which files may run), it starts deno again.
         ({"landlock", "seccomp"}, "started a process"),
+        # Without seccomp alone, a process can still start (a fork) and run another program.
+        ({"seccomp"}, "started a process; ran execve for another program"),
         # Without the privilege drop and seccomp, it may signal the host.
         ({"privilege drop", "seccomp"}, "signalled the host (pid "),
     ],
@@ -216,7 +218,7 @@ def unconfined_with_selftest(config: _command.WorkerConfig) -> list[str]:
     environment: every probe must report its breach."""
     deno, entry = os.path.realpath(_staging.find_deno()), _staging.worker_entry()
     staged = _staging.stage(deno, entry)
-    targets = _command.selftest_targets(staged.cache, str(entry.parent))
+    targets = _command.selftest_targets(staged.cache, str(entry.parent), spawn=True)
     settings = f"{_command.SETTINGS_VARIABLE}={config.settings(targets)}"
     return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", settings, *config.argv(deno, entry, targets)]
 

@@ -145,11 +145,17 @@ class WorkerConfig:
         ]
 
 
-def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
+def selftest_targets(cache: Path, worker_dir: str, *, spawn: bool = False) -> dict[str, Any]:
     """What the self-test tries to reach: host files and directories (among them this very
     module's), the temporary directory, the transpile cache and the worker's own
-    files for writing, 127.0.0.1, and the exact environment the worker should have."""
+    files for writing, 127.0.0.1, and the exact environment the worker should have.
+
+    Starting a process is the launcher's probe (process_breaches in _layers.py, under the
+    filter deno inherits): in deno, the first use of its process API alone costs several
+    milliseconds of every start. ``spawn`` has the worker try too, for a deno started
+    without the launcher."""
     return {
+        "spawn": spawn,
         # Not /proc/<host>/...: Deno refuses those itself, so they would never meet the OS.
         "read": ["/etc/passwd", os.path.realpath(__file__), os.path.realpath(sys.executable)],
         "list": ["/", os.path.dirname(os.path.realpath(__file__))],

@@ -83,6 +83,9 @@ else:
     from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
+# What the launcher's own self-test probes got through (process creation, tried right before
+# deno's execve, under the filter deno inherits); the worker's self-test covers the rest.
+SELFTEST = PREFIX + "self-test: "
 # The largest request the zygote accepts: a spec is a few KiB.
 MAX_REQUEST = 1 << 20
 # How often the zygote samples the workers it holds to a memory cap, in seconds.
@@ -119,6 +122,9 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
             os.write(2, f"{PREFIX}{exc}\n".encode())
             raise SystemExit(EXIT_UNAVAILABLE)
         os.write(2, f"{SKIPPED}{exc}\n".encode())
+
+    def breach(what: str) -> None:
+        os.write(2, f"{SELFTEST}{what}\n".encode())
 
     def apply(layer: str, action: Callable[..., None], *args: object) -> None:
         try:
@@ -157,10 +163,10 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0)
+            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach)
         except layers.LayerUnavailable as exc:
             refused(exc)
-            layers.exec_confined(command, env, seccomp=False, argv0=argv0)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return EXIT_EXEC_FAILED

@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,7 +23,7 @@ from . import _platform
 from ._cgroup import WorkerGroup
 from ._child import Child, kill, reap, signal_kill
 from ._command import Command, WorkerConfig, worker_command, worker_environment
-from ._launcher import PREFIX, SKIPPED
+from ._launcher import PREFIX, SELFTEST, SKIPPED
 from ._mailbox import Mailbox
 from ._protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
 from ._spawner import Spawner
@@ -265,7 +265,7 @@ class WorkerProcess:
         """``<layer> is unavailable: <why>`` if the launcher refused to start (sandbox="require")."""
         if self.popen.poll() != EXIT_UNAVAILABLE:
             return None
-        refusals = [line for line in self._launcher_lines() if not line.startswith(SKIPPED)]
+        refusals = [line for line in self._launcher_lines() if not line.startswith((SKIPPED, SELFTEST))]
         return refusals[-1][len(PREFIX) :] if refusals else None
 
     def permission_kept(self) -> str | None:
@@ -276,6 +276,12 @@ class WorkerProcess:
         text = self.stderr_tail().decode("utf-8", "replace")
         lines = [line for line in text.splitlines() if line.startswith(WORKER_PREFIX)]
         return clean_text(lines[-1][len(WORKER_PREFIX) :])[:300] if lines else "a granted permission was not revoked"
+
+    def selftest_breaches(self, reported: Sequence[str]) -> list[str]:
+        """What got through the self-test: the launcher's process probes, then ``reported``,
+        what the worker's own probes found (its handshake's breaches)."""
+        found = [line[len(SELFTEST) :] for line in self._launcher_lines() if line.startswith(SELFTEST)]
+        return [*found, *reported]
 
     def sandbox_skipped(self) -> list[str]:
         """``<layer> is unavailable: <why>`` for each layer skipped under sandbox="best_effort"."""

@@ -142,16 +142,17 @@ class Supervisor:
             gap.startswith("seccomp ") for gap in process.sandbox_skipped()
         )
         unmeasurable = watch.unmeasurable_limits()
+        breaches = process.selftest_breaches(hello.breaches)
         if mode == "require":
-            if hello.breaches:
-                raise self.core.fail(selftest_failed(hello.breaches))
+            if breaches:
+                raise self.core.fail(selftest_failed(breaches))
             if unmeasurable:
                 limit = unmeasurable[0]
                 raise self.core.fail(limit_unmeasurable(limit))
             return
         gaps = [
             *process.sandbox_skipped(),
-            *(f"self-test: {what}" for what in hello.breaches),
+            *(f"self-test: {what}" for what in breaches),
             *(f"{limit} cannot be enforced (the worker's resource usage cannot be read)" for limit in unmeasurable),
         ]
         if gaps:

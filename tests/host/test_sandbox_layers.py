@@ -337,6 +337,15 @@ def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_bu
         assert result == {**opened, **allowed}
 
 
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_the_launchers_process_probe_finds_what_the_filter_lets_through(layered: bool) -> None:
+    # Without the filter the probe forks for real (its child exits at once) and execve runs;
+    # with it, both are refused and the probe finds nothing.
+    layers = "L.set_no_new_privs()\nL.install_seccomp_filter(exec_pointer=1)\n" if layered else ""
+    found = run_child(layers, "print(json.dumps(L.process_breaches()))")
+    assert found == ([] if layered else ["started a process", "ran execve for another program"])
+
+
 # Each signal that would end or stop the process, sent to itself in every way a worker could:
 # by pid, to its own process group, and to one of its threads.
 SELF_SIGNAL_PROBE = """
