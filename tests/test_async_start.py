@@ -49,8 +49,18 @@ def blocking_steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, 
     yield ran
 
 
-async def longest_turn(work: Callable[[], Awaitable[None]]) -> float:
-    """Run work beside a ticker; the most CPU the loop's thread spent between two turns."""
+async def longest_turn(work: Callable[[], Awaitable[None]], tries: int = 3) -> float:
+    """Run work beside a ticker, tries times; the most CPU the loop's thread spent between
+    two turns, in the try where that was least.
+
+    The kernel charges a thread for work it does while the thread is in a syscall, interrupts
+    and wakeups among it, so a loop idling in epoll_wait sometimes shows a turn of a few
+    milliseconds that no code ran in. That falls in one try, not in every one; work the
+    library does on the loop's thread falls in every try."""
+    return min([await _longest_turn_once(work) for _ in range(tries)])
+
+
+async def _longest_turn_once(work: Callable[[], Awaitable[None]]) -> float:
     longest = 0.0
     done = False
 
