@@ -280,12 +280,14 @@ class WorkerProcess:
     def selftest_breaches(self, reported: Sequence[str]) -> list[str]:
         """What got through the self-test: the launcher's process probes, then ``reported``,
         what the worker's own probes found (its handshake's breaches)."""
-        found = [line[len(SELFTEST) :] for line in self._launcher_lines() if line.startswith(SELFTEST)]
-        return [*found, *reported]
+        return [*self._launcher_reports(SELFTEST), *reported]
 
     def sandbox_skipped(self) -> list[str]:
         """``<layer> is unavailable: <why>`` for each layer skipped under sandbox="best_effort"."""
-        return [line[len(SKIPPED) :] for line in self._launcher_lines() if line.startswith(SKIPPED)]
+        return self._launcher_reports(SKIPPED)
+
+    def _launcher_reports(self, prefix: str) -> list[str]:
+        return [line[len(prefix) :] for line in self._launcher_lines() if line.startswith(prefix)]
 
     def settled(self, timeout: float) -> bool:
         """Whether the worker has exited by itself, waiting up to timeout for its status."""
