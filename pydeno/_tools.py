@@ -60,9 +60,19 @@ _INSTALL: Final = """(() => {
     return call(name, args);
   };
   const tools = Object.create(null);
-  for (const name of %(names)s) tools[name] = make(name);
+  const spaces = [tools];
+  for (const name of %(names)s) {
+    const parts = name.split(".");
+    let space = tools;
+    for (let i = 0; i < parts.length - 1; i++) {
+      if (space[parts[i]] === undefined) spaces.push(space[parts[i]] = Object.create(null));
+      space = space[parts[i]];
+    }
+    space[parts[parts.length - 1]] = make(name);
+  }
+  for (const space of spaces) Object.freeze(space);
   Object.defineProperty(globalThis, "tools", {
-    value: Object.freeze(tools), writable: false, enumerable: false, configurable: false,
+    value: tools, writable: false, enumerable: false, configurable: false,
   });
 })()"""
 
@@ -84,10 +94,14 @@ class ToolBridge:
         if not isinstance(tools, Mapping):
             raise TypeError(f"tools must be a mapping of name to function, got {type(tools).__name__}")
         for name, fn in tools.items():
-            if not isinstance(name, str) or not _NAME.match(name):
-                raise ValueError(f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $)")
+            if not isinstance(name, str) or not all(_NAME.match(part) for part in name.split(".")):
+                raise ValueError(
+                    f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $), "
+                    "or several joined by dots for a namespace"
+                )
             if not callable(fn):
                 raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
+        _check_namespaces(tools)
         max_calls = optional_count("max_calls", max_calls, 0)
         self._tools = dict(tools)
         # Once, not per call: a tool's signature does not change.
@@ -181,6 +195,16 @@ class ToolBridge:
             lines.append(f"  {name}({params}): Promise<{info['returns']}>;")
         lines.append("};")
         return "\n".join(lines)
+
+
+def _check_namespaces(names: Mapping[str, object]) -> None:
+    """No name may be both a tool and a namespace of others (``a`` and ``a.b``)."""
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if prefix in names:
+                raise ValueError(f"tool name {prefix!r} is both a tool and the namespace of {name!r}")
 
 
 class _Dispatcher:

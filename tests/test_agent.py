@@ -295,7 +295,8 @@ WAIT_REFUSED = "an agent session bounds tool waits with max_pause=, not max_host
             pydeno.AgentSandbox,
             {"tools": {"send email": print}},
             ValueError,
-            "tool name 'send email' is not a JavaScript identifier (letters, digits, _ or $)",
+            "tool name 'send email' is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace",
         ),
         (pydeno.AgentSandbox, {"tools": {"send": "smtp"}}, TypeError, "tool 'send' must be callable, got str"),
         (pydeno.AgentSandbox, {"max_tool_calls": -1}, ValueError, "max_calls must be at least 0, got -1"),

@@ -280,10 +280,36 @@ def test_attaching_a_second_bridge_to_a_runtime_raises_runtime_error(rt: pydeno.
             {"get-weather": add},
             None,
             ValueError,
-            "tool name 'get-weather' is not a JavaScript identifier (letters, digits, _ or $)",
+            "tool name 'get-weather' is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace",
         ),
-        ({"1st": add}, None, ValueError, "tool name '1st' is not a JavaScript identifier (letters, digits, _ or $)"),
-        ({"": add}, None, ValueError, "tool name '' is not a JavaScript identifier (letters, digits, _ or $)"),
+        (
+            {"1st": add},
+            None,
+            ValueError,
+            "tool name '1st' is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace",
+        ),
+        (
+            {"": add},
+            None,
+            ValueError,
+            "tool name '' is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace",
+        ),
+        (
+            {"math.": add},
+            None,
+            ValueError,
+            "tool name 'math.' is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace",
+        ),
+        (
+            {"math": add, "math.add": add},
+            None,
+            ValueError,
+            "tool name 'math' is both a tool and the namespace of 'math.add'",
+        ),
         ({"add": 42}, None, TypeError, "tool 'add' must be callable, got int"),
         ({"add": add}, -1, ValueError, "max_calls must be at least 0, got -1"),
         ({"add": add}, 2.5, TypeError, "max_calls must be an int or None, got float"),
@@ -295,6 +321,30 @@ def test_bad_bridge_arguments_are_refused(tools: Any, max_calls: Any, error: typ
     with pytest.raises(error) as exc_info:
         pydeno.ToolBridge(tools, max_calls=max_calls)
     assert str(exc_info.value) == message
+
+
+def test_dotted_names_are_namespaces_of_frozen_objects(rt: pydeno.Runtime) -> None:
+    pydeno.ToolBridge({"math.add": add, "math.deep.mul": lambda a, b: a * b, "echo": lambda x: x}).attach(rt)
+    assert rt.eval(
+        "(async () => [await tools.math.add(1, 2), await tools.math.deep.mul(3, 4), await tools.echo(5)])()"
+    ) == [
+        3,
+        12,
+        5,
+    ]
+    assert rt.eval(
+        "[Object.isFrozen(tools.math), Object.isFrozen(tools.math.deep), Object.keys(tools.math).sort()]"
+    ) == [
+        True,
+        True,
+        ["add", "deep"],
+    ]
+    assert (
+        rt.eval(
+            "(() => { 'use strict'; try { tools.math.add = null; return 'replaced'; } catch (e) { return e.name; } })()"
+        )
+        == "TypeError"
+    )
 
 
 def test_identifier_names_with_dollar_and_underscore_are_accepted(rt: pydeno.Runtime) -> None:

@@ -1,0 +1,400 @@
+"""JSON Schema for tools: from Python type hints, to TypeScript, and values to and from them.
+
+Three pure translations, no I/O:
+
+* ``schema_of(hint, defs)``: the JSON Schema (draft 2020-12) of a Python type hint. Named
+  types (``TypedDict``, dataclasses, enums, pydantic models) go into ``defs`` once and are
+  referenced as ``#/$defs/<Name>``, so a schema stays small and a declaration file gets one
+  interface per type.
+* ``ts_of(schema, ...)``: the TypeScript type of a JSON Schema, for ``CodeMode.typescript()``.
+* ``build(hint, value)`` turns a validated argument into what the Python function declared
+  (a dataclass or pydantic model from a plain object), and ``plain(value)`` turns what a tool
+  returned into values the wire carries (dataclasses and models into plain objects).
+
+Hints that JSON cannot carry exactly (``bytes``, ``datetime``, ``set``, ``complex``) are
+refused with the hint named, at the moment a tool is made, not when a guest calls it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+__all__ = ["Defs", "SchemaError", "build", "plain", "schema_of", "ts_of", "ts_name"]
+
+
+class SchemaError(TypeError):
+    """A type hint has no exact JSON Schema."""
+
+
+class Defs(dict[str, Any]):
+    """The ``$defs`` of a schema being built, and which Python type made each name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owners: dict[str, Any] = {}
+
+    def claim(self, name: str, hint: Any) -> bool:
+        """Whether name is new (then it is hint's); refuses two types with one name."""
+        owner = self.owners.setdefault(name, hint)
+        if owner is not hint:
+            raise SchemaError(f"two different types are named {name!r} in one tool: rename one")
+        return name not in self
+
+
+_SIMPLE: Final[dict[Any, dict[str, Any]]] = {
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+    None: {"type": "null"},
+    Any: {},
+    object: {},
+}
+
+
+def _pydantic_model(hint: Any) -> bool:
+    # Looked up, never imported: pydantic is optional, and a model exists only once it is.
+    base = _pydantic_base()
+    return base is not None and isinstance(hint, type) and issubclass(hint, base)
+
+
+def _pydantic_base() -> type | None:
+    import sys
+
+    module = sys.modules.get("pydantic")
+    base = getattr(module, "BaseModel", None)
+    return base if isinstance(base, type) else None
+
+
+def _is_typeddict(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__required_keys__")
+
+
+def _described(schema: dict[str, Any], description: str | None) -> dict[str, Any]:
+    if description:
+        return {**schema, "description": description}
+    return schema
+
+
+def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
+    """The JSON Schema of ``hint``; named types are added to ``defs``."""
+    if hint in _SIMPLE:
+        return dict(_SIMPLE[hint])
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        text = next((a for a in args[1:] if isinstance(a, str)), None)
+        return _described(schema_of(args[0], defs), text)
+    if origin in (typing.Union, types.UnionType):
+        members = [schema_of(a, defs) for a in args]
+        return members[0] if len(members) == 1 else {"anyOf": members}
+    if origin is typing.Literal:
+        for value in args:
+            if not isinstance(value, (str, int, float, bool)) and value is not None:
+                raise SchemaError(f"Literal[{value!r}] has no JSON Schema: use str, int, float, bool or None")
+        return {"const": args[0]} if len(args) == 1 else {"enum": list(args)}
+    if origin is tuple or hint is tuple:
+        if not args or (len(args) == 2 and args[1] is Ellipsis):
+            return {"type": "array", "items": schema_of(args[0] if args else Any, defs)}
+        return {
+            "type": "array",
+            "prefixItems": [schema_of(a, defs) for a in args],
+            "items": False,
+            "minItems": len(args),
+        }
+    if origin in (list, Sequence) or hint in (list, Sequence):
+        return {"type": "array", "items": schema_of(args[0] if args else Any, defs)}
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        if args and args[0] is not str:
+            raise SchemaError(f"{_hint_name(hint)} has no JSON Schema: object keys are strings (use dict[str, ...])")
+        return {"type": "object", "additionalProperties": schema_of(args[1] if args else Any, defs)}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _named(hint, defs, lambda: {"enum": [_enum_value(hint, m) for m in hint]})
+    if _is_typeddict(hint):
+        return _named(hint, defs, lambda: _typeddict(hint, defs))
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _named(hint, defs, lambda: _dataclass(hint, defs))
+    if _pydantic_model(hint):
+        return _pydantic(hint, defs)
+    raise SchemaError(
+        f"{_hint_name(hint)} has no exact JSON Schema; tools take and return str, int, float, bool, None, "
+        "list, tuple, dict[str, ...], Literal, Optional/Union, Enum, TypedDict, dataclasses and pydantic models"
+    )
+
+
+def _hint_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or repr(hint)
+
+
+def _enum_value(cls: type[enum.Enum], member: enum.Enum) -> Any:
+    value = member.value
+    if not isinstance(value, (str, int, float, bool)):
+        raise SchemaError(f"enum {cls.__name__}.{member.name} = {value!r} has no JSON value")
+    return value
+
+
+def _named(hint: type, defs: Defs, make: Any) -> dict[str, Any]:
+    name = hint.__name__
+    if defs.claim(name, hint):
+        defs[name] = {}  # a placeholder first: a type that refers to itself stops here
+        defs[name] = _described(make(), _class_doc(hint))
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _class_doc(hint: type) -> str | None:
+    import inspect
+
+    doc = inspect.getdoc(hint)
+    if not doc or doc == inspect.getdoc(type(hint)) or doc.startswith(f"{hint.__name__}("):
+        return None  # dataclasses write their signature as a docstring
+    for base in hint.__mro__[1:]:
+        if inspect.getdoc(base) == doc:
+            return None
+    return first_paragraph(doc)
+
+
+def first_paragraph(doc: str) -> str:
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _typeddict(hint: Any, defs: Defs) -> dict[str, Any]:
+    hints = typing.get_type_hints(hint, include_extras=True)
+    properties = {name: schema_of(_strip_required(h), defs) for name, h in hints.items()}
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    required = [name for name in hints if name in hint.__required_keys__]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _strip_required(hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Required, typing.NotRequired):
+        return typing.get_args(hint)[0]
+    return hint
+
+
+def _dataclass(hint: type, defs: Defs) -> dict[str, Any]:
+    hints = typing.get_type_hints(hint, include_extras=True)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field in dataclasses.fields(hint):
+        if not field.init:
+            continue
+        schema = schema_of(hints[field.name], defs)
+        if field.default is not dataclasses.MISSING:
+            schema = with_default(schema, field.default)
+        elif field.default_factory is dataclasses.MISSING:
+            required.append(field.name)
+        properties[field.name] = schema
+    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    return out
+
+
+def with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
+    """schema with its ``default`` where that default has a JSON value."""
+    default = plain(default)
+    try:
+        json.dumps(default, allow_nan=False)
+    except (TypeError, ValueError):
+        return schema
+    return {**schema, "default": default}
+
+
+def _pydantic(hint: Any, defs: Defs) -> dict[str, Any]:
+    name = hint.__name__
+    if defs.claim(name, hint):
+        schema = hint.model_json_schema(ref_template="#/$defs/{model}")
+        # The model's own nested models: pydantic names them the same way.
+        for sub_name, sub in schema.pop("$defs", {}).items():
+            defs.setdefault(sub_name, sub)
+        schema.pop("title", None)
+        defs[name] = schema
+    return {"$ref": f"#/$defs/{name}"}
+
+
+# --- Arguments in, results out --------------------------------------------------------------
+
+
+def build(hint: Any, value: Any) -> Any:
+    """A validated JSON-like value as ``hint`` declares it: dataclasses, models and enums
+    built from their plain form, through lists, tuples, dicts and unions."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return build(args[0], value)
+    if origin in (typing.Union, types.UnionType):
+        for member in args:
+            if _matches(member, value):
+                return build(member, value)
+        return value
+    if isinstance(value, list):
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return tuple(build(a, v) for a, v in zip(args, value, strict=False))
+        item = args[0] if args else Any
+        built = [build(item, v) for v in value]
+        return tuple(built) if origin is tuple or hint is tuple else built
+    if isinstance(value, dict):
+        if origin in (dict, Mapping) and len(args) == 2:
+            return {k: build(args[1], v) for k, v in value.items()}
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            hints = typing.get_type_hints(hint)
+            return hint(**{k: build(hints.get(k, Any), v) for k, v in value.items()})
+        if _is_typeddict(hint):
+            hints = typing.get_type_hints(hint)
+            return {k: build(_strip_required(hints.get(k, Any)), v) for k, v in value.items()}
+        if _pydantic_model(hint):
+            return hint.model_validate(value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    return value
+
+
+def _matches(hint: Any, value: Any) -> bool:
+    """Whether value (already valid for the union) is the member ``hint``'s shape."""
+    origin = typing.get_origin(hint) or hint
+    if value is None:
+        return hint in (None, type(None))
+    if isinstance(value, bool):
+        return origin is bool
+    if isinstance(value, (int, float)):
+        return origin in (int, float) or (isinstance(origin, type) and issubclass(origin, enum.Enum))
+    if isinstance(value, str):
+        return origin is str or typing.get_origin(hint) is typing.Literal or (
+            isinstance(origin, type) and issubclass(origin, enum.Enum)
+        )
+    if isinstance(value, list):
+        return origin in (list, tuple, Sequence)
+    if isinstance(value, dict):
+        return origin in (dict, Mapping) or _is_typeddict(hint) or dataclasses.is_dataclass(hint) or _pydantic_model(hint)
+    return False
+
+
+def plain(value: Any) -> Any:
+    """What a tool returned, with dataclasses, pydantic models and enums as plain values."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if _pydantic_model(type(value)):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+# --- TypeScript -------------------------------------------------------------------------------
+
+_IDENT: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+
+
+def ts_name(name: str) -> str:
+    """A TypeScript type name made of ``name``'s words (``search_issues`` -> ``SearchIssues``)."""
+    words = re.split(r"[^A-Za-z0-9]+", name)
+    out = "".join(w[:1].upper() + w[1:] for w in words if w)
+    return out if out and not out[0].isdigit() else f"T{out}"
+
+
+def _key(name: str) -> str:
+    return name if _IDENT.match(name) else json.dumps(name)
+
+
+def doc_comment(text: str | None, indent: str) -> list[str]:
+    """A JSDoc block for text (nothing for none); ``*/`` in the text cannot end it."""
+    if not text:
+        return []
+    lines = text.replace("*/", "*\\/").splitlines() or [text]
+    if len(lines) == 1:
+        return [f"{indent}/** {lines[0]} */"]
+    return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
+
+
+def annotations(schema: Mapping[str, Any]) -> str | None:
+    """A schema's description and constraints as a comment's text."""
+    parts: list[str] = []
+    if isinstance(schema.get("description"), str):
+        parts.append(schema["description"])
+    notes = []
+    for key in ("format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                "maxLength", "pattern", "minItems", "maxItems", "default"):
+        if key in schema:
+            notes.append(f"@{key} {json.dumps(schema[key])}" if key != "default" else f"@default {json.dumps(schema[key])}")
+    if schema.get("examples"):
+        notes.append(f"@example {json.dumps(schema['examples'][0])}")
+    if schema.get("deprecated") is True:
+        notes.append("@deprecated")
+    parts.extend(notes)
+    return "\n".join(parts) or None
+
+
+def ts_of(schema: Any, refs: Mapping[str, str], indent: str = "") -> str:
+    """The TypeScript type of a JSON Schema; ``refs`` maps ``$ref`` targets to type names."""
+    if schema is True or schema == {}:
+        return "unknown"
+    if schema is False:
+        return "never"
+    if not isinstance(schema, Mapping):
+        return "unknown"
+    if "$ref" in schema:
+        return refs.get(schema["$ref"], "unknown")
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v) for v in schema["enum"]) or "never"
+    for key, joiner in (("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return joiner.join(_paren(ts_of(s, refs, indent)) for s in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(ts_of({**schema, "type": k}, refs, indent) for k in kind) or "never"
+    if kind == "string":
+        return "string"
+    if kind in ("integer", "number"):
+        return "number"
+    if kind == "boolean":
+        return "boolean"
+    if kind == "null":
+        return "null"
+    if kind == "array":
+        if isinstance(schema.get("prefixItems"), list):
+            return "[" + ", ".join(ts_of(s, refs, indent) for s in schema["prefixItems"]) + "]"
+        return f"{_paren(ts_of(schema.get('items', True), refs, indent))}[]"
+    if kind == "object" or "properties" in schema:
+        return object_body(schema, refs, indent)
+    return "unknown"
+
+
+def object_body(schema: Mapping[str, Any], refs: Mapping[str, str], indent: str) -> str:
+    """The ``{ ... }`` of an object schema, one member per line with its comment."""
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    extra = schema.get("additionalProperties", True)
+    if not properties:
+        if extra is False:
+            return "Record<string, never>"
+        return f"Record<string, {ts_of(extra, refs, indent)}>"
+    inner = indent + "  "
+    lines = ["{"]
+    for name, sub in properties.items():
+        lines.extend(doc_comment(annotations(sub) if isinstance(sub, Mapping) else None, inner))
+        mark = "" if name in required else "?"
+        lines.append(f"{inner}{_key(name)}{mark}: {ts_of(sub, refs, inner)};")
+    if extra not in (False, None) and extra is not True and extra != {}:
+        lines.append(f"{inner}[key: string]: {ts_of(extra, refs, inner)} | undefined;")
+    lines.append(f"{indent}}}")
+    return "\n".join(lines)
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if (" | " in text or " & " in text) and not text.startswith("{") else text
