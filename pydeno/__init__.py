@@ -9,9 +9,11 @@
 from ._agent import PausedToolCall
 from ._agent_sandbox import AgentSandbox
 from ._async_agent_sandbox import AsyncAgentSandbox
+from ._async_code_mode import AsyncCodeMode
 from ._async_pool import AsyncSandboxPool
 from ._async_retry import run_with_retry_async
 from ._async_runtime import AsyncRuntime
+from ._code_mode import CodeMode
 from ._errors import (
     CheckoutTimeout,
     JavaScriptError,
@@ -27,6 +29,7 @@ from ._errors import (
     ToolNotFoundError,
     WorkerCrashed,
 )
+from ._execution import ExecutionResult
 from ._function import JsFunction
 from ._pool import SandboxPool
 from ._retry import run_with_retry
@@ -34,16 +37,20 @@ from ._retry_policy import RetryPolicy
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
 from ._taxonomy import KINDS, ErrorInfo, classify_error
+from ._tool import Tool, tool
 from ._tools import ToolBridge
 from ._values import Undefined, undefined
 
 __all__ = [
     "AgentSandbox",
     "AsyncAgentSandbox",
+    "AsyncCodeMode",
     "AsyncRuntime",
     "AsyncSandboxPool",
     "CheckoutTimeout",
+    "CodeMode",
     "ErrorInfo",
+    "ExecutionResult",
     "JavaScriptError",
     "JournalError",
     "JsFunction",
@@ -60,6 +67,7 @@ __all__ = [
     "SandboxPool",
     "SandboxStatus",
     "SnapshotAuthenticationError",
+    "Tool",
     "ToolBridge",
     "ToolBudgetError",
     "ToolError",
@@ -70,5 +78,6 @@ __all__ = [
     "run_with_retry",
     "run_with_retry_async",
     "sandbox_status",
+    "tool",
     "undefined",
 ]

@@ -161,17 +161,29 @@ def _class_doc(hint: type) -> str | None:
 
 
 def first_paragraph(doc: str) -> str:
-    return " ".join(doc.split("\n\n")[0].split())
+    return " ".join(doc.split("\n\n", maxsplit=1)[0].split())
 
 
 def _typeddict(hint: Any, defs: Defs) -> dict[str, Any]:
     hints = typing.get_type_hints(hint, include_extras=True)
     properties = {name: schema_of(_strip_required(h), defs) for name, h in hints.items()}
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    required = [name for name in hints if name in hint.__required_keys__]
+    # Read from the resolved hints: under postponed annotations (PEP 563) Python 3.11 builds
+    # __required_keys__ from strings and misses NotRequired.
+    total = getattr(hint, "__total__", True)
+    required = [name for name, h in hints.items() if _required(h, name in hint.__required_keys__, total)]
     if required:
         schema["required"] = required
     return schema
+
+
+def _required(hint: Any, listed: bool, total: bool) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is typing.NotRequired:
+        return False
+    if origin is typing.Required:
+        return True
+    return listed if total else False
 
 
 def _strip_required(hint: Any) -> Any:
@@ -267,13 +279,17 @@ def _matches(hint: Any, value: Any) -> bool:
     if isinstance(value, (int, float)):
         return origin in (int, float) or (isinstance(origin, type) and issubclass(origin, enum.Enum))
     if isinstance(value, str):
-        return origin is str or typing.get_origin(hint) is typing.Literal or (
-            isinstance(origin, type) and issubclass(origin, enum.Enum)
+        return (
+            origin is str
+            or typing.get_origin(hint) is typing.Literal
+            or (isinstance(origin, type) and issubclass(origin, enum.Enum))
         )
     if isinstance(value, list):
         return origin in (list, tuple, Sequence)
     if isinstance(value, dict):
-        return origin in (dict, Mapping) or _is_typeddict(hint) or dataclasses.is_dataclass(hint) or _pydantic_model(hint)
+        return (
+            origin in (dict, Mapping) or _is_typeddict(hint) or dataclasses.is_dataclass(hint) or _pydantic_model(hint)
+        )
     return False
 
 
@@ -320,16 +336,29 @@ def doc_comment(text: str | None, indent: str) -> list[str]:
     return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
 
 
-def annotations(schema: Mapping[str, Any]) -> str | None:
+def schema_notes(schema: Mapping[str, Any]) -> str | None:
     """A schema's description and constraints as a comment's text."""
     parts: list[str] = []
     if isinstance(schema.get("description"), str):
         parts.append(schema["description"])
     notes = []
-    for key in ("format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-                "maxLength", "pattern", "minItems", "maxItems", "default"):
+    for key in (
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "default",
+    ):
         if key in schema:
-            notes.append(f"@{key} {json.dumps(schema[key])}" if key != "default" else f"@default {json.dumps(schema[key])}")
+            notes.append(
+                f"@{key} {json.dumps(schema[key])}" if key != "default" else f"@default {json.dumps(schema[key])}"
+            )
     if schema.get("examples"):
         notes.append(f"@example {json.dumps(schema['examples'][0])}")
     if schema.get("deprecated") is True:
@@ -387,7 +416,7 @@ def object_body(schema: Mapping[str, Any], refs: Mapping[str, str], indent: str)
     inner = indent + "  "
     lines = ["{"]
     for name, sub in properties.items():
-        lines.extend(doc_comment(annotations(sub) if isinstance(sub, Mapping) else None, inner))
+        lines.extend(doc_comment(schema_notes(sub) if isinstance(sub, Mapping) else None, inner))
         mark = "" if name in required else "?"
         lines.append(f"{inner}{_key(name)}{mark}: {ts_of(sub, refs, inner)};")
     if extra not in (False, None) and extra is not True and extra != {}:

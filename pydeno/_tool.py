@@ -123,17 +123,17 @@ class Tool:
     """
 
     __slots__ = (
-        "name",
-        "fn",
+        "_hints",
+        "_inputs",
+        "_keywords",
+        "_outputs",
         "description",
+        "fn",
         "input_schema",
+        "is_async",
+        "name",
         "output_schema",
         "read_only",
-        "is_async",
-        "_inputs",
-        "_outputs",
-        "_hints",
-        "_keywords",
     )
 
     def __init__(
@@ -155,10 +155,11 @@ class Tool:
             raise TypeError(f"tool {name!r}: read_only must be a bool, got {type(read_only).__name__}")
         self.fn = fn
         self.read_only = read_only
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.description = description if description is not None else _description(fn)
         self._hints: dict[str, Any] = {}
         if input_schema is not None:
+            _check_schema(name, "input_schema", input_schema)
             self.input_schema = dict(input_schema)
             self._keywords = False
         else:
@@ -172,6 +173,8 @@ class Tool:
             )
         if output_schema is None and input_schema is None:
             output_schema = self._output_from(fn)
+        if output_schema is not None:
+            _check_schema(name, "output_schema", output_schema)
         self.output_schema = dict(output_schema) if output_schema is not None else None
         self._outputs = (
             _check_schema(name, "output_schema", self.output_schema) if self.output_schema is not None else None
@@ -187,7 +190,7 @@ class Tool:
             ) from None
         try:
             hints = typing.get_type_hints(fn, include_extras=True)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to resolve a name is the same misuse
             raise TypeError(f"tool {self.name!r}: its type hints cannot be resolved ({exc})") from None
         docs = parameter_docs(inspect.getdoc(fn) or "")
         defs = Defs()

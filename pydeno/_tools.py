@@ -81,6 +81,17 @@ def budget_message(limit: int) -> str:
     return f"the tool-call budget of {limit} calls is spent"
 
 
+def install_script(names: list[str], left: int | None, limit: int) -> str:
+    """The guest code that defines ``tools`` over the names, with LEFT calls of the budget
+    of LIMIT still available to the guest's own counter (None: no counter)."""
+    return _INSTALL % {
+        "host": HOST_FUNCTION,
+        "left": "null" if left is None else str(left),
+        "message": json.dumps(budget_message(limit)),
+        "names": json.dumps(names),
+    }
+
+
 class ToolBridge:
     """``ToolBridge(tools, max_calls=None)``: ``tools`` maps names (JavaScript identifiers) to
     functions; ``max_calls`` bounds how many tool calls the guest may make in total.
@@ -122,9 +133,8 @@ class ToolBridge:
     # -- installing ------------------------------------------------------------------
     def install_script(self) -> str:
         """The guest code that defines ``tools``, with the budget left now."""
-        left = "null" if self.max_calls is None else str(max(0, self.max_calls - self._spent))
-        message = json.dumps(budget_message(self.max_calls or 0))
-        return _INSTALL % {"host": HOST_FUNCTION, "left": left, "message": message, "names": json.dumps(self.names)}
+        left = None if self.max_calls is None else max(0, self.max_calls - self._spent)
+        return install_script(self.names, left, self.max_calls or 0)
 
     @overload
     def attach(self, rt: Runtime) -> None: ...
@@ -138,12 +148,12 @@ class ToolBridge:
             raise RuntimeError("a ToolBridge is already attached to this runtime")
         if isinstance(rt, AsyncRuntime):
             return self._attach_async(rt)
-        rt.bind_function(HOST_FUNCTION, _Dispatcher(self))
+        rt.bind_function(HOST_FUNCTION, Dispatcher(self.dispatch))
         rt.eval(self.install_script())
         return None
 
     async def _attach_async(self, rt: AsyncRuntime) -> None:
-        await rt.bind_function(HOST_FUNCTION, _Dispatcher(self))
+        await rt.bind_function(HOST_FUNCTION, Dispatcher(self.dispatch))
         await rt.eval(self.install_script())
 
     # -- calls -----------------------------------------------------------------------
@@ -207,17 +217,17 @@ def _check_namespaces(names: Mapping[str, object]) -> None:
                 raise ValueError(f"tool name {prefix!r} is both a tool and the namespace of {name!r}")
 
 
-class _Dispatcher:
-    """The host function behind a bridge's ``tools``, which names the tool a failed call was
-    to, for the error the guest gets (see guest_error)."""
+class Dispatcher:
+    """The host function behind ``tools``, which names the tool a failed call was to, for
+    the error the guest gets (see guest_error)."""
 
-    __slots__ = ("_bridge",)
+    __slots__ = ("_dispatch",)
 
-    def __init__(self, bridge: ToolBridge) -> None:
-        self._bridge = bridge
+    def __init__(self, dispatch: Callable[[Any, Any], Any]) -> None:
+        self._dispatch = dispatch
 
     def __call__(self, name: Any, args: Any) -> Any:
-        return self._bridge.dispatch(name, args)
+        return self._dispatch(name, args)
 
     @staticmethod
     def name_call(args: list[Any]) -> str | None:

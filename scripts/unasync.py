@@ -29,11 +29,18 @@ import _generated
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
-SOURCES: Final = ("_async_runtime.py", "_async_agent_sandbox.py", "_async_retry.py", "_async_pool.py")
+SOURCES: Final = (
+    "_async_runtime.py",
+    "_async_agent_sandbox.py",
+    "_async_retry.py",
+    "_async_pool.py",
+    "_async_code_mode.py",
+)
 
 # Whole words, longest first where one contains another.
 NAMES: Final = {
     "AsyncAgentSandbox": "AgentSandbox",
+    "AsyncCodeMode": "CodeMode",
     "AsyncSandboxPool": "SandboxPool",
     "AsyncRuntime": "Runtime",
     "run_with_retry_async": "run_with_retry",
@@ -44,6 +51,7 @@ NAMES: Final = {
     "asynccontextmanager": "contextmanager",
     "_async_runtime": "_runtime",
     "_async_agent_sandbox": "_agent_sandbox",
+    "_async_code_mode": "_code_mode",
     "_async_pool": "_pool",
     "_async_retry": "_retry",
     "_anyio": "_sync",

@@ -1,0 +1,142 @@
+"""Generated from pydeno/_async_code_mode.py by scripts/unasync.py: edit that file, not this one.
+
+Code Mode: a model writes a program against typed tool APIs; it gets back a result.
+
+``AsyncCodeMode`` (this file) drives an :class:`~pydeno.AsyncRuntime` under asyncio or
+trio; ``CodeMode`` (pydeno/_code_mode.py, generated from this file) drives a
+:class:`~pydeno.Runtime`. The tools, their declarations, what an execution records and the
+result live in :mod:`pydeno._execution`; this driver starts the worker, installs ``tools``
+and runs programs. One worker serves a Code Mode's executions, one at a time; a worker that
+dies is replaced at the next execution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Unpack
+
+from ._backends import _sync as backend
+from ._checks import code_text, optional_seconds
+from ._errors import JavaScriptError
+from ._execution import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ApprovePolicy,
+    Execution,
+    ExecutionResult,
+    ToolSet,
+    check_output_chars,
+    program,
+)
+from ._options import RuntimeKwargs, RuntimeOptions
+from ._runtime import Runtime
+from ._tools import HOST_FUNCTION, Dispatcher, install_script
+
+__all__ = ["CodeMode"]
+
+
+class CodeMode:
+    """``CodeMode(tools, *, max_tool_calls=None, max_output_chars=20000, approve=None,
+    **runtime_kwargs)``.
+
+    ``tools`` is a list of :class:`~pydeno.Tool` (plain functions are made into tools).
+    ``max_tool_calls`` bounds the tool calls of one execution; ``max_output_chars`` bounds
+    each of stdout, stderr and the error message, and the value in the text form;
+    ``approve`` decides which tools run (``None``: all; ``"read_only"``: only read-only
+    ones; a callable ``(name, arguments) -> bool``: asked once per tool and execution for
+    every tool that is not read-only). The rest configures the runtime, as for
+    :class:`~pydeno.Runtime`.
+    """
+
+    def __init__(
+        self,
+        tools: Any,
+        *,
+        max_tool_calls: int | None = None,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        approve: ApprovePolicy = None,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> None:
+        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve)
+        self.max_output_chars = check_output_chars(max_output_chars)
+        options: dict[str, Any] = dict(runtime_kwargs)
+        self._user_console = options.pop("on_console", None)
+        RuntimeOptions(**options)  # refuse a bad option now, not at the first execution
+        self._options = options
+        self._expose = bool(options.get("expose_host_errors", False))
+        self._rt: Runtime | None = None
+        self._current: Execution | None = None
+        self._closed = False
+        self._lock = backend.Lock()
+
+    # -- what a model reads before it writes -------------------------------------------------
+    def typescript(self) -> str:
+        """The ``.d.ts`` of ``tools``: one interface per schema, JSDoc from descriptions."""
+        return self._tools.typescript()
+
+    def describe(self) -> str:
+        """A compact prompt text: how to write code against the API, and what is not there."""
+        return self._tools.describe()
+
+    # -- running programs -------------------------------------------------------------------
+    def execute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
+        """Run a program; never raises for a failure of the program or of a limit (the
+        result says what failed and why), only for misuse (a closed Code Mode, a bad
+        argument)."""
+        code = code_text(code)
+        timeout = optional_seconds("timeout", timeout)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the session is closed")
+            execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+            self._current = execution
+            try:
+                rt = self._runtime()
+                value = rt.eval(program(code), timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - a failed program is a result
+                if not isinstance(exc, JavaScriptError):
+                    self._discard()
+                return execution.result(error=exc)
+            finally:
+                self._current = None
+            return execution.result(value=value)
+
+    def _runtime(self) -> Runtime:
+        if self._rt is None:
+            rt = Runtime(**self._options, on_console=self._console)
+            try:
+                rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
+                rt.eval(install_script(list(self._tools.tools), None, 0))
+            except BaseException:
+                rt.close()
+                raise
+            self._rt = rt
+        return self._rt
+
+    def _discard(self) -> None:
+        """The worker died or was killed: the next execution starts a fresh one."""
+        rt, self._rt = self._rt, None
+        if rt is not None:
+            rt.close()
+
+    def _call(self, name: Any, args: Any) -> Any:
+        execution = self._current
+        if execution is None:
+            raise RuntimeError("no execution is running")
+        return execution.call(name, args)
+
+    def _console(self, level: str, text: str) -> None:
+        execution = self._current
+        if execution is not None:
+            execution.console(level, text)
+        if self._user_console is not None:
+            self._user_console(level, text)
+
+    def close(self) -> None:
+        """Kill the worker. Idempotent."""
+        self._closed = True
+        self._discard()
+
+    def __enter__(self) -> CodeMode:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

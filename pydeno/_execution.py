@@ -1,0 +1,429 @@
+"""Code Mode's rules, shared by ``CodeMode`` and ``AsyncCodeMode``: the tool set, its
+declarations and prompt, what one execution records, and the result a model reads.
+
+The drivers (pydeno/_async_code_mode.py and its generated twin) only start the runtime and
+run a program; everything an execution decides lives here, once.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal
+
+from ._checks import count, optional_count
+from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, guest_error
+from ._function import JsFunction
+from ._schema import doc_comment, object_body, ts_name, ts_of
+from ._taxonomy import Catalog, classify_error
+from ._tool import Tool
+from ._tools import budget_message
+from ._values import Undefined
+
+__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ApprovePolicy", "Execution", "ExecutionResult", "ToolSet", "program"]
+
+DEFAULT_MAX_OUTPUT_CHARS: Final = 20_000
+# approve=: None runs every tool; "read_only" refuses the others; a callable is asked.
+ApprovePolicy = None | Literal["read_only"] | Callable[[str, Any], bool]
+_STDERR_LEVELS: Final = frozenset({"warn", "error"})
+# Where a guest frame points: deno names a classic eval "guest:eval", the inspector's
+# REPL evaluation "<anonymous>".
+_FRAME: Final = re.compile(r"\bat (?:.*\()?(?:guest:eval|<anonymous>):(\d+):(\d+)\)?")
+
+
+# A program runs as a block, so its let, const and class stay in its execution. The brace
+# shares the first line: line numbers are the program's, columns of line 1 are one more.
+_OPEN: Final = "{"
+
+
+def program(code: str) -> str:
+    """The source a Code Mode evaluates for a program."""
+    return _OPEN + code + "\n}"
+
+
+def as_tools(tools: Any) -> list[Tool]:
+    """tools= as a list of Tool: Tool objects, or plain functions made into tools."""
+    if isinstance(tools, (Tool, str, bytes)) or callable(tools) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools must be a list of pydeno.Tool (or functions), got {type(tools).__name__}")
+    out: list[Tool] = []
+    for item in tools:
+        if isinstance(item, Tool):
+            out.append(item)
+        elif callable(item):
+            out.append(Tool(getattr(item, "__name__", ""), item))
+        else:
+            raise TypeError(f"tools must be pydeno.Tool objects or functions, got {type(item).__name__}")
+    return out
+
+
+def check_policy(approve: Any) -> ApprovePolicy:
+    if approve is None or approve == "read_only" or callable(approve):
+        return approve  # type: ignore[no-any-return]
+    raise TypeError(f'approve must be None, "read_only" or a callable (name, arguments) -> bool, got {approve!r}')
+
+
+class ToolSet:
+    """The tools of one Code Mode, by name: their declarations, their prompt, their calls."""
+
+    def __init__(self, tools: Any, *, max_tool_calls: int | None, approve: Any) -> None:
+        self.tools: dict[str, Tool] = {}
+        for t in as_tools(tools):
+            if t.name in self.tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self.tools[t.name] = t
+        self.max_tool_calls = optional_count("max_tool_calls", max_tool_calls, 0)
+        self.approve = check_policy(approve)
+
+    # -- declarations ----------------------------------------------------------------------
+    def typescript(self) -> str:
+        """A ``.d.ts`` of the whole API: one interface per schema and named type, JSDoc from
+        descriptions and annotations, namespaces as nested objects."""
+        lines: list[str] = []
+        tree: dict[str, Any] = {}
+        for t in self.tools.values():
+            base = ts_name(t.name.replace(".", "_"))
+            refs = {}
+            for name in t.input_schema.get("$defs") or {}:
+                refs[f"#/$defs/{name}"] = f"{base}_{ts_name(name)}"
+            for name in (t.output_schema or {}).get("$defs") or {}:
+                refs.setdefault(f"#/$defs/{name}", f"{base}_{ts_name(name)}")
+            emitted = set()
+            for schema in (t.input_schema, t.output_schema or {}):
+                for name, sub in (schema.get("$defs") or {}).items():
+                    type_name = refs[f"#/$defs/{name}"]
+                    if type_name in emitted:
+                        continue
+                    emitted.add(type_name)
+                    lines.extend(doc_comment(sub.get("description") if isinstance(sub, Mapping) else None, ""))
+                    lines.append(_declare(type_name, sub, refs))
+                    lines.append("")
+            lines.extend(doc_comment(f"Arguments of tools.{t.name}().", ""))
+            lines.append(_declare(f"{base}Input", t.input_schema, refs))
+            lines.append("")
+            output = ts_of(t.output_schema, refs) if t.output_schema is not None else "unknown"
+            if t.output_schema is not None:
+                lines.extend(doc_comment(f"What tools.{t.name}() returns.", ""))
+                lines.append(_declare(f"{base}Output", t.output_schema, refs))
+                lines.append("")
+                output = f"{base}Output"
+            node = tree
+            parts = t.name.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = (t, f"{base}Input", output)
+        lines.append("declare const tools: " + _namespace(tree, "") + ";")
+        return "\n".join(lines) + "\n"
+
+    def describe(self) -> str:
+        """A compact prompt text: how to write code against the API, and what is not there."""
+        lines = [
+            "Write a TypeScript (or JavaScript) program. It runs in a sandbox and its result goes back to you.",
+            "- The value of the program's last expression is its result (top-level await works). Keep the result "
+            "small: return what you need, not everything.",
+            "- Call tools as `await tools.<name>({ ...arguments })`: each takes one object of named arguments and "
+            "returns a promise. A failed call throws an Error you can catch; its message says what was wrong.",
+            "- console.log output is returned too, cut to a limit.",
+            "- There is no network, no file system, no `Deno`, `process` or `require`, and no npm packages: only "
+            "the language, its standard objects and `tools`.",
+            "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
+            "for the next run.",
+        ]
+        if self.max_tool_calls is not None:
+            lines.append(f"- At most {self.max_tool_calls} tool calls per run.")
+        lines.append("")
+        lines.append("Tools:")
+        for t in self.tools.values():
+            params = _params_line(t)
+            marks = " (read-only)" if t.read_only else ""
+            lines.append(f"- tools.{t.name}({params}){marks}: {t.description or 'no description'}")
+        lines.append("")
+        lines.append("TypeScript declarations:")
+        lines.append(self.typescript().rstrip())
+        return "\n".join(lines) + "\n"
+
+
+def _declare(name: str, schema: Mapping[str, Any], refs: Mapping[str, str]) -> str:
+    if schema.get("type") == "object" and "properties" in schema:
+        return f"interface {name} {object_body(schema, refs, '')}"
+    return f"type {name} = {ts_of(schema, refs)};"
+
+
+def _namespace(tree: Mapping[str, Any], indent: str) -> str:
+    inner = indent + "  "
+    lines = ["{"]
+    for key, node in tree.items():
+        if isinstance(node, tuple):
+            t, input_type, output = node
+            lines.extend(doc_comment(_member_doc(t), inner))
+            optional = "?" if not t.input_schema.get("required") else ""
+            lines.append(f"{inner}{key}(args{optional}: {input_type}): Promise<{output}>;")
+        else:
+            lines.append(f"{inner}{key}: {_namespace(node, inner)};")
+    lines.append(f"{indent}}}")
+    return "\n".join(lines)
+
+
+def _member_doc(t: Tool) -> str | None:
+    parts = [t.description] if t.description else []
+    if t.read_only:
+        parts.append("Read-only: it changes nothing.")
+    return "\n".join(parts) or None
+
+
+def _params_line(t: Tool) -> str:
+    properties = t.input_schema.get("properties") or {}
+    required = set(t.input_schema.get("required") or [])
+    if not properties:
+        return ""
+    return "{ " + ", ".join(f"{k}{'' if k in required else '?'}" for k in properties) + " }"
+
+
+# --- One execution ---------------------------------------------------------------------------
+
+
+class Execution:
+    """What one run of a program records: console output, tool calls, the budget spent.
+
+    The runtime's host function and console handler feed it from whichever thread the
+    driver runs them on; the lock keeps each record whole.
+    """
+
+    def __init__(self, tools: ToolSet, max_output_chars: int, *, expose: bool = False) -> None:
+        self.toolset = tools
+        self.expose = expose
+        self.max_output_chars = max_output_chars
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._chars = {"stdout": 0, "stderr": 0}
+        self.cut: set[str] = set()
+        self.tool_calls: list[dict[str, Any]] = []
+        self.decided: dict[str, bool] = {}
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def console(self, level: str, text: str) -> None:
+        field = "stderr" if level in _STDERR_LEVELS else "stdout"
+        with self._lock:
+            room = self.max_output_chars - self._chars[field]
+            if room <= 0:
+                self.cut.add(field)
+                return
+            if len(text) + 1 > room:
+                text = text[: max(0, room - 1)]
+                self.cut.add(field)
+            self._chars[field] += len(text) + 1
+            (self.stdout if field == "stdout" else self.stderr).append(text)
+
+    # -- tool calls ------------------------------------------------------------------------
+    def call(self, name: Any, args: Any) -> Any:
+        """The host function behind ``tools``: one call, recorded, checked, approved, run."""
+        tool = self.toolset.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise ToolNotFoundError(f"there is no tool named {name!r}")
+        if not isinstance(args, list) or len(args) > 1:
+            raise ToolError(f"tools.{tool.name}() takes one object of named arguments")
+        arguments = args[0] if args else {}
+        record: dict[str, Any] = {"name": tool.name, "arguments": arguments, "outcome": "ok", "error": None}
+        with self._lock:
+            self.tool_calls.append(record)
+            spent = len(self.tool_calls)
+        started = time.monotonic()
+        record["duration_s"] = 0.0
+        limit = self.toolset.max_tool_calls
+        try:
+            if limit is not None and spent > limit:
+                raise ToolBudgetError(budget_message(limit))
+            if not self._approved(tool, arguments):
+                record["outcome"] = "refused"
+                raise ToolError(f"tools.{tool.name}() was refused by the approval policy")
+            result = tool.start(arguments)
+        except BaseException as exc:
+            self._failed(record, exc, started)
+            raise
+        if tool.is_async or hasattr(result, "__await__"):
+            return self._finish_async(tool, record, result, started)
+        return self._finish(tool, record, result, started)
+
+    def _approved(self, tool: Tool, arguments: Any) -> bool:
+        policy = self.toolset.approve
+        if policy is None or tool.read_only:
+            return True
+        if policy == "read_only":
+            return False
+        # Asked once per tool and execution: a loop of fifty writes is one decision.
+        with self._lock:
+            known = self.decided.get(tool.name)
+        if known is None:
+            assert callable(policy)
+            known = bool(policy(tool.name, arguments))
+            with self._lock:
+                self.decided[tool.name] = known
+        return known
+
+    def _finish(self, tool: Tool, record: dict[str, Any], result: Any, started: float) -> Any:
+        try:
+            out = tool.finish(result)
+        except BaseException as exc:
+            self._failed(record, exc, started)
+            raise
+        record["duration_s"] = time.monotonic() - started
+        return out
+
+    async def _finish_async(self, tool: Tool, record: dict[str, Any], result: Any, started: float) -> Any:
+        try:
+            value = await result
+        except BaseException as exc:
+            self._failed(record, exc, started)
+            raise
+        return self._finish(tool, record, value, started)
+
+    def _failed(self, record: dict[str, Any], exc: BaseException, started: float) -> None:
+        record["duration_s"] = time.monotonic() - started
+        if record["outcome"] == "ok":
+            record["outcome"] = "error"
+        name, message = guest_error(exc, expose=self.expose, where=f"tools.{record['name']}()")
+        record["error"] = f"{name}: {message}"
+
+    # -- the result ------------------------------------------------------------------------
+    def result(self, *, value: Any = None, error: BaseException | None = None) -> ExecutionResult:
+        cut = set(self.cut)
+        details = None if error is None else self._error(error, cut)
+        return ExecutionResult(
+            ok=error is None,
+            value=value,
+            stdout="\n".join(self.stdout),
+            stderr="\n".join(self.stderr),
+            error=details,
+            tool_calls=tuple(dict(r) for r in self.tool_calls),
+            duration_s=time.monotonic() - self.started,
+            truncated=tuple(sorted(cut)),
+            max_output_chars=self.max_output_chars,
+        )
+
+    def _error(self, exc: BaseException, cut: set[str]) -> dict[str, Any]:
+        info = classify_error(exc)
+        if isinstance(exc, JavaScriptError):
+            name, message, stack = exc.name or "Error", exc.message, exc.stack or ""
+        else:
+            name, message, stack = type(exc).__name__, str(exc), ""
+        if len(message) > self.max_output_chars:
+            message = message[: self.max_output_chars]
+            cut.add("error")
+        found = _FRAME.search(stack)
+        line = int(found.group(1)) if found else None
+        column = int(found.group(2)) if found else None
+        if line == 1 and column is not None:
+            column = max(1, column - len(_OPEN))
+        return {
+            "name": name,
+            "message": message,
+            "line": line,
+            "column": column,
+            "kind": info.kind,
+            "retryable": info.retryable,
+            "retry_with_larger_limits": info.retry_with_larger_limits,
+            "hint": getattr(exc, "hint", None) or Catalog[info.kind].fix,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionResult:
+    """What one ``CodeMode.execute`` gave: ``ok``, ``value``, ``stdout``, ``stderr``,
+    ``error`` (``None``, or a dict of the guest's ``name`` and ``message``, the ``line`` and
+    ``column`` in the program, and ``kind``, ``retryable``, ``retry_with_larger_limits`` and
+    ``hint`` from :func:`pydeno.classify_error`), ``tool_calls`` (each a dict of ``name``,
+    ``arguments``, ``outcome`` (``ok``, ``error`` or ``refused``), ``error`` and
+    ``duration_s``), ``duration_s`` and ``truncated`` (the fields cut to
+    ``max_output_chars``). ``str(result)`` is the text a model should read."""
+
+    ok: bool
+    value: Any
+    stdout: str
+    stderr: str
+    error: dict[str, Any] | None
+    tool_calls: tuple[dict[str, Any], ...]
+    duration_s: float
+    truncated: tuple[str, ...]
+    max_output_chars: int = dataclasses.field(default=DEFAULT_MAX_OUTPUT_CHARS, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data; values JSON has no form for are tagged objects
+        (``{"$type": "bytes", "base64": ...}``, ``undefined``, ``date``, ``function``,
+        ``number`` for NaN and the infinities)."""
+        return {
+            "ok": self.ok,
+            "value": jsonable(self.value),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "error": None if self.error is None else dict(self.error),
+            "tool_calls": [{**r, "arguments": jsonable(r["arguments"])} for r in self.tool_calls],
+            "duration_s": self.duration_s,
+            "truncated": list(self.truncated),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+
+    def __str__(self) -> str:
+        lines: list[str] = []
+        if self.ok:
+            text = json.dumps(jsonable(self.value), ensure_ascii=False, allow_nan=False)
+            if len(text) > self.max_output_chars:
+                text = text[: self.max_output_chars] + f"... (cut at {self.max_output_chars} characters)"
+            lines.append(f"ok: {text}")
+        else:
+            assert self.error is not None
+            e = self.error
+            where = f" (line {e['line']}, column {e['column']})" if e.get("line") else ""
+            lines.append(f"error: {e['name']}: {e['message']}{where}")
+            retry = "yes" if e["retryable"] else "no"
+            lines.append(f"kind: {e['kind']} (retryable: {retry})")
+            lines.append(f"hint: {e['hint']}")
+        for field in ("stdout", "stderr"):
+            text = getattr(self, field)
+            if text:
+                suffix = " (cut)" if field in self.truncated else ""
+                lines.append(f"{field}{suffix}:")
+                lines.extend(f"  {line}" for line in text.splitlines())
+        if self.tool_calls:
+            shown = ", ".join(f"{r['name']} {r['outcome']}" for r in self.tool_calls[:20])
+            more = f", and {len(self.tool_calls) - 20} more" if len(self.tool_calls) > 20 else ""
+            lines.append(f"tool calls ({len(self.tool_calls)}): {shown}{more}")
+            for r in self.tool_calls:
+                if r["error"]:
+                    lines.append(f"  {r['name']}: {r['error']}")
+        return "\n".join(lines)
+
+
+def jsonable(value: Any) -> Any:
+    """value with what JSON cannot hold as tagged objects (see ExecutionResult.to_dict)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"$type": "number", "value": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Undefined):
+        return {"$type": "undefined"}
+    if isinstance(value, datetime.datetime):
+        return {"$type": "date", "iso": value.isoformat()}
+    if isinstance(value, JsFunction):
+        return {"$type": "function"}
+    return {"$type": type(value).__name__}
+
+
+def check_output_chars(value: Any) -> int:
+    return count("max_output_chars", value, 1)
