@@ -88,7 +88,7 @@ class AsyncCodeMode:
             self._current = execution
             try:
                 rt = await self._runtime()
-                value = await rt.eval(program(code), timeout=timeout)
+                value = await rt.eval(program(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 if not isinstance(exc, JavaScriptError):
                     await self._discard()

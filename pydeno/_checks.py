@@ -4,9 +4,9 @@ ValueError that names the argument, what it must be, and what it got."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["code_text", "count", "optional_count", "optional_seconds", "seconds"]
+__all__ = ["Lang", "code_text", "count", "is_typescript", "optional_count", "optional_seconds", "seconds"]
 
 
 def optional_seconds(name: str, value: Any) -> float | None:
@@ -50,3 +50,15 @@ def code_text(code: Any) -> str:
     if not isinstance(code, str):
         raise TypeError(f"code must be a str of JavaScript, got {type(code).__name__}")
     return code
+
+
+Lang = Literal["js", "ts"]
+
+
+def is_typescript(lang: Any) -> bool:
+    """Whether lang= asks for TypeScript; refuses anything but "js" and "ts"."""
+    if lang == "ts" and isinstance(lang, str):
+        return True
+    if lang == "js" and isinstance(lang, str):
+        return False
+    raise ValueError(f'lang must be "js" or "ts", got {lang!r}')

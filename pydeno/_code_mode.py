@@ -90,7 +90,7 @@ class CodeMode:
             self._current = execution
             try:
                 rt = self._runtime()
-                value = rt.eval(program(code), timeout=timeout)
+                value = rt.eval(program(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 if not isinstance(exc, JavaScriptError):
                     self._discard()

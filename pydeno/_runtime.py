@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from ._backends import _sync as backend
-from ._checks import code_text
+from ._checks import Lang, code_text, is_typescript
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
 from .host._core import NEED_DATA, Command
@@ -51,12 +51,15 @@ class Runtime:
         self._ready()
 
     # -- public API -------------------------------------------------------------------
-    def eval(self, code: str, *, timeout: float | None = None) -> Any:
-        """Evaluate code and return its value (a returned promise is awaited)."""
+    def eval(self, code: str, *, timeout: float | None = None, lang: Lang = "js") -> Any:
+        """Evaluate code and return its value (a returned promise is awaited). With
+        ``lang="ts"`` the code is TypeScript: the worker strips its types with Deno's own
+        transpiler first, and an error's positions point into the code as written."""
         code = code_text(code)
+        typescript = is_typescript(lang)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code)
+            rid, data = self._core.connection.eval(code, typescript=typescript)
             return self._roundtrip(rid, data, timeout)
 
     def bind_function(self, name: str, fn: Callable[..., Any]) -> None:

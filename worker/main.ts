@@ -10,6 +10,7 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
+import { mapStack, remember, transpile } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
   EXIT_DONE,
@@ -19,6 +20,7 @@ import {
   H_BIND,
   H_CALL,
   H_EVAL,
+  H_EVAL_TS,
   H_RELEASE,
   H_REPLY,
   H_TERMINATE,
@@ -109,6 +111,8 @@ const Uint8ArrayCtor = Uint8Array;
 const coreEncode: (s: string) => Uint8Array = core.encode;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
+/** The script name of every JavaScript eval (TypeScript ones have their own: typescript.ts). */
+const EVAL_SCRIPT = "guest:eval";
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
 const ObjectSetPrototypeOf = Object.setPrototypeOf;
@@ -582,7 +586,7 @@ function describe(e: any): [string, string, string] {
   if ((typeof e === "object" && e !== null) || typeof e === "function") {
     try { name = e.name === undefined ? "" : StringFn(e.name); } catch { name = "Error"; }
     try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; }
-    try { stack = typeof e.stack === "string" ? e.stack : ""; } catch { stack = ""; }
+    try { stack = typeof e.stack === "string" ? mapStack(e.stack) : ""; } catch { stack = ""; }
     if (name === "" && message === "") {
       try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
     }
@@ -804,32 +808,41 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
   }
 }
 
+/** Evaluates code as the script named `script`: its value, or a promise of it. */
+function evaluate(code: string, script: string): any {
+  // A TypeScript eval's JavaScript runs under its own name, so that its frames map back.
+  const repl = script === EVAL_SCRIPT ? code : code + "\n//# sourceURL=" + script;
+  if (RegExpExec(AWAIT_RE, code) !== null) return replEval(repl);
+  // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
+  // poisoned array iteration or put accessors on indices of Object/Array.prototype would
+  // garble its answer, so such a guest takes the REPL route, which does not use it.
+  if (!classicScriptSafe()) return replEval(repl);
+  // One specifier for every JavaScript eval: V8's compilation cache, keyed on source and origin, then
+  // serves repeated source; what it keeps of each new source goes at the worker's next
+  // collection (see "Memory over a long life").
+  // New code is what leaves compiled scripts behind (see "Memory over a long life"). Only a
+  // short source is kept to compare the next with: a long one would stay alive for it.
+  if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
+  const outcome = evalContext(code, script);
+  // The same wrapper ran after the guest code: if that code changed what it reads, the
+  // outcome may hold something other than the code's value or error.
+  if (!classicScriptSafe()) {
+    throw new ErrorCtor(
+      "the value of this eval was lost: the code replaced array iteration or put an index property on " +
+        "Object.prototype or Array.prototype, which Deno's evaluation reads after the code runs " +
+        "(its other effects stand; evals that use await are not affected)",
+    );
+  }
+  if (outcome[1] !== null) throw outcome[1].thrown;
+  return outcome[0];
+}
+
 function runEval(id: number, code: string): void {
-  answer(id, () => {
-    if (RegExpExec(AWAIT_RE, code) !== null) return replEval(code);
-    // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
-    // poisoned array iteration or put accessors on indices of Object/Array.prototype would
-    // garble its answer, so such a guest takes the REPL route, which does not use it.
-    if (!classicScriptSafe()) return replEval(code);
-    // One specifier for every eval: V8's compilation cache, keyed on source and origin, then
-    // serves repeated source; what it keeps of each new source goes at the worker's next
-    // collection (see "Memory over a long life").
-    // New code is what leaves compiled scripts behind (see "Memory over a long life"). Only a
-    // short source is kept to compare the next with: a long one would stay alive for it.
-    if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
-    const outcome = evalContext(code, "guest:eval");
-    // The same wrapper ran after the guest code: if that code changed what it reads, the
-    // outcome may hold something other than the code's value or error.
-    if (!classicScriptSafe()) {
-      throw new ErrorCtor(
-        "the value of this eval was lost: the code replaced array iteration or put an index property on " +
-          "Object.prototype or Array.prototype, which Deno's evaluation reads after the code runs " +
-          "(its other effects stand; evals that use await are not affected)",
-      );
-    }
-    if (outcome[1] !== null) throw outcome[1].thrown;
-    return outcome[0];
-  });
+  answer(id, () => evaluate(code, EVAL_SCRIPT));
+}
+
+function runEvalTs(id: number, code: string): void {
+  answer(id, () => PromiseThen(transpile(code), (js: string) => evaluate(js, remember(code, js))));
 }
 
 function runCall(id: number, fnId: number, args: any[]): void {
@@ -857,6 +870,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_EVAL: {
       const id = reader.value(0), code = reader.value(0);
       runEval(id, code);
+      return;
+    }
+    case H_EVAL_TS: {
+      const id = reader.value(0), code = reader.value(0);
+      runEvalTs(id, code);
       return;
     }
     case H_CALL: {

@@ -29,6 +29,11 @@ export const H_REPLY = 4;
 export const H_BIND = 5;
 /** [H_TERMINATE] */
 export const H_TERMINATE = 6;
+/**
+ * [H_EVAL_TS, request_id, code]
+ * An eval of TypeScript: the worker strips its types with Deno's transpiler first.
+ */
+export const H_EVAL_TS = 7;
 
 // -- Frame kinds, worker -> host --
 

@@ -37,6 +37,8 @@ H_RELEASE: Final = 3
 H_REPLY: Final = 4
 H_BIND: Final = 5
 H_TERMINATE: Final = 6
+#: An eval of TypeScript: the worker strips its types with Deno's transpiler first.
+H_EVAL_TS: Final = 7
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -45,6 +47,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_REPLY: ("call_id", "ok", "value_or_name_and_message"),
     H_BIND: ("request_id", "name"),
     H_TERMINATE: (),
+    H_EVAL_TS: ("request_id", "code"),
 }
 
 # -- Frame kinds, worker -> host --

@@ -56,6 +56,7 @@ from ._protocol import (
     H_BIND,
     H_CALL,
     H_EVAL,
+    H_EVAL_TS,
     H_RELEASE,
     H_REPLY,
     H_TERMINATE,
@@ -202,8 +203,8 @@ class Connection:
             return frame(_PACK_SMALL([H_RELEASE, ids])) + data
         return data
 
-    def eval(self, code: str) -> tuple[int, bytes]:
-        return self._request([H_EVAL], code)
+    def eval(self, code: str, *, typescript: bool = False) -> tuple[int, bytes]:
+        return self._request([H_EVAL_TS if typescript else H_EVAL], code)
 
     def call(self, function_id: int, args: list[Any]) -> tuple[int, bytes]:
         return self._request([H_CALL, function_id], args, items=True)
