@@ -61,7 +61,9 @@ def test_frames_of_a_function_point_into_the_eval_that_declared_it(rt: pydeno.Ru
 
 def test_positions_are_mapped_on_the_await_route_too(rt: pydeno.Runtime) -> None:
     exc = error_of(rt, "const w: string = await Promise.resolve('s');\n  (w as any).nope.x")
-    assert exc.stack.splitlines()[1:] == ["    at guest:eval:2:19"]
+    assert exc.stack.splitlines()[1:] == ["    at <anonymous>:2:19"]
+    exc = error_of(rt, "enum E { A }\nconst w: string = await Promise.resolve('s');\n  (w as any).nope.x")
+    assert exc.stack.splitlines()[1:] == ["    at guest:eval:3:19"]
 
 
 def test_typescript_that_does_not_parse_is_a_syntax_error_at_its_position(rt: pydeno.Runtime) -> None:
@@ -69,9 +71,16 @@ def test_typescript_that_does_not_parse_is_a_syntax_error_at_its_position(rt: py
     assert exc.name == "SyntaxError"
     assert exc.message == "Expected a semicolon\n  |\n2 | let z y = 1\n  |       ~"
     assert exc.stack.endswith("\n    at guest:eval:2:7")
-    assert "data:" not in exc.stack and "__pydeno" not in exc.stack
-    first = error_of(rt, "let a b")
-    assert first.stack.endswith("\n    at guest:eval:1:7")
+    assert "stripTypeScriptTypes" not in exc.stack
+    assert error_of(rt, "let a b").stack.endswith("\n    at guest:eval:1:7")
+    assert error_of(rt, "await 1;\n let a b").stack.endswith("\n    at guest:eval:2:8")
+    assert error_of(rt, "enum E { A }\nlet a: = 2").stack.endswith("\n    at guest:eval:2:8")
+
+
+def test_a_syntax_error_thrown_while_running_keeps_its_own_frames(rt: pydeno.Runtime) -> None:
+    exc = error_of(rt, "const text: string = '{';\nJSON.parse(text)")
+    assert exc.name == "SyntaxError"
+    assert "at JSON.parse" in exc.stack and "guest:eval:2:6" in exc.stack
 
 
 def test_a_syntax_error_is_classified_as_the_guests_error(rt: pydeno.Runtime) -> None:

@@ -10,7 +10,7 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
-import { mapStack, remember, transpile } from "./typescript.ts";
+import { compileFailure, EVAL_SCRIPT, mapStack, toJavaScript } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
   EXIT_DONE,
@@ -111,8 +111,6 @@ const Uint8ArrayCtor = Uint8Array;
 const coreEncode: (s: string) => Uint8Array = core.encode;
 const addEventListener = globalThis.addEventListener.bind(globalThis);
 const AWAIT_RE = /\bawait\b/;
-/** The script name of every JavaScript eval (TypeScript ones have their own: typescript.ts). */
-const EVAL_SCRIPT = "guest:eval";
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const ObjectGetOwnPropertyNames = Object.getOwnPropertyNames;
 const ObjectSetPrototypeOf = Object.setPrototypeOf;
@@ -841,8 +839,38 @@ function runEval(id: number, code: string): void {
   answer(id, () => evaluate(code, EVAL_SCRIPT));
 }
 
+// Deno's TypeScript transpiler, node:module's stripTypeScriptTypes (see typescript.ts). Loaded
+// by the first TypeScript eval: node:module needs node:process (see loadNodeProcess), and the
+// two cost a worker that never sees TypeScript some milliseconds of start-up.
+let stripTypes: ((code: string, options: any) => string) | null = null;
+
 function runEvalTs(id: number, code: string): void {
-  answer(id, () => PromiseThen(transpile(code), (js: string) => evaluate(js, remember(code, js))));
+  answer(id, () => {
+    if (stripTypes !== null) return evaluateTs(stripTypes, code);
+    loadNodeProcess();
+    return PromiseThen(import("node:module"), (m: any) => {
+      if (stripTypes === null) {
+        const strip = m.stripTypeScriptTypes;
+        if (typeof strip !== "function") throw new ErrorCtor("TypeScript is not available in this deno");
+        stripTypes = strip;
+      }
+      return evaluateTs(stripTypes!, code);
+    });
+  });
+}
+
+function evaluateTs(strip: (code: string, options: any) => string, code: string): any {
+  // Indexed, not destructured: destructuring runs the array iterator, which the guest may
+  // have replaced.
+  const js = toJavaScript(strip, code);
+  let value: any;
+  try {
+    value = evaluate(js[0], js[1]);
+  } catch (e) {
+    throw compileFailure(strip, code, e);
+  }
+  if (!isNativePromise(value)) return value;
+  return PromiseThen(value, undefined, (e: any) => { throw compileFailure(strip, code, e); });
 }
 
 function runCall(id: number, fnId: number, args: any[]): void {

@@ -1,111 +1,99 @@
-// TypeScript for evals: types stripped by Deno's own transpiler, positions mapped back.
+// TypeScript for evals: types stripped by Deno's own transpiler, positions kept.
 //
-// Deno transpiles a module it loads from a data: URL of type application/typescript. The
-// guest's code becomes the body of an async function in such a module (async, so that
-// top-level await parses); the function is never called: its text, which V8 keeps as the
-// transpiler wrote it, is the JavaScript that the worker then evaluates like any eval, so
-// the program keeps an eval's meaning (its last expression is its value, its declarations
-// stay for the next eval).
-//
-// The transpiler reprints the code, so positions in that JavaScript are not the ones the
-// guest wrote. The two texts are the same tokens but for what the transpiler removed
-// (types) or added (semicolons, the bodies of enums and parameter properties), so an error's
-// frames are mapped back by lining the tokens up, only when an error needs it.
+// Deno implements node:module's stripTypeScriptTypes with its own (Rust) TypeScript
+// transpiler. Its "strip" mode replaces the types with spaces, so the JavaScript has every
+// token where the guest wrote it and errors need no mapping. Code that needs more than
+// stripping (enums, namespaces, parameter properties, <T>x assertions) is transformed
+// instead, which reprints it: the two texts are then the same tokens but for what the
+// transpiler removed or added (semicolons, the bodies of enums), so an error's frames are
+// mapped back by lining the tokens up, only when an error needs it. Either way the result is
+// evaluated like any eval, so a program keeps an eval's meaning (its last expression is its
+// value, its declarations stay for the next eval).
 
 // deno-lint-ignore-file no-explicit-any
 const FunctionCall = Function.prototype.call;
 const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
-const FunctionToString = uncurry(Function.prototype.toString);
 const StringSlice = uncurry(String.prototype.slice);
 const StringIndexOf = uncurry(String.prototype.indexOf);
-const StringLastIndexOf = uncurry(String.prototype.lastIndexOf);
 const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
 const StringStartsWith = uncurry(String.prototype.startsWith);
 const RegExpExec = uncurry(RegExp.prototype.exec);
-const ErrorCtor = Error;
+const Int32Set = uncurry(Int32Array.prototype.set);
 const SyntaxErrorCtor = SyntaxError;
 const Int32ArrayCtor = Int32Array;
 const NumberParseInt = Number.parseInt;
 const StringFn = String;
 const ObjectDefineProperty = Object.defineProperty;
-const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).internal].core.encode;
-const btoaFn = globalThis.btoa;
-const importModule = (url: string): Promise<any> => import(url);
+const ObjectCreate = Object.create;
 
-const PREFIX = "export default async function __pydeno_ts() {";
-const DATA_URL = "data:application/typescript;base64,";
-/** The script name of the JavaScript of TypeScript eval number n; its frames are mapped back. */
-export const TS_SCRIPT = "guest:ts:";
+/** The script name of the JavaScript of transformed TypeScript number n; its frames are
+ * mapped back. */
+const TS_SCRIPT = "guest:ts:";
 /** What mapped frames name, as a JavaScript eval's do. */
-const EVAL_SCRIPT = "guest:eval";
+export const EVAL_SCRIPT = "guest:eval";
 
-function base64(text: string): string {
-  const bytes = coreEncode(text);
-  let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    let chunk = "";
-    const end = i + 0x8000 < bytes.length ? i + 0x8000 : bytes.length;
-    for (let j = i; j < end; j++) chunk += StringFn.fromCharCode(bytes[j]);
-    binary += chunk;
-  }
-  return btoaFn(binary);
-}
+type Strip = (code: string, options: any) => string;
 
-// --- Transpiling -------------------------------------------------------------------------
-
-/** The JavaScript of a TypeScript program, or a SyntaxError at its position in `code`. */
-export async function transpile(code: string): Promise<string> {
-  let mod: any;
+/** The JavaScript of a TypeScript program and the script name to evaluate it under, or a
+ * SyntaxError at its position in `code`. */
+export function toJavaScript(strip: Strip, code: string): [string, string] {
+  let js: any;
   try {
-    mod = await importModule(DATA_URL + base64(PREFIX + code + "\n}"));
-  } catch (e) {
-    throw parseFailure(e, code);
+    // Options without a prototype: the transpiler reads options it was not given, and the
+    // guest may have put getters for them on Object.prototype.
+    js = strip(code, ObjectCreate(null, { mode: { value: "strip" } }));
+  } catch {
+    js = undefined; // not strippable (or not valid): the transform says which
   }
-  const fn = mod.default;
-  if (typeof fn !== "function") throw new ErrorCtor("the TypeScript program could not be transpiled");
-  const text: string = FunctionToString(fn);
-  const open = StringIndexOf(text, "{");
-  const close = StringLastIndexOf(text, "}");
-  if (open < 0 || close <= open) throw new ErrorCtor("the TypeScript program could not be transpiled");
-  return StringSlice(text, open + 1, close);
+  if (typeof js === "string") return [js, EVAL_SCRIPT];
+  try {
+    js = strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+  } catch (e) {
+    throw parseFailure(e);
+  }
+  if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
+  return [js, remember(code, js)];
 }
 
-const PARSE_AT = /\n\s*at data:application\/typescript;base64,[A-Za-z0-9+/=]*:(\d+):(\d+)\s*$/;
+const GUEST_REPL_FRAME = /<anonymous>:\d+:\d+/;
 
-/** Deno's parse error (a TypeError whose message is the SyntaxError, an excerpt of the
- * module and the data: URL) as a SyntaxError at the position in the guest's own code, with
- * an excerpt of that code. */
-function parseFailure(e: any, code: string): any {
+/** For an error the evaluation threw: when it is V8's refusal to compile the JavaScript (a
+ * SyntaxError with no frame in guest code, which V8 gives no position), the transpiler's own parse error
+ * for the TypeScript, which has one; otherwise the error itself. */
+export function compileFailure(strip: Strip, code: string, e: any): any {
+  let stack = "";
+  try {
+    if (!(e instanceof SyntaxErrorCtor)) return e;
+    stack = StringFn(e.stack ?? "");
+  } catch { return e; }
+  // A frame in guest code means the program threw it while running (JSON.parse, say).
+  if (StringIndexOf(stack, "guest:") >= 0 || RegExpExec(GUEST_REPL_FRAME, stack) !== null) return e;
+  try {
+    strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+  } catch (parse) {
+    const found = parseFailure(parse);
+    if (found !== parse) return found;
+  }
+  return e;
+}
+
+const PARSE_AT = /\n\s*at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
+
+/** The transpiler's parse error (its message the SyntaxError, an excerpt of the code and a
+ * made-up file name) as a SyntaxError at the position in the guest's code. */
+function parseFailure(e: any): any {
   let message = "";
   try { message = StringFn(e?.message ?? ""); } catch { return e; }
   const found = RegExpExec(PARSE_AT, message);
   if (found === null) return e;
   let text = StringSlice(message, 0, found.index);
   if (StringStartsWith(text, "SyntaxError: ")) text = StringSlice(text, "SyntaxError: ".length);
-  const nl = StringIndexOf(text, "\n");
-  if (nl >= 0) text = StringSlice(text, 0, nl);
-  const line = NumberParseInt(found[1], 10);
-  let column = NumberParseInt(found[2], 10);
-  if (line === 1) column = column > PREFIX.length ? column - PREFIX.length : 1;
-  const excerpt = lineOf(code, line);
-  const gutter = StringFn(line);
-  let pad = "";
-  for (let i = 0; i < gutter.length; i++) pad += " ";
-  let caret = "";
-  for (let i = 1; i < column; i++) caret += " ";
-  const full = `${text}\n${pad} |\n${gutter} | ${excerpt}\n${pad} | ${caret}~`;
-  const error = new SyntaxErrorCtor(full);
+  const error = new SyntaxErrorCtor(text);
   ObjectDefineProperty(error, "stack", {
-    value: `SyntaxError: ${full}\n    at ${EVAL_SCRIPT}:${line}:${column}`,
+    value: `SyntaxError: ${text}\n    at ${EVAL_SCRIPT}:${NumberParseInt(found[1], 10)}:${NumberParseInt(found[2], 10)}`,
     writable: true, enumerable: false, configurable: true,
   });
   return error;
-}
-
-function lineOf(text: string, line: number): string {
-  const start = offsetOf(text, line, 1);
-  const end = StringIndexOf(text, "\n", start);
-  return StringSlice(text, start, end < 0 ? text.length : end);
 }
 
 // --- Positions ---------------------------------------------------------------------------
@@ -113,14 +101,14 @@ function lineOf(text: string, line: number): string {
 /** The programs whose frames can still be mapped: the latest ones, within a character
  * budget, so a long-lived runtime keeps a bounded amount of source for this. */
 const KEEP_CHARS = 4 << 20;
-const kept: { [n: number]: { code: string; js: string; map: Int32Array | null; spans: Spans | null } } =
-  Object.create(null);
+type Kept = { code: string; js: string; map: Int32Array | null; codeTokens: Spans | null; jsTokens: Spans | null };
+const kept: { [n: number]: Kept } = ObjectCreate(null);
 let keptChars = 0, oldest = 1, next = 1;
 
-/** Registers a transpiled program; returns the script name its JavaScript runs under. */
-export function remember(code: string, js: string): string {
+/** Registers a transformed program; returns the script name its JavaScript runs under. */
+function remember(code: string, js: string): string {
   const n = next++;
-  kept[n] = { code, js, map: null, spans: null };
+  kept[n] = { code, js, map: null, codeTokens: null, jsTokens: null };
   keptChars += code.length + js.length;
   while (keptChars > KEEP_CHARS && oldest < n) {
     const old = kept[oldest];
@@ -152,7 +140,7 @@ function tokens(text: string): Spans {
     if (isWord(c)) while (j < text.length && isWord(StringCharCodeAt(text, j))) j++;
     if (count === starts.length) {
       const s = new Int32ArrayCtor(count * 2), e = new Int32ArrayCtor(count * 2);
-      s.set(starts); e.set(ends);
+      Int32Set(s, starts); Int32Set(e, ends);
       starts = s; ends = e;
     }
     starts[count] = i; ends[count] = j; count++;
@@ -220,13 +208,12 @@ function positionOf(text: string, offset: number): [number, number] {
 function mapPosition(n: number, line: number, column: number): [number, number] | null {
   const entry = kept[n];
   if (entry === undefined) return null;
-  if (entry.map === null) {
-    const sc = tokens(entry.code), sj = tokens(entry.js);
-    entry.map = align(entry.code, sc, entry.js, sj);
-    entry.spans = sc;
-    (entry as any).jsSpans = sj;
+  if (entry.map === null || entry.codeTokens === null || entry.jsTokens === null) {
+    entry.codeTokens = tokens(entry.code);
+    entry.jsTokens = tokens(entry.js);
+    entry.map = align(entry.code, entry.codeTokens, entry.js, entry.jsTokens);
   }
-  const sj: Spans = (entry as any).jsSpans, sc = entry.spans!, map = entry.map;
+  const sj = entry.jsTokens, sc = entry.codeTokens, map = entry.map;
   const offset = offsetOf(entry.js, line, column);
   // The token at the offset, else the first after it; an added one takes the next that
   // came from the program (or the last before it).
