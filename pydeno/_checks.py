@@ -4,9 +4,20 @@ ValueError that names the argument, what it must be, and what it got."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
-__all__ = ["Lang", "code_text", "count", "is_typescript", "optional_count", "optional_seconds", "seconds"]
+__all__ = [
+    "Lang",
+    "code_text",
+    "count",
+    "is_typescript",
+    "module_specifier",
+    "optional_count",
+    "optional_seconds",
+    "seconds",
+    "source_text",
+]
 
 
 def optional_seconds(name: str, value: Any) -> float | None:
@@ -62,3 +73,23 @@ def is_typescript(lang: Any) -> bool:
     if lang == "js" and isinstance(lang, str):
         return False
     raise ValueError(f'lang must be "js" or "ts", got {lang!r}')
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def module_specifier(specifier: Any) -> str:
+    """A name the guest imports an added module by: a bare name or a path, not a URL."""
+    if not isinstance(specifier, str):
+        raise TypeError(f"a module specifier must be a str, got {type(specifier).__name__}")
+    if not specifier or specifier != specifier.strip() or "\n" in specifier:
+        raise ValueError(f"a module specifier must be a non-empty name without surrounding spaces, got {specifier!r}")
+    if _SCHEME.match(specifier):
+        raise ValueError(f"a module specifier is a name like 'utils' or './utils.ts', not a URL: got {specifier!r}")
+    return specifier
+
+
+def source_text(source: Any) -> str:
+    if not isinstance(source, str):
+        raise TypeError(f"a module's source must be a str, got {type(source).__name__}")
+    return source

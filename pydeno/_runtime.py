@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from ._backends import _sync as backend
-from ._checks import Lang, code_text, is_typescript
+from ._checks import Lang, code_text, is_typescript, module_specifier, source_text
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
 from .host._core import NEED_DATA, Command
@@ -61,6 +61,31 @@ class Runtime:
             self._ready()
             rid, data = self._core.connection.eval(code, typescript=typescript)
             return self._roundtrip(rid, data, timeout)
+
+    def add_module(self, specifier: str, source: str) -> None:
+        """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
+        import by ``specifier``: statically from module code, or with ``import()``. Only
+        added modules (and Deno's ``node:`` modules) resolve; adding a specifier again
+        replaces its source for imports from then on."""
+        specifier = module_specifier(specifier)
+        source = source_text(source)
+        with self._lock:
+            self._ready()
+            rid, data = self._core.connection.add_module(specifier, source)
+            self._roundtrip(rid, data, None)
+
+    def eval_module(self, source: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """Run module code (JavaScript or TypeScript; it may import added modules) and return
+        its exports as a dict. Each call loads a new module: for repeated work, export a
+        function once and call it."""
+        source = source_text(source)
+        with self._lock:
+            self._ready()
+            rid, data = self._core.connection.eval_module(source)
+            value = self._roundtrip(rid, data, timeout)
+        if not isinstance(value, dict):
+            raise TypeError(f"the module's exports arrived as {type(value).__name__}, not a dict")
+        return value
 
     def bind_function(self, name: str, fn: Callable[..., Any]) -> None:
         """Expose fn (sync or async) to the guest as the global async function ``name``."""

@@ -10,6 +10,7 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
+import { addModule, exportsOf, hasModules, mapModuleStack, programUrl, rewriteEval, unresolved } from "./modules.ts";
 import { compileFailure, EVAL_SCRIPT, mapStack, toJavaScript } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
@@ -20,7 +21,9 @@ import {
   H_BIND,
   H_CALL,
   H_EVAL,
+  H_EVAL_MODULE,
   H_EVAL_TS,
+  H_MODULE,
   H_RELEASE,
   H_REPLY,
   H_TERMINATE,
@@ -584,7 +587,9 @@ function describe(e: any): [string, string, string] {
   if ((typeof e === "object" && e !== null) || typeof e === "function") {
     try { name = e.name === undefined ? "" : StringFn(e.name); } catch { name = "Error"; }
     try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; }
-    try { stack = typeof e.stack === "string" ? mapStack(e.stack) : ""; } catch { stack = ""; }
+    const rewritten = unresolved(message);
+    if (rewritten !== null) message = rewritten;
+    try { stack = typeof e.stack === "string" ? mapStack(mapModuleStack(e.stack)) : ""; } catch { stack = ""; }
     if (name === "" && message === "") {
       try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
     }
@@ -836,7 +841,14 @@ function evaluate(code: string, script: string): any {
 }
 
 function runEval(id: number, code: string): void {
-  answer(id, () => evaluate(code, EVAL_SCRIPT));
+  answer(id, () => {
+    // A literal import() of an added module: rewritten to its URL (see modules.ts).
+    if (stripTypes !== null && hasModules() && StringIncludes(code, "import")) {
+      const run = rewriteEval(stripTypes, code, EVAL_SCRIPT);
+      if (run[1] !== "") return evaluate(run[0], run[1]);
+    }
+    return evaluate(code, EVAL_SCRIPT);
+  });
 }
 
 // Deno's TypeScript transpiler, node:module's stripTypeScriptTypes (see typescript.ts). Loaded
@@ -844,28 +856,40 @@ function runEval(id: number, code: string): void {
 // two cost a worker that never sees TypeScript some milliseconds of start-up.
 let stripTypes: ((code: string, options: any) => string) | null = null;
 
-function runEvalTs(id: number, code: string): void {
-  answer(id, () => {
-    if (stripTypes !== null) return evaluateTs(stripTypes, code);
-    loadNodeProcess();
-    return PromiseThen(import("node:module"), (m: any) => {
-      if (stripTypes === null) {
-        const strip = m.stripTypeScriptTypes;
-        if (typeof strip !== "function") throw new ErrorCtor("TypeScript is not available in this deno");
-        stripTypes = strip;
-      }
-      return evaluateTs(stripTypes!, code);
-    });
+/** run(strip), once Deno's TypeScript transpiler is loaded (a promise the first time). */
+function withStrip(run: (strip: (code: string, options: any) => string) => any): any {
+  if (stripTypes !== null) return run(stripTypes);
+  loadNodeProcess();
+  return PromiseThen(import("node:module"), (m: any) => {
+    if (stripTypes === null) {
+      const strip = m.stripTypeScriptTypes;
+      if (typeof strip !== "function") throw new ErrorCtor("TypeScript is not available in this deno");
+      stripTypes = strip;
+    }
+    return run(stripTypes!);
   });
+}
+
+function runEvalTs(id: number, code: string): void {
+  answer(id, () => withStrip((strip) => evaluateTs(strip, code)));
+}
+
+function runAddModule(id: number, specifier: string, source: string): void {
+  answer(id, () => withStrip(() => { addModule(specifier, source); return undefined; }));
+}
+
+function runEvalModule(id: number, source: string): void {
+  answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf)));
 }
 
 function evaluateTs(strip: (code: string, options: any) => string, code: string): any {
   // Indexed, not destructured: destructuring runs the array iterator, which the guest may
   // have replaced.
   const js = toJavaScript(strip, code);
+  const run = hasModules() ? rewriteEval(strip, js[0], js[1]) : js;
   let value: any;
   try {
-    value = evaluate(js[0], js[1]);
+    value = evaluate(run[0], run[1] === "" ? js[1] : run[1]);
   } catch (e) {
     throw compileFailure(strip, code, e);
   }
@@ -903,6 +927,16 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_EVAL_TS: {
       const id = reader.value(0), code = reader.value(0);
       runEvalTs(id, code);
+      return;
+    }
+    case H_MODULE: {
+      const id = reader.value(0), specifier = reader.value(0), source = reader.value(0);
+      runAddModule(id, specifier, source);
+      return;
+    }
+    case H_EVAL_MODULE: {
+      const id = reader.value(0), source = reader.value(0);
+      runEvalModule(id, source);
       return;
     }
     case H_CALL: {

@@ -34,6 +34,16 @@ export const H_TERMINATE = 6;
  * An eval of TypeScript: the worker strips its types with Deno's transpiler first.
  */
 export const H_EVAL_TS = 7;
+/**
+ * [H_MODULE, request_id, specifier, source]
+ * Adds (or replaces) a module the guest may import by its specifier.
+ */
+export const H_MODULE = 8;
+/**
+ * [H_EVAL_MODULE, request_id, source]
+ * Runs module code; its result is the module's exports.
+ */
+export const H_EVAL_MODULE = 9;
 
 // -- Frame kinds, worker -> host --
 

@@ -39,6 +39,10 @@ H_BIND: Final = 5
 H_TERMINATE: Final = 6
 #: An eval of TypeScript: the worker strips its types with Deno's transpiler first.
 H_EVAL_TS: Final = 7
+#: Adds (or replaces) a module the guest may import by its specifier.
+H_MODULE: Final = 8
+#: Runs module code; its result is the module's exports.
+H_EVAL_MODULE: Final = 9
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -48,6 +52,8 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_BIND: ("request_id", "name"),
     H_TERMINATE: (),
     H_EVAL_TS: ("request_id", "code"),
+    H_MODULE: ("request_id", "specifier", "source"),
+    H_EVAL_MODULE: ("request_id", "source"),
 }
 
 # -- Frame kinds, worker -> host --

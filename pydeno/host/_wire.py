@@ -55,7 +55,9 @@ from ._protocol import (
     FRAME_HEADER_BYTES,
     H_BIND,
     H_CALL,
+    H_MODULE,
     H_EVAL,
+    H_EVAL_MODULE,
     H_EVAL_TS,
     H_RELEASE,
     H_REPLY,
@@ -205,6 +207,12 @@ class Connection:
 
     def eval(self, code: str, *, typescript: bool = False) -> tuple[int, bytes]:
         return self._request([H_EVAL_TS if typescript else H_EVAL], code)
+
+    def add_module(self, specifier: str, source: str) -> tuple[int, bytes]:
+        return self._request([H_MODULE, specifier], source)
+
+    def eval_module(self, source: str) -> tuple[int, bytes]:
+        return self._request([H_EVAL_MODULE], source)
 
     def call(self, function_id: int, args: list[Any]) -> tuple[int, bytes]:
         return self._request([H_CALL, function_id], args, items=True)

@@ -1,0 +1,393 @@
+// ES modules the host added (rt.add_module), and module programs (rt.eval_module).
+//
+// Deno resolves an import by itself, from the module's URL; nothing can be added to its
+// resolver after start-up. So the worker rewrites: each import of an added specifier, in an
+// added module, in a module program or as a literal import() in an eval, becomes the data:
+// URL of that module's own (rewritten) JavaScript, which Deno then loads like any data:
+// module. What is not added does not resolve: a bare or remote specifier is refused before
+// anything loads, with the fix named. Frames in such code name the module's specifier (and
+// "guest:module" for a module program) at its positions as written.
+
+// deno-lint-ignore-file no-explicit-any
+const FunctionCall = Function.prototype.call;
+const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
+const StringSlice = uncurry(String.prototype.slice);
+const StringIndexOf = uncurry(String.prototype.indexOf);
+const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
+const StringStartsWith = uncurry(String.prototype.startsWith);
+const ObjectDefineProperty = Object.defineProperty;
+const RegExpExec = uncurry(RegExp.prototype.exec);
+const JSONStringify = JSON.stringify;
+const JSONParse = JSON.parse;
+const ObjectCreate = Object.create;
+const ObjectKeys = Object.keys;
+const TypeErrorCtor = TypeError;
+const SyntaxErrorCtor = SyntaxError;
+const NumberParseInt = Number.parseInt;
+const StringFn = String;
+const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).internal].core.encode;
+const btoaFn = globalThis.btoa;
+const fromCharCode = String.fromCharCode;
+
+type Strip = (code: string, options: any) => string;
+
+// --- The lexer: where a text's import specifiers are ------------------------------------
+
+// After these a `/` starts a regular expression, not a division.
+const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
+
+function isIdent(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 || c > 127;
+}
+
+/** The string literals of `text` that name a module: `import "x"`, `... from "x"`, and
+ * `import("x")`, as [start, end) offsets of the literal, quotes included. Comments, strings,
+ * template literals and regular expressions are skipped as a JavaScript lexer would. */
+export function specifiers(text: string): number[] {
+  const found: number[] = [];
+  const templates: number[] = []; // brace depth at each open ${
+  let depth = 0;
+  // The last two significant tokens: their kind (0 none, 1 word, 2 punctuator, 3 literal),
+  // and for words and punctuators their text.
+  let prevKind = 0, prevText = "", prev2Text = "";
+  let i = 0;
+  const n = text.length;
+  const push = (kind: number, t: string) => { prev2Text = prevText; prevKind = kind; prevText = t; };
+  while (i < n) {
+    const c = StringCharCodeAt(text, i);
+    if (c === 32 || c === 9 || c === 10 || c === 13 || c === 11 || c === 12 || c === 0xa0 || c === 0xfeff ||
+        c === 0x2028 || c === 0x2029) { i++; continue; }
+    if (c === 47 /* / */) {
+      const d = StringCharCodeAt(text, i + 1);
+      if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
+      if (d === 42) { const e = StringIndexOf(text, "*/", i + 2); i = e < 0 ? n : e + 2; continue; }
+      const regex = prevKind === 0 || (prevKind === 2 && prevText !== ")" && prevText !== "]") ||
+        (prevKind === 1 && RegExpExec(BEFORE_REGEX, prevText) !== null);
+      if (regex) {
+        i = skipRegex(text, i);
+        push(3, "");
+        continue;
+      }
+      i++;
+      push(2, "/");
+      continue;
+    }
+    if (c === 39 || c === 34) { // ' "
+      const start = i;
+      i = skipString(text, i, c);
+      const word = prevText;
+      if ((prevKind === 1 && word === "from" && prev2Text !== ".") ||
+          (prevKind === 1 && word === "import" && prev2Text !== ".") ||
+          (prevKind === 2 && word === "(" && prev2Text === "import")) {
+        found[found.length] = start;
+        found[found.length] = i;
+      }
+      push(3, "");
+      continue;
+    }
+    if (c === 96) { // `
+      i = skipTemplate(text, i + 1, templates, depth);
+      if (i < 0) { i = -i; depth++; } // stopped at ${
+      push(3, "");
+      continue;
+    }
+    if (c === 125 /* } */ && templates.length > 0 && templates[templates.length - 1] === depth) {
+      templates.length--;
+      depth--;
+      i = skipTemplate(text, i + 1, templates, depth);
+      if (i < 0) { i = -i; depth++; }
+      push(3, "");
+      continue;
+    }
+    if (isIdent(c)) {
+      let j = i + 1;
+      while (j < n && isIdent(StringCharCodeAt(text, j))) j++;
+      push(1, StringSlice(text, i, j));
+      i = j;
+      continue;
+    }
+    if (c === 123) depth++;
+    else if (c === 125) depth--;
+    push(2, StringSlice(text, i, i + 1));
+    i++;
+  }
+  return found;
+}
+
+function skipString(text: string, i: number, quote: number): number {
+  let j = i + 1;
+  while (j < text.length) {
+    const c = StringCharCodeAt(text, j);
+    if (c === 92) { j += 2; continue; }
+    j++;
+    if (c === quote || c === 10) break;
+  }
+  return j;
+}
+
+/** Past a template literal's text from i: the offset after its closing backtick, or minus
+ * the offset after a `${` (recorded in templates at the brace depth it opened). */
+function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
+  let j = i;
+  while (j < text.length) {
+    const c = StringCharCodeAt(text, j);
+    if (c === 92) { j += 2; continue; }
+    if (c === 96) return j + 1;
+    if (c === 36 && StringCharCodeAt(text, j + 1) === 123) {
+      templates[templates.length] = depth + 1;
+      return -(j + 2);
+    }
+    j++;
+  }
+  return j;
+}
+
+function skipRegex(text: string, i: number): number {
+  let j = i + 1, inClass = false;
+  while (j < text.length) {
+    const c = StringCharCodeAt(text, j);
+    if (c === 92) { j += 2; continue; }
+    if (c === 10) return j;
+    if (c === 91) inClass = true;
+    else if (c === 93) inClass = false;
+    else if (c === 47 && !inClass) { j++; break; }
+    j++;
+  }
+  while (j < text.length && isIdent(StringCharCodeAt(text, j))) j++; // flags
+  return j;
+}
+
+// --- The registry -----------------------------------------------------------------------
+
+/** One replaced specifier, in the rewritten text: its line, its column, how much longer. */
+type Edit = { line: number; column: number; now: number; longer: number };
+
+const modules: { [specifier: string]: string } = ObjectCreate(null);
+// The data: URL of each added module, built when first imported after the last add_module
+// (a module's URL holds the URLs of what it imports, so adding any module may change it).
+const urls: { [specifier: string]: { url: string; stamp: number } } = ObjectCreate(null);
+/** Frame names of rewritten code: what to show instead, and the edits made to it. */
+const named: { [name: string]: { shown: string; edits: Edit[] } } = ObjectCreate(null);
+let stamp = 0, programs = 0;
+const MODULE_SCRIPT = "guest:module/";
+/** What frames in a module program are named. */
+const PROGRAM = "guest:module";
+
+export function addModule(specifier: string, source: string): void {
+  if (typeof specifier !== "string" || typeof source !== "string") throw new TypeErrorCtor("malformed module");
+  modules[specifier] = source;
+  stamp++;
+}
+
+/** Whether the host added any module: only then are evals searched for import(). */
+export function hasModules(): boolean {
+  return stamp > 0;
+}
+
+// Schemes the guest may import by itself, as from an eval: Deno's own Node modules and
+// modules made from the guest's own text.
+const OWN = /^(?:node|data|blob):/;
+
+const REMOTE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+
+/** The message for an import of what was not added (Deno's own, for a computed
+ * specifier, is rewritten to it too: see unresolved). */
+export function notAddedMessage(specifier: string): string {
+  const shown = JSONStringify(specifier);
+  if (RegExpExec(REMOTE, specifier) !== null) {
+    return `module ${shown} cannot be imported: the guest reaches no network or file; the host can add ` +
+      `the module's source under a name with add_module("name", source)`;
+  }
+  return `module ${shown} was not added: only modules the host added with add_module(${shown}, source) ` +
+    "can be imported (and node: modules)";
+}
+
+function notAdded(specifier: string): never {
+  throw new TypeErrorCtor(notAddedMessage(specifier));
+}
+
+const DENO_UNRESOLVED = /^(?:Import "(.*)" not a dependency|Relative import path "(.*)" not prefixed with \/ or \.\/ or \.\.\/|Module not found "(.*)")/;
+
+/** For the message of an error Deno's resolver threw (an import() of a computed specifier),
+ * the message naming add_module; null for any other message. */
+export function unresolved(message: string): string | null {
+  const found = RegExpExec(DENO_UNRESOLVED, message);
+  if (found === null) return null;
+  const specifier = found[1] ?? found[2] ?? found[3];
+  return typeof specifier === "string" ? notAddedMessage(specifier) : null;
+}
+
+function base64(text: string): string {
+  const bytes = coreEncode(text);
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    let chunk = "";
+    const end = i + 0x8000 < bytes.length ? i + 0x8000 : bytes.length;
+    for (let j = i; j < end; j++) chunk += fromCharCode(bytes[j]);
+    binary += chunk;
+  }
+  return btoaFn(binary);
+}
+
+/** text with each import of an added module replaced by its URL; edits says where. */
+function rewrite(strip: Strip, text: string, edits: Edit[], chain: string[]): string {
+  const spans = specifiers(text);
+  if (spans.length === 0) return text;
+  let out = "", from = 0, line = 1, lineAt = 0;
+  for (let k = 0; k < spans.length; k += 2) {
+    const start = spans[k], end = spans[k + 1];
+    let specifier: any;
+    try { specifier = JSONParse(quoted(StringSlice(text, start, end))); } catch { continue; }
+    if (typeof specifier !== "string") continue;
+    if (modules[specifier] === undefined) {
+      if (RegExpExec(OWN, specifier) !== null) continue;
+      notAdded(specifier);
+    }
+    const replacement = JSONStringify(urlOf(strip, specifier, chain));
+    const before = StringSlice(text, from, start);
+    for (let i = StringIndexOf(before, "\n"); i >= 0; i = StringIndexOf(before, "\n", i + 1)) {
+      line++;
+      lineAt = out.length + i + 1;
+    }
+    out += before;
+    edits[edits.length] = { line, column: out.length - lineAt + 1, now: replacement.length, longer: replacement.length - (end - start) };
+    out += replacement;
+    from = end;
+  }
+  return out + StringSlice(text, from);
+}
+
+/** A single-quoted literal as JSON (double quotes), for JSON.parse. */
+function quoted(literal: string): string {
+  if (StringCharCodeAt(literal, 0) === 34) return literal;
+  const body = StringSlice(literal, 1, literal.length - 1);
+  let out = "\"";
+  for (let i = 0; i < body.length; i++) {
+    const c = StringCharCodeAt(body, i);
+    if (c === 92 && StringCharCodeAt(body, i + 1) === 39) { out += "'"; i++; continue; }
+    if (c === 34) { out += "\\\""; continue; }
+    out += fromCharCode(c);
+  }
+  return out + "\"";
+}
+
+function urlOf(strip: Strip, specifier: string, chain: string[]): string {
+  const known = urls[specifier];
+  if (known !== undefined && known.stamp === stamp) return known.url;
+  for (let i = 0; i < chain.length; i++) {
+    if (chain[i] === specifier) {
+      throw new TypeErrorCtor(
+        `modules import each other in a circle (${JSONStringify(specifier)}): added modules cannot, ` +
+          "each is loaded from its own text",
+      );
+    }
+  }
+  chain[chain.length] = specifier;
+  const url = build(strip, modules[specifier], specifier, chain);
+  chain.length--;
+  urls[specifier] = { url, stamp };
+  return url;
+}
+
+function build(strip: Strip, source: string, shown: string, chain: string[]): string {
+  const edits: Edit[] = [];
+  const body = rewrite(strip, javascript(strip, source, shown), edits, chain);
+  // One name per text: the same text gives the same URL, so Deno loads it once.
+  const name = MODULE_SCRIPT + (++programs);
+  named[name] = { shown, edits };
+  return "data:text/javascript;base64," + base64(body + "\n//# sourceURL=" + name);
+}
+
+const PARSE_AT = /\s+at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
+
+/** A module's JavaScript: its TypeScript types stripped, positions kept. */
+function javascript(strip: Strip, source: string, shown: string): string {
+  let js: any;
+  try {
+    js = strip(source, ObjectCreate(null, { mode: { value: "strip" } }));
+  } catch (e) {
+    let message = "";
+    try { message = StringFn(e?.message ?? ""); } catch { /* none */ }
+    // Stripping says only that it failed; the transform says where a syntax error is.
+    try {
+      strip(source, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+      message = "";
+    } catch (parse) {
+      try { message = StringFn(parse?.message ?? ""); } catch { message = ""; }
+    }
+    const at = RegExpExec(PARSE_AT, message);
+    if (at !== null) message = StringSlice(message, 0, at.index);
+    if (StringStartsWith(message, "SyntaxError: ")) message = StringSlice(message, "SyntaxError: ".length);
+    const error = new SyntaxErrorCtor(
+      `${shown}: ${message || "the module needs more than its types stripped (enums, namespaces and " +
+        "parameter properties are not supported in modules)"}`,
+    );
+    if (at !== null) {
+      ObjectDefineProperty(error, "stack", {
+        value: `SyntaxError: ${error.message}\n    at ${shown}:${NumberParseInt(at[1], 10)}:${NumberParseInt(at[2], 10)}`,
+        writable: true, enumerable: false, configurable: true,
+      });
+    }
+    throw error;
+  }
+  if (typeof js !== "string") throw new SyntaxErrorCtor(`${shown}: the module could not be transpiled`);
+  return js;
+}
+
+/** The URL of a module program's rewritten JavaScript. */
+export function programUrl(strip: Strip, source: string): string {
+  return build(strip, source, PROGRAM, []);
+}
+
+/** An eval's code with its literal import() of added modules rewritten, and the name to
+ * evaluate it under ("" when nothing changed: then it is the code itself). */
+export function rewriteEval(strip: Strip, code: string, shown: string): [string, string] {
+  const edits: Edit[] = [];
+  const out = rewrite(strip, code, edits, []);
+  if (edits.length === 0) return [code, ""];
+  const name = MODULE_SCRIPT + (++programs);
+  named[name] = { shown, edits };
+  return [out, name];
+}
+
+/** The module namespace's exports as a plain object. */
+export function exportsOf(namespace: any): any {
+  const out: any = {};
+  const keys = ObjectKeys(namespace);
+  for (let i = 0; i < keys.length; i++) {
+    ObjectDefineProperty(out, keys[i], { value: namespace[keys[i]], enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+// --- Frames -----------------------------------------------------------------------------
+
+const FRAME = /guest:module\/(\d+):(\d+):(\d+)/;
+
+/** A stack whose frames in rewritten code name the module and its positions as written. */
+export function mapModuleStack(stack: string): string {
+  if (StringIndexOf(stack, MODULE_SCRIPT) < 0) return stack;
+  let out = "", rest = stack;
+  for (;;) {
+    const found = RegExpExec(FRAME, rest);
+    if (found === null) return out + rest;
+    const entry = named[MODULE_SCRIPT + found[1]];
+    let replacement = found[0];
+    if (entry !== undefined) {
+      const line = NumberParseInt(found[2], 10);
+      let column = NumberParseInt(found[3], 10);
+      // Each specifier replaced before the column on its line moved it right.
+      let shift = 0, inside = -1;
+      for (let k = 0; k < entry.edits.length; k++) {
+        const e = entry.edits[k];
+        if (e.line !== line || e.column > column) continue;
+        if (column < e.column + e.now) { inside = e.column; break; } // in a URL: the specifier
+        shift += e.longer;
+      }
+      column = (inside >= 0 ? inside : column) - shift;
+      replacement = `${entry.shown}:${line}:${column}`;
+    }
+    out += StringSlice(rest, 0, found.index) + replacement;
+    rest = StringSlice(rest, found.index + found[0].length);
+  }
+}
