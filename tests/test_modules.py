@@ -10,7 +10,10 @@ import pytest
 
 import pydeno
 
-UTILS = "export const twice = (n: number): number => n * 2;\nexport function boom(): never {\n  throw new Error('boom');\n}\n"
+UTILS = (
+    "export const twice = (n: number): number => n * 2;\n"
+    "export function boom(): never {\n  throw new Error('boom');\n}\n"
+)
 MATH = "import { twice } from 'utils';\nexport const quad = (n: number) => twice(twice(n));\nexport default 7;\n"
 
 
