@@ -29,7 +29,8 @@ def test_the_docs_have_examples_to_run() -> None:
 def test_a_docs_example_runs_and_prints_what_its_comments_say(name: str, code: str) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+        # dont_inherit: the example runs as pasted, without this module's __future__ imports.
+        exec(compile(code, name, "exec", dont_inherit=True), {"__name__": "__docs__"})
     printed = out.getvalue().splitlines()
     # A comment line "# <text>" right after a print(...) line is the output it must give.
     expected = [m.group(1) for m in re.finditer(r"print\([^\n]*\n\s*# (.*)", code)]

@@ -307,13 +307,13 @@ function javascript(strip: Strip, source: string, shown: string): string {
     js = strip(source, ObjectCreate(null, { mode: { value: "strip" } }));
   } catch (e) {
     let message = "";
-    try { message = StringFn(e?.message ?? ""); } catch { /* none */ }
+    try { message = StringFn((e as any)?.message ?? ""); } catch { /* none */ }
     // Stripping says only that it failed; the transform says where a syntax error is.
     try {
       strip(source, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
       message = "";
     } catch (parse) {
-      try { message = StringFn(parse?.message ?? ""); } catch { message = ""; }
+      try { message = StringFn((parse as any)?.message ?? ""); } catch { message = ""; }
     }
     const at = RegExpExec(PARSE_AT, message);
     if (at !== null) message = StringSlice(message, 0, at.index);
