@@ -27,6 +27,7 @@ from ._errors import (
     ToolBudgetError,
     ToolError,
     ToolNotFoundError,
+    TypeCheckError,
     WorkerCrashed,
 )
 from ._execution import ExecutionResult
@@ -72,6 +73,7 @@ __all__ = [
     "ToolBudgetError",
     "ToolError",
     "ToolNotFoundError",
+    "TypeCheckError",
     "Undefined",
     "WorkerCrashed",
     "classify_error",

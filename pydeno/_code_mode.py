@@ -25,6 +25,7 @@ from ._execution import (
     ToolSet,
     check_output_chars,
     program,
+    type_errors,
 )
 from ._options import RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
@@ -59,7 +60,9 @@ class CodeMode:
         self.max_output_chars = check_output_chars(max_output_chars)
         options: dict[str, Any] = dict(runtime_kwargs)
         self._user_console = options.pop("on_console", None)
-        RuntimeOptions(**options)  # refuse a bad option now, not at the first execution
+        checked = RuntimeOptions(**options)  # refuse a bad option now, not at the first execution
+        self._sandbox: str = checked.sandbox
+        self._check_timeout = checked.timeout if checked.timeout is not None else 60.0
         self._options = options
         self._expose = bool(options.get("expose_host_errors", False))
         self._rt: Runtime | None = None
@@ -77,16 +80,25 @@ class CodeMode:
         return self._tools.describe()
 
     # -- running programs -------------------------------------------------------------------
-    def execute(self, code: str, *, timeout: float | None = None) -> ExecutionResult:
+    def execute(self, code: str, *, timeout: float | None = None, typecheck: bool = False) -> ExecutionResult:
         """Run a program; never raises for a failure of the program or of a limit (the
         result says what failed and why), only for misuse (a closed Code Mode, a bad
-        argument)."""
+        argument). With ``typecheck=True`` deno's type checker first checks the program
+        against :meth:`typescript`, in a confined process; type errors are the result
+        (kind ``typecheck_failed``) and nothing runs."""
         code = code_text(code)
         timeout = optional_seconds("timeout", timeout)
+        if not isinstance(typecheck, bool):
+            raise TypeError(f"typecheck must be a bool, got {type(typecheck).__name__}")
         with self._lock:
             if self._closed:
                 raise RuntimeError("the session is closed")
             execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+            if typecheck:
+                limit = timeout if timeout is not None else self._check_timeout
+                failure = backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
+                if failure is not None:
+                    return execution.result(error=failure)
             self._current = execution
             try:
                 rt = self._runtime()

@@ -17,7 +17,8 @@ or cancellation::
     │   └── ToolNotFoundError   what the tool was asked for does not exist
     ├── JournalError            an agent journal is malformed, too large or not authentic
     │   └── ReplayDivergence    replaying a journal asked for different tool calls
-    └── SnapshotAuthenticationError   a signed snapshot failed authentication
+    ├── SnapshotAuthenticationError   a signed snapshot failed authentication
+    └── TypeCheckError          a Code Mode program did not type-check (nothing ran)
 
 ``str(exc)`` is always the message the host wrote, and any text that came from the worker
 or the guest only ever follows the host's prefix, so the start of a message can be trusted.
@@ -48,6 +49,7 @@ __all__ = [
     "ToolBudgetError",
     "ToolError",
     "ToolNotFoundError",
+    "TypeCheckError",
     "WorkerCrashed",
     "guest_error",
 ]
@@ -176,6 +178,17 @@ class SnapshotAuthenticationError(PydenoError):
     """A signed snapshot failed authentication."""
 
     KIND_RULE = ("type", "snapshot_invalid")
+
+
+class TypeCheckError(PydenoError):
+    """A Code Mode program did not type-check against its tools' declarations; nothing ran.
+    ``.diagnostics`` lists the type errors (code, message, line, column)."""
+
+    KIND_RULE = ("type", "typecheck_failed")
+
+    def __init__(self, message: str = "", *, diagnostics: tuple[dict[str, object], ...] = ()) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
 
 
 _TOOL_FAMILY = (ToolBudgetError, ToolNotFoundError, ToolError)

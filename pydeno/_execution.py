@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
 from ._checks import count, optional_count
-from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, guest_error
+from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, TypeCheckError, guest_error
 from ._function import JsFunction
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._taxonomy import Catalog, classify_error
 from ._tool import Tool
 from ._tools import budget_message
 from ._values import Undefined
+from .host._typecheck import PROGRAM, CheckFailed, check
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ApprovePolicy", "Execution", "ExecutionResult", "ToolSet", "program"]
 
@@ -185,6 +186,28 @@ def _params_line(t: Tool) -> str:
     return "{ " + ", ".join(f"{k}{'' if k in required else '?'}" for k in properties) + " }"
 
 
+# --- Type checking ----------------------------------------------------------------------------
+
+
+def type_errors(tools: ToolSet, code: str, *, sandbox: str, timeout: float) -> Exception | None:
+    """The failure to report instead of running code: its type errors against the tools'
+    declarations (a TypeCheckError), the checker's own failure, or None when it type-checks."""
+    try:
+        found = check(tools.typescript(), code, sandbox=sandbox, timeout=timeout)
+    except CheckFailed as exc:
+        return exc
+    if not found:
+        return None
+    count_text = "1 type error" if len(found) == 1 else f"{len(found)} type errors"
+    message = f"the program did not type-check ({count_text}); nothing ran:\n" + "\n".join(d.text() for d in found)
+    return TypeCheckError(
+        message,
+        diagnostics=tuple(
+            {"code": d.code, "message": d.message, "file": d.file, "line": d.line, "column": d.column} for d in found
+        ),
+    )
+
+
 # --- One execution ---------------------------------------------------------------------------
 
 
@@ -305,6 +328,7 @@ class Execution:
             duration_s=time.monotonic() - self.started,
             truncated=tuple(sorted(cut)),
             max_output_chars=self.max_output_chars,
+            exception=error,
         )
 
     def _error(self, exc: BaseException, cut: set[str]) -> dict[str, Any]:
@@ -321,6 +345,9 @@ class Execution:
         column = int(found.group(2)) if found else None
         if line == 1 and column is not None:
             column = max(1, column - len(_OPEN))
+        if isinstance(exc, TypeCheckError):
+            first = next((d for d in exc.diagnostics if d["file"] == PROGRAM), None)
+            line, column = (int(str(first["line"])), int(str(first["column"]))) if first else (None, None)
         return {
             "name": name,
             "message": message,
@@ -352,6 +379,9 @@ class ExecutionResult:
     duration_s: float
     truncated: tuple[str, ...]
     max_output_chars: int = dataclasses.field(default=DEFAULT_MAX_OUTPUT_CHARS, repr=False)
+    #: The exception behind ``error`` (``None`` when ok): ``raise result.exception`` to turn
+    #: a failed result into the exception a runtime would have raised.
+    exception: BaseException | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data; values JSON has no form for are tagged objects
@@ -382,7 +412,9 @@ class ExecutionResult:
             assert self.error is not None
             e = self.error
             where = f" (line {e['line']}, column {e['column']})" if e.get("line") else ""
-            lines.append(f"error: {e['name']}: {e['message']}{where}")
+            first, _, rest = str(e["message"]).partition("\n")
+            lines.append(f"error: {e['name']}: {first}{where}")
+            lines.extend(rest.splitlines())
             retry = "yes" if e["retryable"] else "no"
             lines.append(f"kind: {e['kind']} (retryable: {retry})")
             lines.append(f"hint: {e['hint']}")

@@ -240,6 +240,14 @@ Catalog: Final[dict[str, Kind]] = {
         "Resume only snapshots this service signed, with the same key.",
         "AgentSandbox.load(snapshot_dumped_while_paused_then_altered, key=key)",
     ),
+    "typecheck_failed": Kind(
+        False,
+        False,
+        "A Code Mode program did not type-check against its tools' declarations; nothing ran.",
+        "TypeCheckError (CodeMode.execute(code, typecheck=True))",
+        "Fix the types the message names (the API is CodeMode.typescript()), or run without typecheck=True.",
+        "pydeno.CodeMode([tool]).execute(\"const n: number = 'one'\", typecheck=True)",
+    ),
     "deno_unavailable": Kind(
         False,
         False,

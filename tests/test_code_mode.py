@@ -460,3 +460,77 @@ def test_the_prompt_names_every_tool_and_what_is_not_there(cm: pydeno.CodeMode) 
     assert "no network, no file system, no `Deno`" in text
     assert "At most 5 tool calls per run." in text
     assert cm.typescript().rstrip() in text
+
+
+# --- type checking before running ---------------------------------------------------------------
+
+
+def test_a_program_with_a_type_error_is_refused_before_anything_runs(cm: pydeno.CodeMode) -> None:
+    result = cm.execute(
+        "await tools.add_comment({ issue: 1, text: 'runs' });\nconst ok: boolean = await tools.add_comment({ issue: 'one', text: 'x' });",
+        typecheck=True,
+    )
+    assert not result.ok and result.tool_calls == ()
+    assert result.error is not None
+    assert (result.error["name"], result.error["kind"], result.error["retryable"]) == (
+        "TypeCheckError",
+        "typecheck_failed",
+        False,
+    )
+    assert (result.error["line"], result.error["column"]) == (2, 47)
+    assert "TS2322: Type 'string' is not assignable to type 'number'. (line 2, column 47)" in result.error["message"]
+    assert isinstance(result.exception, pydeno.TypeCheckError)
+    assert result.exception.diagnostics[0]["code"] == "TS2322"
+    assert "/tmp" not in str(result) and "file://" not in str(result)
+
+
+def test_a_program_that_type_checks_runs(cm: pydeno.CodeMode) -> None:
+    result = cm.execute("const done: boolean = await tools.add_comment({ issue: 1, text: 'x' });\ndone", typecheck=True)
+    assert result.ok and result.value is True
+
+
+def test_typecheck_must_be_a_bool(cm: pydeno.CodeMode) -> None:
+    with pytest.raises(TypeError, match="typecheck must be a bool, got str"):
+        cm.execute("1", typecheck="yes")  # type: ignore[arg-type]
+
+
+REPORT = """TS2322 [ERROR]: Type 'number' is not assignable to type 'string'.
+const r: string = await tools.add({ a: 'x' });
+      ^
+    at file:///tmp/pydeno-check-abc/program.ts:1:7
+
+TS2345 [ERROR]: Argument of type 'string' is not assignable to parameter of type 'number'.
+  Types of property 'a' are incompatible.
+tools.add({ a: 'x' })
+           ~~~~~~
+    at file:///tmp/pydeno-check-abc/program.ts:3:12
+
+    The expected type comes from property 'a' which is declared here on type '{ a: number; }'
+    declare const tools: { add(args: { a: number }): Promise<number> };
+                                       ^
+        at file:///tmp/pydeno-check-abc/tools.d.ts:1:36
+
+TS1005 [ERROR]: ';' expected.
+interface {
+    at file:///tmp/pydeno-check-abc/tools.d.ts:4:2
+
+Found 3 errors.
+
+error: Type checking failed.
+"""
+
+
+def test_the_checkers_report_is_read_into_diagnostics_without_paths() -> None:
+    from pydeno.host._typecheck import diagnostics
+
+    found = diagnostics(REPORT)
+    assert [(d.code, d.file, d.line, d.column) for d in found] == [
+        ("TS2322", "program.ts", 1, 7),
+        ("TS2345", "program.ts", 3, 12),
+        ("TS1005", "tools.d.ts", 4, 2),
+    ]
+    assert found[1].text() == (
+        "TS2345: Argument of type 'string' is not assignable to parameter of type 'number'. (line 3, column 12)\n"
+        "    Types of property 'a' are incompatible.\n  tools.add({ a: 'x' })\n             ~~~~~~"
+    )
+    assert found[2].text().startswith("TS1005: ';' expected. (line 4, column 2 in tools.d.ts)")

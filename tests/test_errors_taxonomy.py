@@ -225,6 +225,16 @@ def tampered_snapshot(env: Env) -> BaseException:
     return failure(lambda: pydeno.AgentSandbox.load(bytes(snapshot), key=KEY, tools={"approve": lambda: True}))
 
 
+def program_with_a_type_error(env: Env) -> BaseException:
+    count = pydeno.Tool(
+        "count", lambda args: 1, input_schema={"type": "object", "properties": {"n": {"type": "integer"}}}
+    )
+    with pydeno.CodeMode([count]) as cm:
+        result = cm.execute("await tools.count({ n: 'one' })", typecheck=True)
+    assert result.exception is not None and result.tool_calls == ()
+    return result.exception
+
+
 def layer_missing(env: Env) -> BaseException:
     # A simulated kernel without Landlock (the launcher's private test switch).
     env.launch(missing_layers={"landlock": "landlock_create_ruleset failed: ENOSYS"})
@@ -432,6 +442,16 @@ TABLE = [
     pytest.param(
         Case("checkout_timeout", pydeno.CheckoutTimeout, pool_exhausted, CHECKOUT_TIMED_OUT),
         id="checkout_timeout: a pool whose one worker is checked out",
+    ),
+    pytest.param(
+        Case(
+            "typecheck_failed",
+            pydeno.TypeCheckError,
+            program_with_a_type_error,
+            r"the program did not type-check \(1 type error\); nothing ran:\n"
+            r"TS2322: Type 'string' is not assignable to type 'number'\. \(line 1, column 21\)\n[\s\S]*",
+        ),
+        id="typecheck_failed: a Code Mode program that passes a string for an integer",
     ),
     pytest.param(
         Case("tool_budget", pydeno.JavaScriptError, bridge_over_budget, BUDGET_SPENT),

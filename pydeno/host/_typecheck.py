@@ -1,0 +1,155 @@
+"""deno's type checker on a guest program and the declarations of its API, in a process
+confined like a worker.
+
+``check(declarations, program, sandbox=..., timeout=...)`` writes the two files into a
+private directory, runs ``deno check`` on them (behind the launcher's layers unless
+``sandbox="off"``: the checker reads the guest's code, and the TypeScript compiler is a
+large program), and returns the diagnostics it reported about the program. Parsing deno's
+report is :func:`diagnostics`, a pure function.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from . import _platform
+from ._command import DENO_ARGV0, LAUNCHER, launcher_command
+from ._protocol import EXIT_UNAVAILABLE
+from ._staging import runnable_deno
+
+__all__ = ["CheckFailed", "Diagnostic", "check", "diagnostics"]
+
+PROGRAM: Final = "program.ts"
+DECLARATIONS: Final = "tools.d.ts"
+# What the compiler may use of the heap: its own size, not the guest's max_memory.
+_HEAP_MIB: Final = 1024
+
+_HEAD: Final = re.compile(r"^(TS\d+) \[ERROR\]: (.*)$")
+_AT: Final = re.compile(r"^\s+at file://.*/(" + re.escape(PROGRAM) + "|" + re.escape(DECLARATIONS) + r"):(\d+):(\d+)$")
+
+
+class CheckFailed(Exception):
+    """The checker itself did not run to an answer (could not start, was refused its sandbox,
+    or ran past its time)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One type error: deno's code for it, its message, and where (in the program, or in
+    the declarations when ``file`` says so), with the lines deno showed under it."""
+
+    code: str
+    message: str
+    file: str
+    line: int
+    column: int
+    excerpt: tuple[str, ...]
+
+    def text(self) -> str:
+        where = "" if self.file == PROGRAM else f" in {self.file}"
+        head = f"{self.code}: {self.message} (line {self.line}, column {self.column}{where})"
+        return "\n".join([head, *(f"  {line}" for line in self.excerpt)])
+
+
+def diagnostics(report: str) -> list[Diagnostic]:
+    """The diagnostics in deno check's report (its stderr, without colour)."""
+    found: list[Diagnostic] = []
+    lines = report.splitlines()
+    i = 0
+    while i < len(lines):
+        head = _HEAD.match(lines[i])
+        if head is None:
+            i += 1
+            continue
+        message = [head.group(2)]
+        excerpt: list[str] = []
+        i += 1
+        at = None
+        while i < len(lines):
+            at = _AT.match(lines[i])
+            if at is not None or _HEAD.match(lines[i]):
+                break
+            excerpt.append(lines[i])
+            i += 1
+        if at is None:
+            found.append(Diagnostic(head.group(1), " ".join(message), PROGRAM, 0, 0, tuple(excerpt)))
+            continue
+        found.append(
+            Diagnostic(
+                head.group(1), " ".join(message), at.group(1), int(at.group(2)), int(at.group(3)), tuple(excerpt)
+            )
+        )
+        i += 1
+    return found
+
+
+def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> list[Diagnostic]:
+    """The type errors of program against declarations (empty: it type-checks)."""
+    deno = runnable_deno()
+    work = Path(tempfile.mkdtemp(prefix="pydeno-check-"))
+    try:
+        cache = work / "deno-dir"
+        cache.mkdir()
+        # The confined checker runs as an unprivileged user: it must be able to read these.
+        for path in (work, cache):
+            path.chmod(0o755)
+        for name, text in ((DECLARATIONS, declarations), (PROGRAM, program + "\nexport {};\n")):
+            (work / name).write_text(text, encoding="utf-8")
+            (work / name).chmod(0o644)
+        argv = [
+            deno,
+            "check",
+            "--no-config",
+            "--no-lock",
+            "--quiet",
+            f"--v8-flags=--max-old-space-size={_HEAP_MIB}",
+            str(work / DECLARATIONS),
+            str(work / PROGRAM),
+        ]
+        env = {"DENO_DIR": str(cache), "DENO_NO_UPDATE_CHECK": "1", "NO_COLOR": "1"}
+        if sandbox == "off":
+            command, environment = argv, env
+        else:
+            spec = {
+                "parent": os.getpid(),
+                "mode": sandbox,
+                "read": [*_platform.library_dirs(), str(work)],
+                "execute": [deno, _platform.elf_interpreter()],
+                "env": env,
+                "memory_cap": None,
+                "thread_cap": None,
+                "argv": argv,
+                "argv0": DENO_ARGV0,
+                "files": None,
+                "simulate": {},
+                "silent": [],
+            }
+            command, environment = launcher_command(LAUNCHER, marshal.dumps(spec).hex()), {}
+        try:
+            done = subprocess.run(
+                command, env=environment, capture_output=True, text=True, timeout=timeout, check=False, cwd=work
+            )
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"the type check ran past timeout={timeout}s and was killed") from None
+        except OSError as exc:
+            raise CheckFailed(f"the type checker could not start: {exc.strerror}") from None
+        if done.returncode == EXIT_UNAVAILABLE:
+            reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no reason given"
+            raise CheckFailed(f"the type checker's sandbox is unavailable: {reason}")
+        found = diagnostics(done.stderr)
+        if done.returncode == 0:
+            return []
+        if not found:
+            last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+            raise CheckFailed(f"the type checker failed: {last.replace(str(work), '.')}")
+        return found
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
