@@ -467,7 +467,8 @@ def test_the_prompt_names_every_tool_and_what_is_not_there(cm: pydeno.CodeMode) 
 
 def test_a_program_with_a_type_error_is_refused_before_anything_runs(cm: pydeno.CodeMode) -> None:
     result = cm.execute(
-        "await tools.add_comment({ issue: 1, text: 'runs' });\nconst ok: boolean = await tools.add_comment({ issue: 'one', text: 'x' });",
+        "await tools.add_comment({ issue: 1, text: 'runs' });\n"
+        "const ok: boolean = await tools.add_comment({ issue: 'one', text: 'x' });",
         typecheck=True,
     )
     assert not result.ok and result.tool_calls == ()
