@@ -37,6 +37,8 @@ from typing import Any, Final, Literal
 
 import msgpack
 
+from ._determinism import check_clock, check_seed
+from ._determinism import prelude as determinism_prelude
 from ._errors import (
     JavaScriptError,
     JournalError,
@@ -65,49 +67,6 @@ _JOURNAL_BIGINT: Final = 1
 _JOURNAL_DATE: Final = 2
 _JOURNAL_FUNCTION_MARK: Final = 3
 _JOURNAL_SET: Final = 4
-
-# Installed in every agent session before any guest code; SEED (four u32) and CLOCK (ms)
-# come from the session.
-_PRELUDE: Final = """(() => {
-  let a = %(a)d >>> 0, b = %(b)d >>> 0, c = %(c)d >>> 0, d = %(d)d >>> 0;
-  const next = () => {  // sfc32
-    a >>>= 0; b >>>= 0; c >>>= 0; d >>>= 0;
-    let t = (a + b) | 0;
-    a = b ^ (b >>> 9);
-    b = (c + (c << 3)) | 0;
-    c = (c << 21) | (c >>> 11);
-    d = (d + 1) | 0;
-    t = (t + d) | 0;
-    c = (c + t) | 0;
-    return t >>> 0;
-  };
-  const random = () => next() / 4294967296;
-  Object.defineProperty(Math, "random", { value: random, writable: false, configurable: false });
-  const fill = (array) => {
-    const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-    for (let i = 0; i < bytes.length; i++) bytes[i] = next() & 0xff;
-    return array;
-  };
-  const hex = () => next().toString(16).padStart(8, "0");
-  const uuid = () => {
-    const h = hex() + hex() + hex() + hex();
-    return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-  };
-  Object.defineProperty(crypto, "getRandomValues", { value: fill, writable: false, configurable: false });
-  Object.defineProperty(crypto, "randomUUID", { value: uuid, writable: false, configurable: false });
-  const clock = %(clock)d;
-  const RealDate = Date;
-  function FixedDate(...args) {
-    if (!new.target) return new RealDate(clock).toString();
-    return args.length ? new RealDate(...args) : new RealDate(clock);
-  }
-  FixedDate.prototype = RealDate.prototype;
-  FixedDate.now = () => clock;
-  FixedDate.parse = RealDate.parse;
-  FixedDate.UTC = RealDate.UTC;
-  Object.defineProperty(globalThis, "Date", { value: FixedDate, writable: false, configurable: false });
-  Object.defineProperty(performance, "now", { value: () => 0, writable: false, configurable: false });
-})()"""
 
 
 # --- canonical values -----------------------------------------------------------------------
@@ -411,8 +370,7 @@ class SessionCore:
         self._call_args: list[Any] = []
 
     def prelude(self) -> str:
-        words = [(self.seed >> shift) & 0xFFFFFFFF for shift in (0, 32, 64, 96)]
-        return _PRELUDE % {"a": words[0], "b": words[1], "c": words[2], "d": words[3], "clock": self.clock_ms}
+        return determinism_prelude(self.seed, self.clock_ms)
 
     # -- runs ------------------------------------------------------------------------
     def begin_run(self, code: str, replay: RunRecord | None = None) -> None:
@@ -601,6 +559,11 @@ class SessionDriver:
         if "max_host_wait" in runtime_kwargs:
             raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
         options = {**runtime_kwargs, "max_host_wait": max_pause}
+        # A session is deterministic by itself; random_seed= and clock= choose its seed and
+        # clock (a restored one keeps its journal's).
+        given_seed, given_clock = check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
+        seed = seed if seed is not None else given_seed
+        clock_ms = clock_ms if clock_ms is not None else given_clock
         self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
         self._session = SessionCore(
             self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms

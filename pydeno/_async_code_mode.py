@@ -34,11 +34,13 @@ __all__ = ["AsyncCodeMode"]
 
 class AsyncCodeMode:
     """``AsyncCodeMode(tools, *, max_tool_calls=None, max_output_chars=20000, approve=None,
-    **runtime_kwargs)``.
+    clock=None, random_seed=None, **runtime_kwargs)``.
 
     ``tools`` is a list of :class:`~pydeno.Tool` (plain functions are made into tools).
     ``max_tool_calls`` bounds the tool calls of one execution; ``max_output_chars`` bounds
     each of stdout, stderr and the error message, and the value in the text form;
+    ``clock=`` and ``random_seed=`` (runtime options) make executions repeatable: ``Date``
+    fixed at the clock, ``Math.random`` and ``crypto`` seeded.
     ``approve`` decides which tools run (``None``: all; ``"read_only"``: only read-only
     ones; a callable ``(name, arguments) -> bool``: asked once per tool and execution for
     every tool that is not read-only). The rest configures the runtime, as for

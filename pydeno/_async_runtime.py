@@ -15,6 +15,7 @@ from typing import Any, Unpack
 
 from ._backends import _anyio as backend
 from ._checks import Lang, code_text, is_typescript, module_specifier, source_text
+from ._determinism import prelude
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
 from .host._core import NEED_DATA, Command
@@ -188,6 +189,10 @@ class AsyncRuntime:
             while core.connection.hello is None:
                 await self._step(self._startup_deadline)
             await backend.blocking(self._sup.started)
+            options = core.options
+            if options.random_seed is not None or options.clock_ms is not None:
+                rid, data = core.connection.eval(prelude(options.random_seed, options.clock_ms))
+                await self._roundtrip(rid, data, None)
         except BaseException:
             core.close()
             raise

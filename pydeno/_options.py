@@ -8,10 +8,12 @@ pydeno above the argument checks, so every layer may use it.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any, Final, Literal, TypedDict
 
 from ._checks import count, optional_count, optional_seconds, seconds
+from ._determinism import check_clock, check_seed
 from .host._protocol import DEFAULT_DECODE_RATIO
 
 __all__ = [
@@ -57,6 +59,8 @@ class RuntimeKwargs(TypedDict, total=False):
     on_console: ConsoleHandler | None
     expose_host_errors: bool
     sandbox: SandboxMode
+    random_seed: int | None
+    clock: datetime.datetime | float | None
 
 
 class RuntimeOptions:
@@ -81,6 +85,8 @@ class RuntimeOptions:
         on_console: ConsoleHandler | None = None,
         expose_host_errors: bool = False,
         sandbox: SandboxMode = "require",
+        random_seed: int | None = None,
+        clock: datetime.datetime | float | None = None,
     ) -> None:
         self.timeout = optional_seconds("timeout", timeout)
         self.cpu_limit = optional_seconds("cpu_limit", cpu_limit)
@@ -111,3 +117,5 @@ class RuntimeOptions:
                 f"(what this system allows, with a warning) or 'off' (no OS layers), got {sandbox!r}"
             )
         self.sandbox: SandboxMode = sandbox
+        self.random_seed = check_seed(random_seed)
+        self.clock_ms = check_clock(clock)
