@@ -21,6 +21,7 @@ FOUNDATION: Final = frozenset(
         "pydeno._checks",
         "pydeno._options",
         "pydeno._values",
+        "pydeno._determinism",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).
         "pydeno.host._protocol",
     }
