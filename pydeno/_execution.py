@@ -411,7 +411,10 @@ class ExecutionResult:
         else:
             assert self.error is not None
             e = self.error
-            where = f" (line {e['line']}, column {e['column']})" if e.get("line") else ""
+            # A type check's message places each of its errors itself.
+            where = (
+                f" (line {e['line']}, column {e['column']})" if e.get("line") and e["name"] != "TypeCheckError" else ""
+            )
             first, _, rest = str(e["message"]).partition("\n")
             lines.append(f"error: {e['name']}: {first}{where}")
             lines.extend(rest.splitlines())

@@ -36,7 +36,7 @@ def lines(child: subprocess.CompletedProcess[str]) -> list[str]:
 
 def test_every_example_is_tested_and_listed_in_the_readme() -> None:
     scripts = sorted(p.stem for p in EXAMPLES.glob("*.py"))
-    assert scripts == ["approval_agent", "formula_service", "journal_resume", "trio_agent"]
+    assert scripts == ["approval_agent", "code_mode", "formula_service", "journal_resume", "trio_agent"]
     readme = (EXAMPLES / "README.md").read_text()
     tested = Path(__file__).read_text()
     for name in scripts:
@@ -185,3 +185,31 @@ def test_trio_agent_runs_the_agent_and_the_pool_under_trio() -> None:
         {"ok": True, "value": "from=OSL&to=LIS"},
         {"ok": False, "kind": "timeout", "retryable": False},
     ]
+
+
+def test_the_code_mode_agent_recovers_from_a_type_error_and_a_failing_tool() -> None:
+    turns = [json.loads(line) for line in lines(run_example("code_mode"))]
+    assert turns[0] == {
+        "turn": 1,
+        "ok": False,
+        "value": None,
+        "kind": "typecheck_failed",
+        "where": [2, 43],
+        "tool_calls": [],
+        "stderr": "",
+    }
+    assert turns[1] == {
+        "turn": 2,
+        "ok": True,
+        "value": {"crashes": [1, 3], "labelled": [3], "notified": False},
+        "kind": None,
+        "where": None,
+        "tool_calls": [["issues.search", "ok"], ["issues.label", "ok"], ["notify", "error"]],
+        "stderr": "could not notify: the chat service is unavailable",
+    }
+    assert turns[2] == {
+        "model_read": [
+            "error: TypeCheckError: the program did not type-check (1 type error); nothing ran:",
+            "TS2322: Type 'number' is not assignable to type 'string'. (line 2, column 43)",
+        ]
+    }
