@@ -293,20 +293,50 @@ def _matches(hint: Any, value: Any) -> bool:
     return False
 
 
+_AS_IS: Final = frozenset({str, int, float, bool, type(None), bytes})
+
+
 def plain(value: Any) -> Any:
-    """What a tool returned, with dataclasses, pydantic models and enums as plain values."""
+    """What a tool returned, with dataclasses, pydantic models and enums as plain values (and
+    tuples as lists). Containers that hold none are returned as they are, not copied: a tool's
+    large plain result costs one walk over it."""
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is list:
+        out: list[Any] | None = None
+        for i, item in enumerate(value):
+            if type(item) in _AS_IS:
+                continue
+            converted = plain(item)
+            if converted is not item:
+                if out is None:
+                    out = list(value)
+                out[i] = converted
+        return value if out is None else out
+    if kind is dict:
+        changed: dict[Any, Any] | None = None
+        for key, item in value.items():
+            if type(item) in _AS_IS:
+                continue
+            converted = plain(item)
+            if converted is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = converted
+        return value if changed is None else changed
+    if kind is tuple:
+        return [plain(v) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if _pydantic_model(type(value)):
+    if _pydantic_model(kind):
         return value.model_dump(mode="json")
     if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, tuple):
-        return [plain(v) for v in value]
+        return plain(list(value))
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return plain(dict(value))
     return value
 
 

@@ -138,7 +138,7 @@ def _children(level: list[Any], kinds: set[type]) -> Iterator[Any]:
 _JSON_LEAVES: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 _JSON_CONTAINERS: Final = (dict, list, tuple)
 # Above this, a frame's value goes as JSON when it can (Codec.pack_frame).
-JSON_LANE_BYTES: Final = 64 * 1024
+JSON_LANE_BYTES: Final = 1024
 _SAFE_INT: Final = 2**53 - 1
 # Strict RFC 8259 JSON, valid UTF-8 only; 1.5-2 times as fast as json.loads on large payloads.
 _decode_json: Final = msgspec.json.Decoder().decode
