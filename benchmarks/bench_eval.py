@@ -26,6 +26,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import threading
@@ -58,8 +59,10 @@ TIMED_SECTIONS = (
     "two_mb_to_host",
     "two_mb_to_guest",
     "pool_throughput",
+    "code_mode",
 )
 SECTION_UNITS = {
+    "code_mode": "ms",
     "pool_checkout": "us",
     "pool_first_eval": "us",
     "two_mb_to_host": "ms",
@@ -90,6 +93,19 @@ TWO_MB_CODE = (
 TWO_MB_TO_GUEST_CODE = {
     "ours": "Promise.resolve(big()).then((v) => v.length + v[15999].tags.length)",
     "peer": "((v) => v.length + v[15999].tags.length)(big())",
+}
+# Code Mode: a program that makes three schema-validated tool calls and returns a 1,000-item
+# result, through each side's structured-result API (ours: CodeMode.execute; the peer's:
+# AgentSandbox.execute, whose tools are globals and whose program returns with `return`).
+CODE_MODE_ITEMS = 1000
+CODE_MODE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+CODE_MODE_BODY = (
+    "const a = await {p}count({{n: 1}}); const b = await {p}echo({{n: a}});"
+    " const list = await {p}items({{n: 1000}}); {r}list.map((x) => ({{...x, b}}))"
+)
+CODE_MODE_CODE = {
+    "ours": CODE_MODE_BODY.format(p="tools.", r=""),
+    "peer": CODE_MODE_BODY.format(p="", r="return "),
 }
 POOL_SIZE = 2
 THROUGHPUT_SECONDS = 2.0
@@ -544,6 +560,58 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                     samples.append(t1 - t0)
         record("two_mb_to_guest", samples)
 
+    def code_mode() -> None:
+        def items(args: dict[str, Any]) -> list[dict[str, Any]]:
+            return [{"id": i, "name": f"item {i}"} for i in range(args["n"])]
+
+        def count(args: dict[str, Any]) -> int:
+            return int(args["n"]) + 1
+
+        fns = {"items": items, "count": count, "echo": count}
+        if side == "ours":
+            tools = [pydeno.Tool(name, fn, input_schema=CODE_MODE_SCHEMA) for name, fn in fns.items()]
+            runner: Any = pydeno.CodeMode(tools)  # type: ignore[attr-defined]
+        else:
+            schema_tool: Any = pydeno.SchemaTool  # type: ignore[attr-defined]
+            tools = [schema_tool(name, f"{name}.", CODE_MODE_SCHEMA, fn) for name, fn in fns.items()]
+            runner = pydeno.AgentSandbox(tools=tools)  # type: ignore[call-arg]
+        code = CODE_MODE_CODE[side]
+        try:
+            samples: list[int] = []
+            for i in range(params.warmup // 4 + params.iterations // 8):
+                t0 = time.perf_counter_ns()
+                outcome = runner.execute(code)
+                t1 = time.perf_counter_ns()
+                value = outcome.value if side == "ours" else outcome.result
+                if not isinstance(value, list) or len(value) != CODE_MODE_ITEMS or value[-1]["b"] != 3:
+                    raise WrongValue(f"the Code Mode execution gave {str(value)[:200]!r}")
+                if i >= params.warmup // 4:
+                    samples.append(t1 - t0)
+            record("code_mode", samples)
+            if side == "ours":
+                # What two of its parts cost: validating the three calls' arguments on the
+                # host, and stripping the program's types in the worker (a TypeScript eval
+                # against the same JavaScript one).
+                t0 = time.perf_counter_ns()
+                for _ in range(1000):
+                    for t, n in zip(tools, (1000, 1, 2), strict=True):
+                        t.validate({"n": n})
+                validation_us = (time.perf_counter_ns() - t0) / 1000 / 1000
+                strip: dict[str, list[int]] = {"js": [], "ts": []}
+                with make() as rt:
+                    for i in range(params.warmup + params.iterations):
+                        lang = "ts" if i % 2 else "js"
+                        t0 = time.perf_counter_ns()
+                        rt.eval("{ const a = 1; const b = [a, 2, 3].map((x) => x * 2); b.length }", lang=lang)
+                        if i >= params.warmup:
+                            strip[lang].append(time.perf_counter_ns() - t0)
+                result["code_mode_costs"] = {
+                    "validation_us": round(validation_us, 1),
+                    "strip_us": round((statistics.median(strip["ts"]) - statistics.median(strip["js"])) / 1000, 1),
+                }
+        finally:
+            runner.close()
+
     def idle_rss() -> None:
         with make() as idle:
             idle.eval(WARM_CODE)
@@ -570,6 +638,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         section("two_mb_to_host", two_mb_to_host)
         section("two_mb_to_guest", two_mb_to_guest)
         section("idle_rss", idle_rss)
+        section("code_mode", code_mode)
     return result
 
 
@@ -615,6 +684,9 @@ ROWS = (
     Row("pool_throughput", f"pool of {POOL_SIZE}, time per eval (2 threads)", "pool_throughput", "p50_us", "us"),
     Row("two_mb_to_host_p50", "2 MB value guest -> host p50", "two_mb_to_host", "p50_ms", "ms"),
     Row("two_mb_to_guest_p50", "2 MB value host -> guest p50", "two_mb_to_guest", "p50_ms", "ms"),
+    Row("code_mode_p50", "Code Mode: 3 tool calls + 1,000 items p50", "code_mode", "p50_ms", "ms", target=0.4),
+    Row("code_mode_validation", "ours: schema validation per execution", "code_mode_costs", "validation_us", "us"),
+    Row("code_mode_strip", "ours: TypeScript strip per execution", "code_mode_costs", "strip_us", "us"),
 )
 
 

@@ -31,8 +31,10 @@ from .host._typecheck import PROGRAM, CheckFailed, check
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ApprovePolicy", "Execution", "ExecutionResult", "ToolSet", "program"]
 
 DEFAULT_MAX_OUTPUT_CHARS: Final = 20_000
-# approve=: None runs every tool; "read_only" refuses the others; a callable is asked.
-ApprovePolicy = None | Literal["read_only"] | Callable[[str, Any], bool]
+# approve=: None runs every tool; "read_only" refuses the others; a callable is asked; a
+# mapping decides per tool (True, False or a callable; a tool it does not name is refused).
+Approver = Callable[[str, Any], bool]
+ApprovePolicy = None | Literal["read_only"] | Approver | Mapping[str, "bool | Approver"]
 _STDERR_LEVELS: Final = frozenset({"warn", "error"})
 # Where a guest frame points: deno names a classic eval "guest:eval", the inspector's
 # REPL evaluation "<anonymous>".
@@ -64,10 +66,21 @@ def as_tools(tools: Any) -> list[Tool]:
     return out
 
 
-def check_policy(approve: Any) -> ApprovePolicy:
+def check_policy(approve: Any, names: Iterable[str]) -> ApprovePolicy:
     if approve is None or approve == "read_only" or callable(approve):
         return approve  # type: ignore[no-any-return]
-    raise TypeError(f'approve must be None, "read_only" or a callable (name, arguments) -> bool, got {approve!r}')
+    if isinstance(approve, Mapping):
+        known = set(names)
+        for name, rule in approve.items():
+            if name not in known:
+                raise ValueError(f"approve= names {name!r}, which is not one of the tools")
+            if not isinstance(rule, bool) and not callable(rule):
+                raise TypeError(f"approve[{name!r}] must be True, False or a callable (name, arguments) -> bool")
+        return dict(approve)
+    raise TypeError(
+        'approve must be None, "read_only", a callable (name, arguments) -> bool, or a mapping of tool '
+        f"names to those, got {approve!r}"
+    )
 
 
 class ToolSet:
@@ -80,7 +93,7 @@ class ToolSet:
                 raise ValueError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
         self.max_tool_calls = optional_count("max_tool_calls", max_tool_calls, 0)
-        self.approve = check_policy(approve)
+        self.approve = check_policy(approve, self.tools)
 
     # -- declarations ----------------------------------------------------------------------
     def typescript(self) -> str:
@@ -280,6 +293,11 @@ class Execution:
             return True
         if policy == "read_only":
             return False
+        if isinstance(policy, Mapping):
+            rule = policy.get(tool.name, False)
+            if isinstance(rule, bool):
+                return rule
+            policy = rule
         # Asked once per tool and execution: a loop of fifty writes is one decision.
         with self._lock:
             known = self.decided.get(tool.name)

@@ -355,6 +355,33 @@ def test_an_approval_callable_is_asked_once_per_tool_and_execution() -> None:
     assert asked == [("add_comment", {"issue": 0, "text": "x"})] * 2
 
 
+def test_an_approval_mapping_decides_per_tool_and_refuses_what_it_does_not_name() -> None:
+    asked: list[str] = []
+
+    @pydeno.tool
+    def archive(issue: int) -> bool:
+        """Archive an issue."""
+        return True
+
+    policy = {"add_comment": True, "flaky": lambda name, arguments: asked.append(name) or False}
+    with pydeno.CodeMode([search_issues, add_comment, flaky, archive], approve=policy) as cm:
+        result = cm.execute(
+            "const out = [];\n"
+            "for (const call of [\n"
+            "  () => tools.github.search_issues({ query: 'q', filter: { label: 'l' } }),\n"
+            "  () => tools.add_comment({ issue: 1, text: 'x' }),\n"
+            "  () => tools.flaky({ reason: 'r' }),\n"
+            "  () => tools.flaky({ reason: 'again' }),\n"
+            "  () => tools.archive({ issue: 1 }),\n"
+            "]) { try { await call(); out.push('ran'); } catch (e) { out.push(e.message); } }\n"
+            "out"
+        )
+    refused = "tools.{}() was refused by the approval policy"
+    assert result.value == ["ran", "ran", refused.format("flaky"), refused.format("flaky"), refused.format("archive")]
+    assert asked == ["flaky"]
+    assert [c["outcome"] for c in result.tool_calls] == ["ok", "ok", "refused", "refused", "refused"]
+
+
 def test_the_result_as_json_tags_what_json_cannot_hold(cm: pydeno.CodeMode) -> None:
     result = cm.execute("({bytes: new Uint8Array([1, 2]), nothing: undefined, nan: NaN, when: new Date(0)})")
     data = json.loads(result.to_json())
@@ -391,7 +418,18 @@ def test_misuse_raises_and_a_closed_code_mode_refuses_work() -> None:
         (
             {"tools": [], "approve": "yes"},
             TypeError,
-            "approve must be None, \"read_only\" or a callable (name, arguments) -> bool, got 'yes'",
+            'approve must be None, "read_only", a callable (name, arguments) -> bool, or a mapping of tool '
+            "names to those, got 'yes'",
+        ),
+        (
+            {"tools": [add_comment], "approve": {"delete": True}},
+            ValueError,
+            "approve= names 'delete', which is not one of the tools",
+        ),
+        (
+            {"tools": [add_comment], "approve": {"add_comment": "ask"}},
+            TypeError,
+            "approve['add_comment'] must be True, False or a callable (name, arguments) -> bool",
         ),
         ({"tools": [], "max_output_chars": 0}, ValueError, "max_output_chars must be at least 1, got 0"),
     ],
