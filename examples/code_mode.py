@@ -17,6 +17,7 @@ from typing import Literal, TypedDict
 
 import pydeno
 
+
 class Issue(TypedDict):
     id: int
     title: str
