@@ -28,7 +28,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_contains_the_worker_program(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     worker = {
-        f"pydeno/_worker/{name}" for name in ("main.ts", "codec.ts", "protocol.ts", "typescript.ts", "modules.ts")
+        f"pydeno/_worker/{name}"
+        for name in ("main.ts", "codec.ts", "protocol.ts", "typescript.ts", "modules.ts", "intrinsics.ts")
     }
     assert worker | {"pydeno/__init__.py", "pydeno/host/_protocol.py"} <= names
 

@@ -9,27 +9,27 @@
 // "guest:module" for a module program) at its positions as written.
 
 // deno-lint-ignore-file no-explicit-any
-const FunctionCall = Function.prototype.call;
-const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
-const StringSlice = uncurry(String.prototype.slice);
-const StringIndexOf = uncurry(String.prototype.indexOf);
-const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
-const StringStartsWith = uncurry(String.prototype.startsWith);
-const ObjectDefineProperty = Object.defineProperty;
-const RegExpExec = uncurry(RegExp.prototype.exec);
+import {
+  NumberParseInt,
+  ObjectCreate,
+  ObjectDefineProperty,
+  RegExpExec,
+  type Strip,
+  StringCharCodeAt,
+  StringFn,
+  StringIndexOf,
+  StringSlice,
+  StringStartsWith,
+  SyntaxErrorCtor,
+} from "./intrinsics.ts";
 const JSONStringify = JSON.stringify;
 const JSONParse = JSON.parse;
-const ObjectCreate = Object.create;
 const ObjectKeys = Object.keys;
 const TypeErrorCtor = TypeError;
-const SyntaxErrorCtor = SyntaxError;
-const NumberParseInt = Number.parseInt;
-const StringFn = String;
 const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).internal].core.encode;
 const btoaFn = globalThis.btoa;
 const fromCharCode = String.fromCharCode;
 
-type Strip = (code: string, options: any) => string;
 
 // --- The lexer: where a text's import specifiers are ------------------------------------
 

@@ -11,20 +11,22 @@
 // value, its declarations stay for the next eval).
 
 // deno-lint-ignore-file no-explicit-any
-const FunctionCall = Function.prototype.call;
-const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
-const StringSlice = uncurry(String.prototype.slice);
-const StringIndexOf = uncurry(String.prototype.indexOf);
-const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
-const StringStartsWith = uncurry(String.prototype.startsWith);
-const RegExpExec = uncurry(RegExp.prototype.exec);
+import {
+  NumberParseInt,
+  ObjectCreate,
+  ObjectDefineProperty,
+  RegExpExec,
+  type Strip,
+  StringCharCodeAt,
+  StringFn,
+  StringIndexOf,
+  StringSlice,
+  StringStartsWith,
+  SyntaxErrorCtor,
+  uncurry,
+} from "./intrinsics.ts";
 const Int32Set = uncurry(Int32Array.prototype.set);
-const SyntaxErrorCtor = SyntaxError;
 const Int32ArrayCtor = Int32Array;
-const NumberParseInt = Number.parseInt;
-const StringFn = String;
-const ObjectDefineProperty = Object.defineProperty;
-const ObjectCreate = Object.create;
 
 /** The script name of the JavaScript of transformed TypeScript number n; its frames are
  * mapped back. */
@@ -32,7 +34,6 @@ const TS_SCRIPT = "guest:ts:";
 /** What mapped frames name, as a JavaScript eval's do. */
 export const EVAL_SCRIPT = "guest:eval";
 
-type Strip = (code: string, options: any) => string;
 
 /** The JavaScript of a TypeScript program and the script name to evaluate it under, or a
  * SyntaxError at its position in `code`. */
