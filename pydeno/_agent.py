@@ -515,6 +515,18 @@ class SessionCore:
         return bytes(msgpack.packb([MAGIC, VERSION, kind, body, _mac(key, kind, body)], use_bin_type=True))
 
 
+class _Unanswered:
+    """resume() called without a value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNANSWERED"
+
+
+UNANSWERED: Final = _Unanswered()
+
+
 class PausedToolCall:
     """A run stopped at a tool call, waiting for the caller: ``.name``, ``.args``; answer it
     with ``.resume(value=...)`` or ``.resume(error=...)`` (awaited for an async sandbox), which
@@ -530,13 +542,16 @@ class PausedToolCall:
         args = json.dumps(self.args, default=repr)
         return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
 
-    def resume(self, value: Any = None, *, error: BaseException | str | None = None) -> Any:
+    def resume(self, value: Any = UNANSWERED, *, error: BaseException | str | None = None) -> Any:
         """Answer the call: value is what the tool returns to the guest, or error what it
-        throws (a str becomes a ToolError with that message)."""
+        throws (a str becomes a ToolError with that message). With neither, an agent
+        session answers ``None`` and a Code Mode runs the tool (the call is approved)."""
         if isinstance(error, str):
             error = ToolError(error)
         if error is not None and not isinstance(error, Exception):
             raise TypeError(f"error must be an exception or a str, got {type(error).__name__}")
+        if value is not UNANSWERED and error is not None:
+            raise TypeError("resume() takes a value or an error, not both")
         return self._owner._resume(self, value, error)
 
 
@@ -618,6 +633,8 @@ class SessionDriver:
         """The command and call a resume answers, and the answer to send, recorded as the guest
         will receive it; RuntimeError if the call was already answered."""
         self._check_open()
+        if value is UNANSWERED:
+            value = None
         if paused is not self._paused or self._waiting is None:
             raise RuntimeError("this tool call was already answered")
         command, call = self._waiting

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
+from ._agent import UNANSWERED, PausedToolCall
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
 from ._checks import code_text, optional_seconds
-from ._errors import JavaScriptError
+from ._errors import JavaScriptError, ToolError
 from ._execution import (
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovePolicy,
     Execution,
     ExecutionResult,
+    PendingCall,
     ToolSet,
     check_output_chars,
     program,
@@ -28,6 +30,8 @@ from ._execution import (
 )
 from ._options import RuntimeKwargs, RuntimeOptions
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
+from .host._core import Command
+from .host._wire import HostCall
 
 __all__ = ["AsyncCodeMode"]
 
@@ -67,6 +71,7 @@ class AsyncCodeMode:
         self._expose = bool(options.get("expose_host_errors", False))
         self._rt: AsyncRuntime | None = None
         self._current: Execution | None = None
+        self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
         self._closed = False
         self._lock = backend.Lock()
 
@@ -85,20 +90,13 @@ class AsyncCodeMode:
         result says what failed and why), only for misuse (a closed Code Mode, a bad
         argument). With ``typecheck=True`` deno's type checker first checks the program
         against :meth:`typescript`, in a confined process; type errors are the result
-        (kind ``typecheck_failed``) and nothing runs."""
-        code = code_text(code)
-        timeout = optional_seconds("timeout", timeout)
-        if not isinstance(typecheck, bool):
-            raise TypeError(f"typecheck must be a bool, got {type(typecheck).__name__}")
+        (kind ``typecheck_failed``) and nothing runs. A tool whose approval is ``"ask"`` is
+        refused here: :meth:`start` is what pauses for it."""
+        code, timeout = self._arguments(code, timeout, typecheck)
         async with self._lock:
-            if self._closed:
-                raise RuntimeError("the session is closed")
-            execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+            execution = self._begin()
             if typecheck:
-                limit = timeout if timeout is not None else self._check_timeout
-                failure = await backend.blocking(
-                    lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit)
-                )
+                failure = await self._typecheck(code, timeout)
                 if failure is not None:
                     return execution.result(error=failure)
             self._current = execution
@@ -106,12 +104,127 @@ class AsyncCodeMode:
                 rt = await self._runtime()
                 value = await rt.eval(program(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                if not isinstance(exc, JavaScriptError):
-                    await self._discard()
+                await self._after_failure(exc)
                 return execution.result(error=exc)
             finally:
                 self._current = None
             return execution.result(value=value)
+
+    async def start(
+        self, code: str, *, timeout: float | None = None, typecheck: bool = False
+    ) -> ExecutionResult | PausedToolCall:
+        """Run a program as :meth:`execute` does, but stop at each call of a tool whose
+        approval is ``"ask"``: return it as a :class:`~pydeno.PausedToolCall` (``.name``,
+        ``.args``) and wait for the caller. ``paused.resume()`` approves it (the tool runs),
+        ``paused.resume(error="why")`` refuses it (the program gets a ToolError), and
+        ``paused.resume(value=...)`` answers it without running the tool; each returns the
+        next PausedToolCall or the ExecutionResult. The execution's timeout runs on while
+        it is paused."""
+        code, timeout = self._arguments(code, timeout, typecheck)
+        async with self._lock:
+            execution = self._begin()
+            if typecheck:
+                failure = await self._typecheck(code, timeout)
+                if failure is not None:
+                    return execution.result(error=failure)
+            try:
+                rt = await self._runtime()
+                command = await rt._start_eval(program(code), timeout, lang="ts")
+            except Exception as exc:  # noqa: BLE001 - a failed program is a result
+                await self._after_failure(exc)
+                return execution.result(error=exc)
+            return await self._drive(execution, command)
+
+    async def _drive(self, execution: Execution, command: Command) -> ExecutionResult | PausedToolCall:
+        """Answer the program's tool calls until it finishes or asks for approval."""
+        rt = self._rt
+        assert rt is not None
+        self._current = execution
+        try:
+            while True:
+                call = await rt._next_call(command)
+                if call is None:
+                    return execution.result(value=rt._outcome(command))
+                pending, value, error = await self._decide(execution, call)
+                if pending is not None:
+                    paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
+                    self._paused = (paused, execution, command, call, pending)
+                    return paused
+                await rt._answer_call(command, call, value, error)
+        except Exception as exc:  # noqa: BLE001 - a failed program is a result
+            self._paused = None
+            await self._after_failure(exc, abandoned=rt._in_command)
+            return execution.result(error=exc)
+        finally:
+            self._current = None
+
+    async def _decide(self, execution: Execution, call: HostCall) -> tuple[PendingCall | None, Any, Exception | None]:
+        """A host call of the program's: the pending call to pause at, or its answer."""
+        try:
+            name, args = call.args if isinstance(call.args, list) and len(call.args) == 2 else (None, None)
+            pending = execution.begin(name, args)
+            if pending.decision == "ask":
+                return pending, None, None
+            return None, await backend.resolve(execution.run(pending)), None
+        except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+            return None, None, exc
+
+    async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
+        async with self._lock:
+            if self._paused is None or self._paused[0] is not paused or paused.answered:
+                raise RuntimeError("this tool call was already answered, or its program ended")
+            _, execution, command, call, pending = self._paused
+            self._paused = None
+            paused.answered = True
+            rt = self._rt
+            assert rt is not None
+            answer: Any = None
+            if error is not None:
+                try:
+                    execution.refuse(pending, str(error))
+                except ToolError as refused:
+                    error = refused
+            elif value is UNANSWERED:
+                self._current = execution
+                try:
+                    answer = await backend.resolve(execution.run(pending))
+                except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+                    error = exc
+                finally:
+                    self._current = None
+            else:
+                pending.record["outcome"] = "answered"
+                answer = value
+            try:
+                await rt._answer_call(command, call, answer, error)
+            except Exception as exc:  # noqa: BLE001 - a failed program is a result
+                await self._after_failure(exc, abandoned=rt._in_command)
+                return execution.result(error=exc)
+            return await self._drive(execution, command)
+
+    def _arguments(self, code: Any, timeout: Any, typecheck: Any) -> tuple[str, float | None]:
+        code = code_text(code)
+        timeout = optional_seconds("timeout", timeout)
+        if not isinstance(typecheck, bool):
+            raise TypeError(f"typecheck must be a bool, got {type(typecheck).__name__}")
+        return code, timeout
+
+    def _begin(self) -> Execution:
+        if self._closed:
+            raise RuntimeError("the session is closed")
+        if self._paused is not None:
+            raise RuntimeError("a program is paused at a tool call: resume it first")
+        return Execution(self._tools, self.max_output_chars, expose=self._expose)
+
+    async def _typecheck(self, code: str, timeout: float | None) -> Exception | None:
+        limit = timeout if timeout is not None else self._check_timeout
+        return await backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
+
+    async def _after_failure(self, exc: Exception, *, abandoned: bool = False) -> None:
+        """A worker that died, was killed, or was left mid-command: the next execution
+        starts a fresh one. A program's own error leaves the worker as it was."""
+        if abandoned or not isinstance(exc, JavaScriptError):
+            await self._discard()
 
     async def _runtime(self) -> AsyncRuntime:
         if self._rt is None:
@@ -145,8 +258,9 @@ class AsyncCodeMode:
             self._user_console(level, text)
 
     async def close(self) -> None:
-        """Kill the worker. Idempotent."""
+        """Kill the worker (a paused program ends with it). Idempotent."""
         self._closed = True
+        self._paused = None
         await self._discard()
 
     async def __aenter__(self) -> AsyncCodeMode:

@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from ._checks import count, optional_count
 from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, TypeCheckError, guest_error
@@ -28,13 +28,21 @@ from ._tools import budget_message
 from ._values import Undefined
 from .host._typecheck import PROGRAM, CheckFailed, check
 
-__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ApprovePolicy", "Execution", "ExecutionResult", "ToolSet", "program"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "ApprovePolicy",
+    "Execution",
+    "ExecutionResult",
+    "PendingCall",
+    "ToolSet",
+    "program",
+]
 
 DEFAULT_MAX_OUTPUT_CHARS: Final = 20_000
 # approve=: None runs every tool; "read_only" refuses the others; a callable is asked; a
 # mapping decides per tool (True, False or a callable; a tool it does not name is refused).
 Approver = Callable[[str, Any], bool]
-ApprovePolicy = None | Literal["read_only"] | Approver | Mapping[str, "bool | Approver"]
+ApprovePolicy = None | Literal["read_only", "ask"] | Approver | Mapping[str, 'bool | Literal["ask"] | Approver']
 _STDERR_LEVELS: Final = frozenset({"warn", "error"})
 # Where a guest frame points: deno names a classic eval "guest:eval", the inspector's
 # REPL evaluation "<anonymous>".
@@ -67,19 +75,19 @@ def as_tools(tools: Any) -> list[Tool]:
 
 
 def check_policy(approve: Any, names: Iterable[str]) -> ApprovePolicy:
-    if approve is None or approve == "read_only" or callable(approve):
+    if approve is None or approve in ("read_only", "ask") or callable(approve):
         return approve  # type: ignore[no-any-return]
     if isinstance(approve, Mapping):
         known = set(names)
         for name, rule in approve.items():
             if name not in known:
                 raise ValueError(f"approve= names {name!r}, which is not one of the tools")
-            if not isinstance(rule, bool) and not callable(rule):
-                raise TypeError(f"approve[{name!r}] must be True, False or a callable (name, arguments) -> bool")
+            if not isinstance(rule, bool) and not callable(rule) and rule != "ask":
+                raise TypeError(f'approve[{name!r}] must be True, False, "ask" or a callable (name, arguments) -> bool')
         return dict(approve)
     raise TypeError(
-        'approve must be None, "read_only", a callable (name, arguments) -> bool, or a mapping of tool '
-        f"names to those, got {approve!r}"
+        'approve must be None, "read_only", "ask", a callable (name, arguments) -> bool, or a mapping of '
+        f"tool names to those, got {approve!r}"
     )
 
 
@@ -224,6 +232,17 @@ def type_errors(tools: ToolSet, code: str, *, sandbox: str, timeout: float) -> E
 # --- One execution ---------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(slots=True)
+class PendingCall:
+    """A tool call the guest made that is recorded and decided but not answered yet."""
+
+    tool: Tool
+    arguments: Any
+    record: dict[str, Any]
+    started: float
+    decision: Literal["run", "ask"] = "run"
+
+
 class Execution:
     """What one run of a program records: console output, tool calls, the budget spent.
 
@@ -259,7 +278,19 @@ class Execution:
 
     # -- tool calls ------------------------------------------------------------------------
     def call(self, name: Any, args: Any) -> Any:
-        """The host function behind ``tools``: one call, recorded, checked, approved, run."""
+        """The host function behind ``tools``: one call, recorded, checked, approved, run.
+        A tool whose policy is "ask" is refused here: only CodeMode.start() can pause."""
+        pending = self.begin(name, args)
+        if pending.decision == "ask":
+            self.refuse(
+                pending, f"tools.{pending.tool.name}() needs approval: run the program with start() to approve it"
+            )
+        return self.run(pending)
+
+    def begin(self, name: Any, args: Any) -> PendingCall:
+        """Record a call and decide it: raise what the guest gets for an unknown tool,
+        malformed arguments, a spent budget or a refusal; else the call and its decision
+        ("run" or "ask")."""
         tool = self.toolset.tools.get(name) if isinstance(name, str) else None
         if tool is None:
             raise ToolNotFoundError(f"there is no tool named {name!r}")
@@ -270,32 +301,54 @@ class Execution:
         with self._lock:
             self.tool_calls.append(record)
             spent = len(self.tool_calls)
-        started = time.monotonic()
+        pending = PendingCall(tool, arguments, record, time.monotonic())
         record["duration_s"] = 0.0
         limit = self.toolset.max_tool_calls
         try:
             if limit is not None and spent > limit:
                 raise ToolBudgetError(budget_message(limit))
-            if not self._approved(tool, arguments):
+            decision = self._approved(tool, arguments)
+            if decision is False:
                 record["outcome"] = "refused"
                 raise ToolError(f"tools.{tool.name}() was refused by the approval policy")
-            result = tool.start(arguments)
         except BaseException as exc:
-            self._failed(record, exc, started)
+            self._failed(record, exc, pending.started)
+            raise
+        pending.decision = "ask" if decision == "ask" else "run"
+        return pending
+
+    def refuse(self, pending: PendingCall, message: str) -> NoReturn:
+        """Refuse a call that waited for approval: the guest gets a ToolError."""
+        pending.record["outcome"] = "refused"
+        error = ToolError(message)
+        self._failed(pending.record, error, pending.started)
+        raise error
+
+    def run(self, pending: PendingCall) -> Any:
+        """Run a decided call: its result as the wire carries it, or an awaitable of it."""
+        tool, record = pending.tool, pending.record
+        # Time waiting for approval is not the tool's.
+        pending.started = time.monotonic()
+        try:
+            result = tool.start(pending.arguments)
+        except BaseException as exc:
+            self._failed(record, exc, pending.started)
             raise
         if tool.is_async or hasattr(result, "__await__"):
-            return self._finish_async(tool, record, result, started)
-        return self._finish(tool, record, result, started)
+            return self._finish_async(tool, record, result, pending.started)
+        return self._finish(tool, record, result, pending.started)
 
-    def _approved(self, tool: Tool, arguments: Any) -> bool:
+    def _approved(self, tool: Tool, arguments: Any) -> bool | Literal["ask"]:
         policy = self.toolset.approve
         if policy is None or tool.read_only:
             return True
         if policy == "read_only":
             return False
+        if policy == "ask":
+            return "ask"
         if isinstance(policy, Mapping):
             rule = policy.get(tool.name, False)
-            if isinstance(rule, bool):
+            if isinstance(rule, bool) or rule == "ask":
                 return rule
             policy = rule
         # Asked once per tool and execution: a loop of fifty writes is one decision.

@@ -130,11 +130,12 @@ class Runtime:
     # A command in steps, each under the runtime's lock: start it, advance it to its next
     # host call (which the caller answers, now or later) until it completes, then take its
     # outcome. Nothing outside the runtime touches its other private parts.
-    def _start_eval(self, code: str, timeout: float | None = None) -> Command:
+    def _start_eval(self, code: str, timeout: float | None = None, *, lang: Lang = "js") -> Command:
         code = code_text(code)
+        typescript = is_typescript(lang)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code)
+            rid, data = self._core.connection.eval(code, typescript=typescript)
             return self._begin(rid, data, timeout)
 
     def _next_call(self, command: Command) -> HostCall | None:

@@ -418,8 +418,8 @@ def test_misuse_raises_and_a_closed_code_mode_refuses_work() -> None:
         (
             {"tools": [], "approve": "yes"},
             TypeError,
-            'approve must be None, "read_only", a callable (name, arguments) -> bool, or a mapping of tool '
-            "names to those, got 'yes'",
+            'approve must be None, "read_only", "ask", a callable (name, arguments) -> bool, or a mapping of '
+            "tool names to those, got 'yes'",
         ),
         (
             {"tools": [add_comment], "approve": {"delete": True}},
@@ -427,9 +427,9 @@ def test_misuse_raises_and_a_closed_code_mode_refuses_work() -> None:
             "approve= names 'delete', which is not one of the tools",
         ),
         (
-            {"tools": [add_comment], "approve": {"add_comment": "ask"}},
+            {"tools": [add_comment], "approve": {"add_comment": "maybe"}},
             TypeError,
-            "approve['add_comment'] must be True, False or a callable (name, arguments) -> bool",
+            "approve['add_comment'] must be True, False, \"ask\" or a callable (name, arguments) -> bool",
         ),
         ({"tools": [], "max_output_chars": 0}, ValueError, "max_output_chars must be at least 1, got 0"),
     ],
@@ -573,3 +573,83 @@ def test_the_checkers_report_is_read_into_diagnostics_without_paths() -> None:
         "    Types of property 'a' are incompatible.\n  tools.add({ a: 'x' })\n             ~~~~~~"
     )
     assert found[2].text().startswith("TS1005: ';' expected. (line 4, column 2 in tools.d.ts)")
+
+
+# --- pausing for approval -----------------------------------------------------------------------
+
+PAUSING = (
+    "const found = await tools.github.search_issues({ query: 'q', filter: { label: 'l' }, limit: 3 });\n"
+    "const out = [];\n"
+    "for (const [i, f] of found.entries()) {\n"
+    "  try { out.push(await tools.add_comment({ issue: i, text: f.title })); } catch (e) { out.push(e.message); }\n"
+    "}\n"
+    "out"
+)
+
+
+def test_start_pauses_at_each_call_that_asks_and_the_caller_approves_refuses_or_answers() -> None:
+    with pydeno.CodeMode([search_issues, add_comment], approve="ask") as cm:
+        step = cm.start(PAUSING)
+        seen = []
+        for answer in ("approve", "refuse", "answer"):
+            assert isinstance(step, pydeno.PausedToolCall)
+            seen.append((step.name, step.args))
+            if answer == "approve":
+                step = step.resume()
+            elif answer == "refuse":
+                step = step.resume(error="not this one")
+            else:
+                step = step.resume(value="answered by the caller")
+    assert isinstance(step, pydeno.ExecutionResult) and step.ok
+    assert step.value == [True, "not this one", "answered by the caller"]
+    assert seen == [("add_comment", [{"issue": i, "text": f"q {i}"}]) for i in range(3)]
+    assert [c["outcome"] for c in step.tool_calls] == ["ok", "ok", "refused", "answered"]
+
+
+def test_execute_refuses_a_call_that_asks_and_names_start() -> None:
+    with pydeno.CodeMode([add_comment], approve={"add_comment": "ask"}) as cm:
+        result = cm.execute("await tools.add_comment({ issue: 1, text: 'x' })")
+    assert result.error is not None
+    assert result.error["message"] == "tools.add_comment() needs approval: run the program with start() to approve it"
+    assert result.tool_calls[0]["outcome"] == "refused"
+
+
+def test_a_paused_code_mode_refuses_other_work_and_a_second_answer() -> None:
+    with pydeno.CodeMode([add_comment], approve="ask") as cm:
+        paused = cm.start("await tools.add_comment({ issue: 1, text: 'x' })")
+        assert isinstance(paused, pydeno.PausedToolCall)
+        with pytest.raises(RuntimeError, match="a program is paused at a tool call: resume it first"):
+            cm.execute("1")
+        with pytest.raises(TypeError, match="resume\\(\\) takes a value or an error, not both"):
+            paused.resume(value=1, error="x")
+        assert paused.resume().value is True  # type: ignore[union-attr]
+        with pytest.raises(RuntimeError, match="this tool call was already answered, or its program ended"):
+            paused.resume()
+        assert cm.execute("1 + 1").value == 2
+
+
+def test_a_program_without_calls_that_ask_finishes_in_start() -> None:
+    with pydeno.CodeMode([search_issues, add_comment], approve={"add_comment": "ask"}) as cm:
+        result = cm.start("(await tools.github.search_issues({ query: 'q', filter: { label: 'l' } })).length")
+    assert isinstance(result, pydeno.ExecutionResult) and result.value == 2
+
+
+def test_a_limit_reached_after_a_resume_is_a_failed_result_and_the_worker_is_replaced() -> None:
+    with pydeno.CodeMode([add_comment], approve="ask") as cm:
+        paused = cm.start("await tools.add_comment({ issue: 1, text: 'x' }); while (true) {}", timeout=1)
+        assert isinstance(paused, pydeno.PausedToolCall)
+        result = paused.resume()
+        assert isinstance(result, pydeno.ExecutionResult)
+        assert result.error is not None and result.error["kind"] == "timeout"
+        assert cm.execute("2 * 3").value == 6
+
+
+def test_the_async_code_mode_pauses_and_resumes() -> None:
+    async def main() -> Any:
+        async with pydeno.AsyncCodeMode([add_comment], approve="ask") as cm:
+            paused = await cm.start("await tools.add_comment({ issue: 1, text: 'x' })")
+            assert isinstance(paused, pydeno.PausedToolCall)
+            return await paused.resume()
+
+    result = anyio.run(main)
+    assert isinstance(result, pydeno.ExecutionResult) and result.value is True
