@@ -96,11 +96,9 @@ class CodeMode:
         refused here: :meth:`start` is what pauses for it."""
         code, timeout = self._arguments(code, timeout, typecheck)
         with self._lock:
-            execution = self._begin()
-            if typecheck:
-                failure = self._typecheck(code, timeout)
-                if failure is not None:
-                    return execution.result(error=failure)
+            execution, refused = self._begin(code, timeout, typecheck)
+            if refused is not None:
+                return refused
             self._current = execution
             try:
                 rt = self._runtime()
@@ -124,11 +122,9 @@ class CodeMode:
         it is paused."""
         code, timeout = self._arguments(code, timeout, typecheck)
         with self._lock:
-            execution = self._begin()
-            if typecheck:
-                failure = self._typecheck(code, timeout)
-                if failure is not None:
-                    return execution.result(error=failure)
+            execution, refused = self._begin(code, timeout, typecheck)
+            if refused is not None:
+                return refused
             try:
                 rt = self._runtime()
                 command = rt._start_eval(program(code), timeout, lang="ts")
@@ -211,16 +207,18 @@ class CodeMode:
             raise TypeError(f"typecheck must be a bool, got {type(typecheck).__name__}")
         return code, timeout
 
-    def _begin(self) -> Execution:
+    def _begin(self, code: str, timeout: float | None, typecheck: bool) -> tuple[Execution, ExecutionResult | None]:
+        """A new execution, and its result already if the type check refused the program."""
         if self._closed:
             raise RuntimeError("the session is closed")
         if self._paused is not None:
             raise RuntimeError("a program is paused at a tool call: resume it first")
-        return Execution(self._tools, self.max_output_chars, expose=self._expose)
-
-    def _typecheck(self, code: str, timeout: float | None) -> Exception | None:
+        execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+        if not typecheck:
+            return execution, None
         limit = timeout if timeout is not None else self._check_timeout
-        return backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
+        failure = backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
+        return execution, None if failure is None else execution.result(error=failure)
 
     def _after_failure(self, exc: Exception, *, abandoned: bool = False) -> None:
         """A worker that died, was killed, or was left mid-command: the next execution
