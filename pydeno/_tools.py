@@ -48,16 +48,35 @@ _INSTALL: Final = """(() => {
   delete globalThis.%(host)s;
   let left = %(left)s;
   const spent = %(message)s;
-  const make = (name) => async (...args) => {
-    if (left !== null) {
-      if (left <= 0) {
-        const error = new Error(spent);
-        error.name = "ToolBudgetError";
+  const ErrorCtor = Error;
+  const capture = Error.captureStackTrace;
+  // A failed call's error is made by the worker when the answer comes; it gets the frames of
+  // the guest's call instead (the ones above this function), so it says where the call was.
+  const make = (name) => {
+    const tool = async (...args) => {
+      if (left !== null) {
+        if (left <= 0) {
+          const error = new ErrorCtor(spent);
+          error.name = "ToolBudgetError";
+          throw error;
+        }
+        left -= 1;
+      }
+      const site = {};
+      capture(site, tool);
+      try {
+        return await call(name, args);
+      } catch (error) {
+        try {
+          if (error instanceof ErrorCtor) {
+            const frames = String(site.stack);
+            error.stack = `${error.name}: ${error.message}${frames.slice(frames.indexOf("\\n"))}`;
+          }
+        } catch {}
         throw error;
       }
-      left -= 1;
-    }
-    return call(name, args);
+    };
+    return tool;
   };
   const tools = Object.create(null);
   const spaces = [tools];

@@ -269,6 +269,18 @@ def test_an_uncaught_tool_error_fails_the_execution_with_its_kind(cm: pydeno.Cod
     assert result.tool_calls[0]["error"] == "ToolError: the service said: down"
 
 
+def test_a_failed_tool_call_points_at_the_call_in_the_program(cm: pydeno.CodeMode) -> None:
+    result = cm.execute(
+        "function notify() {\n  return tools.flaky({ reason: 'down' });\n}\nconst k = 1;\n  await notify();"
+    )
+    assert result.error is not None
+    assert (result.error["line"], result.error["column"]) == (2, 16)
+    assert result.exception is not None
+    assert "at notify (" in str(getattr(result.exception, "stack", ""))
+    caught = cm.execute("try { await tools.flaky({ reason: 'x' }) } catch (e) { e.stack.split('\\n')[1].trim() }")
+    assert caught.value == "at <anonymous>:1:20"
+
+
 def test_a_result_the_output_schema_refuses_is_a_tool_error() -> None:
     lying = pydeno.Tool(
         "count", lambda args: "three", output_schema={"type": "integer"}, input_schema={"type": "object"}
