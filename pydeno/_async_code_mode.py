@@ -45,10 +45,11 @@ class AsyncCodeMode:
     each of stdout, stderr and the error message, and the value in the text form;
     ``clock=`` and ``random_seed=`` (runtime options) make executions repeatable: ``Date``
     fixed at the clock, ``Math.random`` and ``crypto`` seeded.
-    ``approve`` decides which tools run (``None``: all; ``"read_only"``: only read-only
-    ones; a callable ``(name, arguments) -> bool``: asked once per tool and execution for
-    every tool that is not read-only). The rest configures the runtime, as for
-    :class:`~pydeno.AsyncRuntime`.
+    ``approve`` decides which tools that are not read-only run (``None``: all;
+    ``"read_only"``: none; ``"ask"``: each call pauses :meth:`start`; a callable ``(name,
+    arguments) -> bool``: asked once per tool and execution; a mapping of tool names to any
+    of ``True``, ``False``, ``"ask"`` or a callable: per tool, the others refused). The rest
+    configures the runtime, as for :class:`~pydeno.AsyncRuntime`.
     """
 
     def __init__(
@@ -68,7 +69,7 @@ class AsyncCodeMode:
         self._sandbox: str = checked.sandbox
         self._check_timeout = checked.timeout if checked.timeout is not None else 60.0
         self._options = options
-        self._expose = bool(options.get("expose_host_errors", False))
+        self._expose = checked.expose_host_errors
         self._rt: AsyncRuntime | None = None
         self._current: Execution | None = None
         self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None

@@ -109,6 +109,15 @@ def test_adding_a_specifier_again_replaces_it_for_later_imports(rt: pydeno.Runti
     assert rt.eval_module("import { quad } from './math.ts'; export const v = quad(1);") == {"v": 9}
 
 
+def test_adding_another_module_keeps_one_instance_of_each_unchanged_module() -> None:
+    with pydeno.Runtime() as rt:
+        rt.add_module("counter", "let n = 0;\nexport const bump = () => ++n;")
+        assert rt.eval("(await import('counter')).bump()") == 1
+        rt.add_module("other", "export const x = 1;")
+        assert rt.eval("(await import('counter')).bump()") == 2
+        assert rt.eval_module("import { bump } from 'counter'; export const n = bump();") == {"n": 3}
+
+
 def test_frames_in_module_code_name_the_module_at_its_positions_as_written(rt: pydeno.Runtime) -> None:
     exc = js_error(rt.eval_module, "import { boom } from 'utils'; const k = 1; boom();")
     assert exc.stack.splitlines()[1:] == ["    at boom (utils:3:9)", "    at guest:module:1:44"]

@@ -11,6 +11,7 @@
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
 import { addModule, exportsOf, hasModules, mapModuleStack, programUrl, rewriteEval, unresolved } from "./modules.ts";
+import type { Strip } from "./intrinsics.ts";
 import { compileFailure, EVAL_SCRIPT, mapStack, toJavaScript } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
@@ -820,11 +821,10 @@ function evaluate(code: string, script: string): any {
   // poisoned array iteration or put accessors on indices of Object/Array.prototype would
   // garble its answer, so such a guest takes the REPL route, which does not use it.
   if (!classicScriptSafe()) return replEval(repl);
-  // One specifier for every JavaScript eval: V8's compilation cache, keyed on source and origin, then
-  // serves repeated source; what it keeps of each new source goes at the worker's next
-  // collection (see "Memory over a long life").
-  // New code is what leaves compiled scripts behind (see "Memory over a long life"). Only a
-  // short source is kept to compare the next with: a long one would stay alive for it.
+  // One script name for every plain JavaScript eval: V8's compilation cache, keyed on source
+  // and origin, then serves repeated source. New code is what leaves compiled scripts behind
+  // (see "Memory over a long life"); only a short source is kept to compare the next with: a
+  // long one would stay alive for it.
   if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
   const outcome = evalContext(code, script);
   // The same wrapper ran after the guest code: if that code changed what it reads, the
@@ -854,10 +854,10 @@ function runEval(id: number, code: string): void {
 // Deno's TypeScript transpiler, node:module's stripTypeScriptTypes (see typescript.ts). Loaded
 // by the first TypeScript eval: node:module needs node:process (see loadNodeProcess), and the
 // two cost a worker that never sees TypeScript some milliseconds of start-up.
-let stripTypes: ((code: string, options: any) => string) | null = null;
+let stripTypes: Strip | null = null;
 
 /** run(strip), once Deno's TypeScript transpiler is loaded (a promise the first time). */
-function withStrip(run: (strip: (code: string, options: any) => string) => any): any {
+function withStrip(run: (strip: Strip) => any): any {
   if (stripTypes !== null) return run(stripTypes);
   loadNodeProcess();
   return PromiseThen(import("node:module"), (m: any) => {
@@ -882,7 +882,7 @@ function runEvalModule(id: number, source: string): void {
   answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf)));
 }
 
-function evaluateTs(strip: (code: string, options: any) => string, code: string): any {
+function evaluateTs(strip: Strip, code: string): any {
   // Indexed, not destructured: destructuring runs the array iterator, which the guest may
   // have replaced.
   const js = toJavaScript(strip, code);

@@ -16,12 +16,11 @@ import {
   RegExpExec,
   type Strip,
   StringCharCodeAt,
-  StringFn,
   StringIndexOf,
   StringSlice,
-  StringStartsWith,
   SyntaxErrorCtor,
 } from "./intrinsics.ts";
+import { isSpace, isWord, parseError, stripped } from "./typescript.ts";
 const JSONStringify = JSON.stringify;
 const JSONParse = JSON.parse;
 const ObjectKeys = Object.keys;
@@ -30,15 +29,10 @@ const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).intern
 const btoaFn = globalThis.btoa;
 const fromCharCode = String.fromCharCode;
 
-
 // --- The lexer: where a text's import specifiers are ------------------------------------
 
 // After these a `/` starts a regular expression, not a division.
 const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
-
-function isIdent(c: number): boolean {
-  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 || c > 127;
-}
 
 /** The string literals of `text` that name a module: `import "x"`, `... from "x"`, and
  * `import("x")`, as [start, end) offsets of the literal, quotes included. Comments, strings,
@@ -55,8 +49,7 @@ export function specifiers(text: string): number[] {
   const push = (kind: number, t: string) => { prev2Text = prevText; prevKind = kind; prevText = t; };
   while (i < n) {
     const c = StringCharCodeAt(text, i);
-    if (c === 32 || c === 9 || c === 10 || c === 13 || c === 11 || c === 12 || c === 0xa0 || c === 0xfeff ||
-        c === 0x2028 || c === 0x2029) { i++; continue; }
+    if (isSpace(c)) { i++; continue; }
     if (c === 47 /* / */) {
       const d = StringCharCodeAt(text, i + 1);
       if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
@@ -99,9 +92,9 @@ export function specifiers(text: string): number[] {
       push(3, "");
       continue;
     }
-    if (isIdent(c)) {
+    if (isWord(c)) {
       let j = i + 1;
-      while (j < n && isIdent(StringCharCodeAt(text, j))) j++;
+      while (j < n && isWord(StringCharCodeAt(text, j))) j++;
       push(1, StringSlice(text, i, j));
       i = j;
       continue;
@@ -153,7 +146,7 @@ function skipRegex(text: string, i: number): number {
     else if (c === 47 && !inClass) { j++; break; }
     j++;
   }
-  while (j < text.length && isIdent(StringCharCodeAt(text, j))) j++; // flags
+  while (j < text.length && isWord(StringCharCodeAt(text, j))) j++; // flags
   return j;
 }
 
@@ -292,46 +285,34 @@ function urlOf(strip: Strip, specifier: string, chain: string[]): string {
 function build(strip: Strip, source: string, shown: string, chain: string[]): string {
   const edits: Edit[] = [];
   const body = rewrite(strip, javascript(strip, source, shown), edits, chain);
-  // One name per text: the same text gives the same URL, so Deno loads it once.
-  const name = MODULE_SCRIPT + (++programs);
-  named[name] = { shown, edits };
-  return "data:text/javascript;base64," + base64(body + "\n//# sourceURL=" + name);
+  return "data:text/javascript;base64," + base64(body + "\n//# sourceURL=" + nameFor(body, shown, edits));
 }
 
-const PARSE_AT = /\s+at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
+// The frame name of each rewritten text. One name per text, so the same text always gives
+// the same URL and Deno loads (and evaluates) it once: a module rebuilt because another was
+// added keeps its URL, and with it its one instance, when its own text did not change.
+const names: { [text: string]: string } = ObjectCreate(null);
+
+function nameFor(text: string, shown: string, edits: Edit[]): string {
+  const key = shown + "\0" + text;
+  let name = names[key];
+  if (name === undefined) {
+    name = MODULE_SCRIPT + (++programs);
+    names[key] = name;
+    named[name] = { shown, edits };
+  }
+  return name;
+}
 
 /** A module's JavaScript: its TypeScript types stripped, positions kept. */
 function javascript(strip: Strip, source: string, shown: string): string {
-  let js: any;
   try {
-    js = strip(source, ObjectCreate(null, { mode: { value: "strip" } }));
-  } catch (e) {
-    let message = "";
-    try { message = StringFn((e as any)?.message ?? ""); } catch { /* none */ }
-    // Stripping says only that it failed; the transform says where a syntax error is.
-    try {
-      strip(source, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
-      message = "";
-    } catch (parse) {
-      try { message = StringFn((parse as any)?.message ?? ""); } catch { message = ""; }
-    }
-    const at = RegExpExec(PARSE_AT, message);
-    if (at !== null) message = StringSlice(message, 0, at.index);
-    if (StringStartsWith(message, "SyntaxError: ")) message = StringSlice(message, "SyntaxError: ".length);
-    const error = new SyntaxErrorCtor(
-      `${shown}: ${message || "the module needs more than its types stripped (enums, namespaces and " +
-        "parameter properties are not supported in modules)"}`,
-    );
-    if (at !== null) {
-      ObjectDefineProperty(error, "stack", {
-        value: `SyntaxError: ${error.message}\n    at ${shown}:${NumberParseInt(at[1], 10)}:${NumberParseInt(at[2], 10)}`,
-        writable: true, enumerable: false, configurable: true,
-      });
-    }
-    throw error;
-  }
-  if (typeof js !== "string") throw new SyntaxErrorCtor(`${shown}: the module could not be transpiled`);
-  return js;
+    return stripped(strip, source);
+  } catch { /* stripping says only that it failed; the transform says where a syntax error is */ }
+  throw parseError(strip, source, shown, `${shown}: `) ?? new SyntaxErrorCtor(
+    `${shown}: the module needs more than its types stripped (enums, namespaces and parameter ` +
+      "properties are not supported in modules)",
+  );
 }
 
 /** The URL of a module program's rewritten JavaScript. */
@@ -345,9 +326,7 @@ export function rewriteEval(strip: Strip, code: string, shown: string): [string,
   const edits: Edit[] = [];
   const out = rewrite(strip, code, edits, []);
   if (edits.length === 0) return [code, ""];
-  const name = MODULE_SCRIPT + (++programs);
-  named[name] = { shown, edits };
-  return [out, name];
+  return [out, nameFor(out, shown, edits)];
 }
 
 /** The module namespace's exports as a plain object. */

@@ -35,32 +35,54 @@ const TS_SCRIPT = "guest:ts:";
 export const EVAL_SCRIPT = "guest:eval";
 
 
+// Options without a prototype: the transpiler reads options it was not given, and the guest
+// may have put getters for them on Object.prototype.
+/** code with its types replaced by spaces; throws when it needs more than that, or does
+ * not parse (saying only that it failed). */
+export function stripped(strip: Strip, code: string): string {
+  const js: any = strip(code, ObjectCreate(null, { mode: { value: "strip" } }));
+  if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
+  return js;
+}
+
+/** code transformed (enums, namespaces and the rest too), reprinted; a parse error says where. */
+function transformed(strip: Strip, code: string): string {
+  const js: any = strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+  if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
+  return js;
+}
+
 /** The JavaScript of a TypeScript program and the script name to evaluate it under, or a
  * SyntaxError at its position in `code`. */
 export function toJavaScript(strip: Strip, code: string): [string, string] {
-  let js: any;
   try {
-    // Options without a prototype: the transpiler reads options it was not given, and the
-    // guest may have put getters for them on Object.prototype.
-    js = strip(code, ObjectCreate(null, { mode: { value: "strip" } }));
-  } catch {
-    js = undefined; // not strippable (or not valid): the transform says which
-  }
-  if (typeof js === "string") return [js, EVAL_SCRIPT];
+    return [stripped(strip, code), EVAL_SCRIPT];
+  } catch { /* not strippable (or not valid): the transform says which */ }
+  let js: string;
   try {
-    js = strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+    js = transformed(strip, code);
   } catch (e) {
-    throw parseFailure(e);
+    throw syntaxErrorAt(e, EVAL_SCRIPT) ?? e;
   }
-  if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
   return [js, remember(code, js)];
+}
+
+/** The transform's parse error for code (a SyntaxError at its position in the script named
+ * `script`, its message after `prefix`), or null when it parses or gives no position. */
+export function parseError(strip: Strip, code: string, script: string, prefix = ""): SyntaxError | null {
+  try {
+    transformed(strip, code);
+  } catch (e) {
+    return syntaxErrorAt(e, script, prefix);
+  }
+  return null;
 }
 
 const GUEST_REPL_FRAME = /<anonymous>:\d+:\d+/;
 
 /** For an error the evaluation threw: when it is V8's refusal to compile the JavaScript (a
- * SyntaxError with no frame in guest code, which V8 gives no position), the transpiler's own parse error
- * for the TypeScript, which has one; otherwise the error itself. */
+ * SyntaxError with no frame in guest code, which V8 gives no position), the transpiler's own
+ * parse error for the TypeScript, which has one; otherwise the error itself. */
 export function compileFailure(strip: Strip, code: string, e: any): any {
   let stack = "";
   try {
@@ -69,29 +91,24 @@ export function compileFailure(strip: Strip, code: string, e: any): any {
   } catch { return e; }
   // A frame in guest code means the program threw it while running (JSON.parse, say).
   if (StringIndexOf(stack, "guest:") >= 0 || RegExpExec(GUEST_REPL_FRAME, stack) !== null) return e;
-  try {
-    strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
-  } catch (parse) {
-    const found = parseFailure(parse);
-    if (found !== parse) return found;
-  }
-  return e;
+  return parseError(strip, code, EVAL_SCRIPT) ?? e;
 }
 
-const PARSE_AT = /\n\s*at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
+const PARSE_AT = /\s+at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
 
 /** The transpiler's parse error (its message the SyntaxError, an excerpt of the code and a
- * made-up file name) as a SyntaxError at the position in the guest's code. */
-function parseFailure(e: any): any {
+ * made-up file name) as a SyntaxError at its position in the script named `script`, or null
+ * when its message gives no position. */
+function syntaxErrorAt(e: any, script: string, prefix = ""): SyntaxError | null {
   let message = "";
-  try { message = StringFn(e?.message ?? ""); } catch { return e; }
+  try { message = StringFn(e?.message ?? ""); } catch { return null; }
   const found = RegExpExec(PARSE_AT, message);
-  if (found === null) return e;
+  if (found === null) return null;
   let text = StringSlice(message, 0, found.index);
   if (StringStartsWith(text, "SyntaxError: ")) text = StringSlice(text, "SyntaxError: ".length);
-  const error = new SyntaxErrorCtor(text);
+  const error = new SyntaxErrorCtor(prefix + text);
   ObjectDefineProperty(error, "stack", {
-    value: `SyntaxError: ${text}\n    at ${EVAL_SCRIPT}:${NumberParseInt(found[1], 10)}:${NumberParseInt(found[2], 10)}`,
+    value: `SyntaxError: ${prefix}${text}\n    at ${script}:${NumberParseInt(found[1], 10)}:${NumberParseInt(found[2], 10)}`,
     writable: true, enumerable: false, configurable: true,
   });
   return error;
@@ -121,10 +138,12 @@ function remember(code: string, js: string): string {
 
 type Spans = { starts: Int32Array; ends: Int32Array; count: number };
 
-function isWord(c: number): boolean {
+/** A character of an identifier or a number (any non-ASCII one counts). */
+export function isWord(c: number): boolean {
   return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36 || c > 127;
 }
-function isSpace(c: number): boolean {
+/** A character JavaScript skips between tokens. */
+export function isSpace(c: number): boolean {
   return c === 32 || c === 9 || c === 10 || c === 13 || c === 11 || c === 12 || c === 0xa0 || c === 0xfeff ||
     c === 0x2028 || c === 0x2029;
 }
