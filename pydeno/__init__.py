@@ -16,6 +16,9 @@ from ._async_runtime import AsyncRuntime
 from ._code_mode import CodeMode
 from ._errors import (
     CheckoutTimeout,
+    FetchFailed,
+    FetchRefused,
+    FetchTimeout,
     JavaScriptError,
     JournalError,
     PydenoError,
@@ -28,6 +31,7 @@ from ._errors import (
     ToolError,
     ToolNotFoundError,
     TypeCheckError,
+    UpstreamError,
     WorkerCrashed,
 )
 from ._execution import ExecutionResult
@@ -52,6 +56,9 @@ __all__ = [
     "CodeMode",
     "ErrorInfo",
     "ExecutionResult",
+    "FetchFailed",
+    "FetchRefused",
+    "FetchTimeout",
     "JavaScriptError",
     "JournalError",
     "JsFunction",
@@ -75,6 +82,7 @@ __all__ = [
     "ToolNotFoundError",
     "TypeCheckError",
     "Undefined",
+    "UpstreamError",
     "WorkerCrashed",
     "classify_error",
     "run_with_retry",

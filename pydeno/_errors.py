@@ -162,6 +162,33 @@ class ToolNotFoundError(ToolError):
     KIND_RULE = ("type", "tool_not_found")
 
 
+class FetchRefused(ToolError):
+    """HttpFetch refused a guest's request before sending it: the URL, method, a header or
+    the address it resolves to is not allowed."""
+
+    KIND_RULE = ("type", "fetch_refused")
+
+
+class FetchFailed(ToolError):
+    """A guest's request was sent but got no usable answer: the connection failed, or the
+    response broke a cap."""
+
+    KIND_RULE = ("type", "fetch_failed")
+
+
+class FetchTimeout(ToolError):
+    """A guest's request did not finish within HttpFetch's timeout. Not a builtin
+    ``TimeoutError``: that stays the caller's own deadline."""
+
+    KIND_RULE = ("type", "fetch_timeout")
+
+
+class UpstreamError(ToolError):
+    """An upstream MCP server that a tool forwards to failed or went away during the call."""
+
+    KIND_RULE = ("type", "upstream_failed")
+
+
 class JournalError(PydenoError):
     """An agent journal is malformed, truncated, too large or not authentic."""
 
@@ -191,7 +218,7 @@ class TypeCheckError(PydenoError):
         self.diagnostics = diagnostics
 
 
-_TOOL_FAMILY = (ToolBudgetError, ToolNotFoundError, ToolError)
+_TOOL_FAMILY = (ToolBudgetError, ToolNotFoundError, FetchRefused, FetchFailed, FetchTimeout, UpstreamError, ToolError)
 
 
 def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, str]:

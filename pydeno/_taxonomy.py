@@ -248,6 +248,38 @@ Catalog: Final[dict[str, Kind]] = {
         "Fix the types the message names (the API is CodeMode.typescript()), or run without typecheck=True.",
         "pydeno.CodeMode([tool]).execute(\"const n: number = 'one'\", typecheck=True)",
     ),
+    "fetch_refused": Kind(
+        False,
+        False,
+        "A guest's fetch was refused by its HttpFetch policy; no request was sent.",
+        "FetchRefused (the URL, method, header or address is not allowed)",
+        "Fetch only what HttpFetch(allow=[...]) allows, or allow the origin (and a private address) knowingly.",
+        "await fetch('http://169.254.169.254/latest/meta-data/')  # FetchRefused: fetch refused: ...",
+    ),
+    "fetch_failed": Kind(
+        False,
+        False,
+        "A guest's fetch was sent but got no usable answer (connection failed, or the response broke a cap).",
+        "FetchFailed (the request failed, or its response was over a cap)",
+        "Check that the server is up and answers within the caps (max_response_bytes=); the request may be retried.",
+        "await fetch('http://127.0.0.1:1/')  # FetchFailed: fetch failed: ...",
+    ),
+    "fetch_timeout": Kind(
+        False,
+        True,
+        "A guest's fetch did not finish within the HttpFetch timeout.",
+        "FetchTimeout (the request exceeded HttpFetch(timeout=...))",
+        "Raise HttpFetch(timeout=), or fetch something that answers sooner.",
+        "await fetch(slow_url)  # FetchTimeout: fetch timed out after 1.0s: ...",
+    ),
+    "upstream_failed": Kind(
+        False,
+        False,
+        "An upstream MCP server that a tool forwards to failed or went away during the call.",
+        "UpstreamError (a tool of an MCP server: the connection closed, or the server broke protocol)",
+        "Restart or reconnect the MCP server the message names; the call may or may not have taken effect there.",
+        "await tools.files.read({path: 'a'})  # UpstreamError: MCP server 'files' ...",
+    ),
     "deno_unavailable": Kind(
         False,
         False,
@@ -391,7 +423,6 @@ _CLOSED: Final = frozenset(
 # and the start of the message are read, and every kind they can give is as non-retryable
 # as js_error itself, so a guest that writes such text gains nothing.
 _JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
-_JS_TOOL: Final = re.compile(r"(ToolBudgetError|ToolNotFoundError|ToolError)\b")
 # The worker's refusal of a value whose decoding would amplify (max_decode_ratio): a refused
 # value, as invalid_input as the host's own refusals of what it is given.
 _JS_DECODE: Final = re.compile(
@@ -401,7 +432,12 @@ _TOOL_KINDS: Final = {
     "ToolBudgetError": "tool_budget",
     "ToolNotFoundError": "tool_not_found",
     "ToolError": "tool_failed",
+    "FetchRefused": "fetch_refused",
+    "FetchFailed": "fetch_failed",
+    "FetchTimeout": "fetch_timeout",
+    "UpstreamError": "upstream_failed",
 }
+_JS_TOOL: Final = re.compile("(" + "|".join(_TOOL_KINDS) + r")\b")
 
 
 def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterator[BaseException]:
