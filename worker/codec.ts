@@ -111,7 +111,7 @@ const SAFE_BIGINT_MIN = -SAFE_BIGINT_MAX;
 
 /** Raised for a value the codec refuses; the message names what and where. */
 export class CodecError extends TypeErrorCtor {}
-ObjectDefineProperty(CodecError.prototype, "name", { value: "TypeError" });
+ObjectDefineProperty(CodecError.prototype, "name", { __proto__: null, value: "TypeError" } as PropertyDescriptor);
 
 export interface EncodeHooks {
   /** Registers a guest function and returns its handle id. */
@@ -895,7 +895,7 @@ export class Reader {
     if (depth >= this.maxDepth) throw new CodecError(`value is nested deeper than ${this.maxDepth} levels`);
     const out: any[] = [];
     for (let i = 0; i < n; i++) {
-      ObjectDefineProperty(out, i, { value: this.value(depth + 1), writable: true, enumerable: true, configurable: true });
+      ObjectDefineProperty(out, i, { __proto__: null, value: this.value(depth + 1), writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
     }
     return out;
   }
@@ -915,7 +915,7 @@ export class Reader {
       for (let i = 0; i < n; i++) {
         // defineProperty, not assignment: a setter the guest put on Object.prototype (or
         // a "__proto__" key) must not intercept the value.
-        ObjectDefineProperty(obj, keys[i], { value: vals[i], writable: true, enumerable: true, configurable: true });
+        ObjectDefineProperty(obj, keys[i], { __proto__: null, value: vals[i], writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
       }
       return obj;
     }

@@ -244,11 +244,12 @@ const STASH = `__pydeno_stash_${randomHex()}`;
 let stashToken = "";
 let stashed: any = undefined;
 ObjectDefineProperty(globalThis, STASH, {
+  __proto__: null,
   value: function (value: any, token: string) {
     if (token !== "" && token === stashToken) { stashed = value; stashToken = ""; }
   },
   enumerable: false, writable: false, configurable: false,
-});
+} as PropertyDescriptor);
 
 function inspectorCall(method: string, params: any): Promise<any> {
   return new PromiseCtor((resolve, reject) => {
@@ -312,14 +313,14 @@ function loadNodeProcess(): void {
   nodeProcessLoaded = true;
   const had = ObjectGetOwnPropertyDescriptor(globalThis, "Deno");
   try {
-    ObjectDefineProperty(globalThis, "Deno", { value: D, writable: true, enumerable: false, configurable: true });
+    ObjectDefineProperty(globalThis, "Deno", { __proto__: null, value: D, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
     post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
     // node:process is importable from here on; its argv names this file, and so where the
     // host keeps the worker.
     if (nodeProcessGetter !== undefined) {
       const nodeProcess = ReflectApply(nodeProcessGetter, globalThis, []);
       const argv: any = [nodeProcess.argv[0], "main.ts"];
-      ObjectDefineProperty(nodeProcess, "argv", { value: argv, writable: true, enumerable: true, configurable: true });
+      ObjectDefineProperty(nodeProcess, "argv", { __proto__: null, value: argv, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
       delete (globalThis as any).process;
     }
   } catch { /* the REPL eval that follows reports what is broken */ } finally {
@@ -688,7 +689,7 @@ const TypeErrorCtor = TypeError;
 
 function bind(name: string): void {
   const fn = { [name]: function (...args: any[]) { return hostCall(name, args); } }[name];
-  ObjectDefineProperty(globalThis, name, { value: fn, writable: true, enumerable: false, configurable: true });
+  ObjectDefineProperty(globalThis, name, { __proto__: null, value: fn, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
 }
 
 // --- Index properties on the shared prototypes -----------------------------------------------
@@ -968,7 +969,7 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
       else if (ok) pending[0](payload);
       else {
         const err = new ErrorCtor(StringFn(payload[1]));
-        ObjectDefineProperty(err, "name", { value: StringFn(payload[0]), writable: true, configurable: true });
+        ObjectDefineProperty(err, "name", { __proto__: null, value: StringFn(payload[0]), writable: true, configurable: true } as PropertyDescriptor);
         pending[1](err);
       }
       return;
@@ -1015,7 +1016,7 @@ function neutralStack(error: any, sites: any): any {
   for (let i = 0; i < sites.length; i++) {
     const file = CallSiteFileName(sites[i]);
     if (typeof file === "string" && (StringStartsWith(file, WORKER_DIR) || StringStartsWith(file, WORKER_PATH))) continue;
-    ObjectDefineProperty(kept, n++, { value: sites[i], writable: true, enumerable: true, configurable: true });
+    ObjectDefineProperty(kept, n++, { __proto__: null, value: sites[i], writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
   }
   if (typeof guestPrepareStackTrace === "function") return ReflectApply(guestPrepareStackTrace, ErrorCtor, [error, kept]);
   let text: string;
@@ -1024,6 +1025,7 @@ function neutralStack(error: any, sites: any): any {
   return text;
 }
 ObjectDefineProperty(ErrorCtor, "prepareStackTrace", {
+  __proto__: null,
   // Deno hands the frames over in an array it fills by assignment, and panics if that throws,
   // as an index accessor on Object.prototype makes it: those go first (see scrubPrototypes).
   get: () => {
@@ -1033,9 +1035,9 @@ ObjectDefineProperty(ErrorCtor, "prepareStackTrace", {
   set: (fn: any) => { guestPrepareStackTrace = fn === neutralStack ? undefined : fn; },
   enumerable: false,
   configurable: false,
-});
+} as PropertyDescriptor);
 // Deno looks the accessor up on the global Error, which therefore stays this one.
-ObjectDefineProperty(globalThis, "Error", { value: ErrorCtor, writable: false, enumerable: false, configurable: false });
+ObjectDefineProperty(globalThis, "Error", { __proto__: null, value: ErrorCtor, writable: false, enumerable: false, configurable: false } as PropertyDescriptor);
 
 // --- Web Workers the guest starts ------------------------------------------------------------
 // Deno ends the whole process, not the constructor call, when a Worker is given an unstable
@@ -1062,7 +1064,7 @@ function guardWorkers(global: any, source: string): void {
   const neutral = (name: string, value: unknown): void => {
     const had = deno === undefined || deno === null ? undefined : describe(deno, name);
     if (had === undefined || !had.configurable) return;
-    defineProperty(deno, name, { value, writable: had.writable ?? false, enumerable: had.enumerable, configurable: true });
+    defineProperty(deno, name, { __proto__: null, value, writable: had.writable ?? false, enumerable: had.enumerable, configurable: true } as PropertyDescriptor);
   };
   neutral("execPath", { execPath() { return "deno"; } }.execPath);
   neutral("mainModule", undefined);
@@ -1073,7 +1075,7 @@ function guardWorkers(global: any, source: string): void {
       return PromiseReject(new DOMExceptionCtor("the Cache API is not available: nothing is kept", "SecurityError"));
     } }.refuse;
     const storage = Object.freeze({ open: refuse, has: refuse, delete: refuse, keys: refuse, match: refuse });
-    defineProperty(global, "caches", { value: storage, writable: true, enumerable: caches.enumerable, configurable: true });
+    defineProperty(global, "caches", { __proto__: null, value: storage, writable: true, enumerable: caches.enumerable, configurable: true } as PropertyDescriptor);
   }
   const found = describe(global, "Worker");
   if (found === undefined) return;
@@ -1108,12 +1110,12 @@ function guardWorkers(global: any, source: string): void {
       return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
     }
     const proto = Original.prototype;
-    defineProperty(Worker, "prototype", { value: proto });
-    defineProperty(proto, "constructor", { value: Worker, writable: true, enumerable: false, configurable: true });
+    defineProperty(Worker, "prototype", { __proto__: null, value: proto } as PropertyDescriptor);
+    defineProperty(proto, "constructor", { __proto__: null, value: Worker, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
     return Worker;
   };
   const settle = (value: any): void => {
-    defineProperty(global, "Worker", { value, writable: true, enumerable: false, configurable: true });
+    defineProperty(global, "Worker", { __proto__: null, value, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
   };
   if (found.get === undefined) {
     if (typeof found.value === "function") settle(guard(found.value));
@@ -1122,6 +1124,7 @@ function guardWorkers(global: any, source: string): void {
   // Deno loads its Worker class on first use; so does the guard, which keeps start-up short.
   const load = found.get;
   defineProperty(global, "Worker", {
+    __proto__: null,
     get() {
       const Worker = guard(apply(load, global, []));
       settle(Worker);
@@ -1130,16 +1133,16 @@ function guardWorkers(global: any, source: string): void {
     set: settle,
     enumerable: false,
     configurable: true,
-  });
+  } as PropertyDescriptor);
 }
 guardWorkers(globalThis, guardWorkers.toString());
 
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
 // Array.prototype can hold no index property from here on: with its length read-only, V8
 // refuses to define one. Deno's own code, and the codec, read array holes through it.
-ObjectDefineProperty(ArrayPrototype, "length", { writable: false });
+ObjectDefineProperty(ArrayPrototype, "length", { __proto__: null, writable: false } as PropertyDescriptor);
 const g: any = globalThis;
-ObjectDefineProperty(g, "console", { value: guestConsole, writable: true, enumerable: false, configurable: true });
+ObjectDefineProperty(g, "console", { __proto__: null, value: guestConsole, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
 delete g.Deno;
 delete g.process;
 delete g.require;

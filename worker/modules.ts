@@ -334,7 +334,7 @@ export function exportsOf(namespace: any): any {
   const out: any = {};
   const keys = ObjectKeys(namespace);
   for (let i = 0; i < keys.length; i++) {
-    ObjectDefineProperty(out, keys[i], { value: namespace[keys[i]], enumerable: true, writable: true, configurable: true });
+    ObjectDefineProperty(out, keys[i], { __proto__: null, value: namespace[keys[i]], enumerable: true, writable: true, configurable: true } as PropertyDescriptor);
   }
   return out;
 }

@@ -40,14 +40,17 @@ export const EVAL_SCRIPT = "guest:eval";
 /** code with its types replaced by spaces; throws when it needs more than that, or does
  * not parse (saying only that it failed). */
 export function stripped(strip: Strip, code: string): string {
-  const js: any = strip(code, ObjectCreate(null, { mode: { value: "strip" } }));
+  const js: any = strip(code, ObjectCreate(null, { mode: { __proto__: null, value: "strip" } as PropertyDescriptor }));
   if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
   return js;
 }
 
 /** code transformed (enums, namespaces and the rest too), reprinted; a parse error says where. */
 function transformed(strip: Strip, code: string): string {
-  const js: any = strip(code, ObjectCreate(null, { mode: { value: "transform" }, sourceMap: { value: false } }));
+  const js: any = strip(code, ObjectCreate(null, {
+    mode: { __proto__: null, value: "transform" } as PropertyDescriptor,
+    sourceMap: { __proto__: null, value: false } as PropertyDescriptor,
+  }));
   if (typeof js !== "string") throw new SyntaxErrorCtor("the TypeScript could not be transpiled");
   return js;
 }
@@ -108,9 +111,10 @@ function syntaxErrorAt(e: any, script: string, prefix = ""): SyntaxError | null 
   if (StringStartsWith(text, "SyntaxError: ")) text = StringSlice(text, "SyntaxError: ".length);
   const error = new SyntaxErrorCtor(prefix + text);
   ObjectDefineProperty(error, "stack", {
+    __proto__: null,
     value: `SyntaxError: ${prefix}${text}\n    at ${script}:${NumberParseInt(found[1], 10)}:${NumberParseInt(found[2], 10)}`,
     writable: true, enumerable: false, configurable: true,
-  });
+  } as PropertyDescriptor);
   return error;
 }
 

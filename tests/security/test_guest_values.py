@@ -265,6 +265,34 @@ def test_poisoned_intrinsics_do_not_change_a_result_of_the_same_eval(rt: pydeno.
     assert rt.eval("'still ' + 'here'") == "still here"
 
 
+# What Object.defineProperty reads from a descriptor, inherited when a descriptor is a plain
+# object: the worker's own descriptors must not pick up a guest's.
+DESCRIPTOR_KEYS: Final = ["get", "set", "value", "writable", "enumerable", "configurable"]
+
+
+def refuse(_: Any) -> None:
+    raise pydeno.ToolError("no")
+
+
+@pytest.mark.parametrize("key", DESCRIPTOR_KEYS)
+def test_descriptor_keys_on_object_prototype_leave_host_calls_and_bindings_working(key: str) -> None:
+    with pydeno.Runtime(timeout=10.0) as rt:
+        rt.bind_function("echo", lambda value: value)
+        rt.bind_function("refuse", refuse)
+        # The transpiler loads with the first TypeScript eval, through Deno's own node:module,
+        # whose code a guest's descriptor keys break: that is its own js_error, and loaded
+        # first here, as it is for every Code Mode program, the worker's part is what is tested.
+        assert rt.eval("1 as number", lang="ts") == 1
+        rt.eval(f"Object.prototype[{key!r}] = () => 'evil'")
+        assert rt.eval("await echo({a: [1, {b: 'c'}], d: 2})") == {"a": [1, {"b": "c"}], "d": 2}
+        assert rt.eval("try { await refuse(1) } catch (e) { [e.name, e.message] }") == ["ToolError", "no"]
+        rt.bind_function("later", lambda: "bound after")
+        assert rt.eval("await later()") == "bound after"
+        assert rt.eval("const n: number = 41; n + 1", lang="ts") == 42
+        with pytest.raises(pydeno.JavaScriptError, match="SyntaxError"):
+            rt.eval("const = ;", lang="ts")
+
+
 def test_poisoned_array_iteration_in_the_same_eval_is_refused_not_garbled(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError, match="iteration"):
         rt.eval("Array.prototype[Symbol.iterator] = function* () { yield 'evil'; }; [1, 2]")
