@@ -164,7 +164,7 @@ class AgentSandbox(SessionDriver):
             rt._answer_call(command, call, action.value, action.error)
             return
         try:
-            result = backend.resolve(session.call_tool(action))
+            result = rt._resolve_call(command, call, session.call_tool(action))
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
         else:

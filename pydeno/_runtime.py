@@ -254,14 +254,28 @@ class Runtime:
 
     def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
         try:
-            result = backend.resolve(target(*call.args))
+            result = self._resolve_call(command, call, target(*call.args))
         except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
+            # (or, once the runtime has failed, raised by it: a host function past max_host_wait)
             self._answer(command, call, error=exc)
         except BaseException as exc:
             self._core.abandon(command, exc)
             raise
         else:
             self._answer(command, call, result)
+
+    def _resolve_call(self, command: Command, call: HostCall, result: Any) -> Any:
+        """What a host function returned for call, awaited within the command's host-wait
+        budget: a function that outlives it fails the command (the monitor has killed the
+        worker by then), rather than hold it for as long as the function likes."""
+        finished, value = backend.resolve_within(self._core.host_call_left(), result)
+        if not finished:
+            try:
+                self._core.host_call_overran(call)
+            except BaseException as exc:
+                self._core.abandon(command, exc)
+                raise
+        return value
 
     def _step(self, startup_deadline: float) -> None:
         """One step of the handshake, which no host call can interrupt."""

@@ -7,6 +7,7 @@ and the leak guard in conftest) that the host keeps no worker process and no ext
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import re
 import signal
@@ -340,6 +341,78 @@ def test_a_host_function_slower_than_max_host_wait_gets_the_worker_killed() -> N
         assert_kind(info.value, "host_wait")
         assert_kind(info.value, "max_pause", via_agent=True)
         assert_closed(rt)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_async_host_function_that_never_returns_ends_the_command_at_max_host_wait(backend: str) -> None:
+    cancelled = []
+
+    async def forever() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.append(True)
+
+    async def main() -> None:
+        async with pydeno.AsyncRuntime(max_host_wait=0.3, timeout=10) as rt:
+            await rt.bind_function("forever", forever)
+            with pytest.raises(pydeno.RuntimeTimeout) as info:
+                await rt.eval("await forever()")
+            assert_kind(info.value, "host_wait")
+            assert rt.closed
+
+    anyio.run(main, backend=backend)
+    assert cancelled == [True]
+
+
+def test_a_sync_runtimes_async_host_function_that_never_returns_ends_the_command_at_max_host_wait() -> None:
+    async def forever() -> None:
+        await asyncio.sleep(3600)
+
+    with pydeno.Runtime(max_host_wait=0.3, timeout=10) as rt:
+        rt.bind_function("forever", forever)
+        with pytest.raises(pydeno.RuntimeTimeout) as info:
+            rt.eval("await forever()")
+        assert_kind(info.value, "host_wait")
+        assert_closed(rt)
+
+
+async def never_answers(query: str) -> str:
+    await anyio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("how", ["execute", "start"])
+def test_an_async_code_mode_tool_that_never_returns_ends_the_program_at_max_host_wait(how: str) -> None:
+    async def main() -> None:
+        async with pydeno.AsyncCodeMode([pydeno.Tool("search", never_answers)], max_host_wait=0.3) as cm:
+            result = await getattr(cm, how)("await tools.search({query: 'x'})")
+            assert isinstance(result, pydeno.ExecutionResult)
+            assert not result.ok
+            assert result.error is not None and result.error["kind"] == "host_wait"
+            again = await cm.execute("1 + 1")
+            assert again.ok and again.value == 2
+
+    anyio.run(main)
+
+
+def test_an_async_agent_tool_that_never_returns_ends_the_run_at_max_pause() -> None:
+    async def main() -> None:
+        async with pydeno.AsyncAgentSandbox({"search": never_answers}, max_pause=0.3) as agent:
+            with pytest.raises(pydeno.RuntimeTimeout) as info:
+                await agent.run("await tools.search('x')")
+            assert_kind(info.value, "max_pause", via_agent=True)
+
+    anyio.run(main)
+
+
+def test_an_async_host_function_that_raises_timeout_error_itself_is_the_guests_error() -> None:
+    async def gives_up() -> None:
+        raise TimeoutError("upstream took too long")
+
+    with pydeno.Runtime(max_host_wait=5, timeout=10, expose_host_errors=True) as rt:
+        rt.bind_function("gives_up", gives_up)
+        assert rt.eval("try { await gives_up() } catch (e) { e.message }") == "upstream took too long"
 
 
 # -- console --------------------------------------------------------------------------------

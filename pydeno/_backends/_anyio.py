@@ -105,6 +105,17 @@ async def resolve(result: Any) -> Any:
     return result
 
 
+async def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
+    """(True, a host function's result), awaited for at most ``seconds``; (False, None) if it
+    took longer, and then it is cancelled: a function that never returns cannot hold the
+    command past its host-wait budget."""
+    if not inspect.isawaitable(result):
+        return True, result
+    with anyio.move_on_after(seconds):
+        return True, await result
+    return False, None
+
+
 def exclusive(lock: Lock) -> contextlib.nullcontext[None]:
     """What a plain (not async) method of a driver holds while it reads shared state: here
     nothing, since such a method runs on the loop's thread without yielding, so no other

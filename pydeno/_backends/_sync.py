@@ -94,6 +94,28 @@ def resolve(result: Any) -> Any:
     return result
 
 
+def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
+    """(True, a host function's result); (False, None) if an async one took more than
+    ``seconds`` (it is cancelled). A plain function cannot be interrupted in its thread: it
+    has returned by now, and the monitor killed the worker at the budget meanwhile."""
+    if not inspect.isawaitable(result):
+        return True, result
+    timeout = None if math.isinf(seconds) else max(seconds, 0.0)
+
+    async def bounded() -> tuple[bool, Any]:
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                return True, await result
+        except TimeoutError:
+            if scope.expired():
+                return False, None
+            raise  # the function's own
+
+    finished: tuple[bool, Any] = _await_sync(bounded())
+    return finished
+
+
 def _await_sync(awaitable: Awaitable[Any]) -> Any:
     """Run an async host function to completion from synchronous code."""
 

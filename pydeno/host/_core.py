@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 from .._checks import seconds
 from .._errors import (
@@ -318,6 +318,20 @@ class Core:
         command.deadline += spent
         if self.options.max_host_wait is not None and command.host_wait > self.options.max_host_wait:
             raise self.fail(self._host_wait_error())
+
+    def host_call_left(self) -> float:
+        """Seconds the running host function may still take before the command's host-wait
+        budget is spent (inf: no budget, or no host call running)."""
+        command = self.commands[-1] if self.commands else None
+        if self.options.max_host_wait is None or command is None or command.host_call_started is None:
+            return math.inf
+        return command.host_call_started + self.options.max_host_wait - command.host_wait - self.clock()
+
+    def host_call_overran(self, call: HostCall) -> NoReturn:
+        """The driver gave up waiting for a host function at the host-wait budget: the
+        command fails as the monitor's kill of the worker says."""
+        self.end_host_call(call)
+        raise self.fail(self._host_wait_error())
 
     def _host_wait_error(self) -> RuntimeTimeout:
         assert self.options.max_host_wait is not None
