@@ -173,7 +173,9 @@ class ToolSet:
 
 def _declare(name: str, schema: Mapping[str, Any], refs: Mapping[str, str]) -> str:
     if schema.get("type") == "object" and "properties" in schema:
-        return f"interface {name} {object_body(schema, refs, '')}"
+        body = object_body(schema, refs, "")
+        # An object with no properties is a Record<...>, which only a type alias can name.
+        return f"interface {name} {body}" if body.startswith("{") else f"type {name} = {body};"
     return f"type {name} = {ts_of(schema, refs)};"
 
 

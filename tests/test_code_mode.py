@@ -540,6 +540,18 @@ def test_a_program_that_type_checks_runs(cm: pydeno.CodeMode) -> None:
     assert result.ok and result.value is True
 
 
+def test_a_tool_without_arguments_is_declared_so_that_its_programs_type_check() -> None:
+    @pydeno.tool
+    def now() -> str:
+        """The time."""
+        return "noon"
+
+    with pydeno.CodeMode([now]) as cm:
+        assert "type NowInput = Record<string, never>;" in cm.typescript()
+        result = cm.execute("const t: string = await tools.now();\nt", typecheck=True)
+        assert result.ok and result.value == "noon"
+
+
 def test_typecheck_must_be_a_bool(cm: pydeno.CodeMode) -> None:
     with pytest.raises(TypeError, match="typecheck must be a bool, got str"):
         cm.execute("1", typecheck="yes")  # type: ignore[arg-type]
