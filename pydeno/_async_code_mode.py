@@ -18,6 +18,7 @@ from ._backends import _anyio as backend
 from ._checks import code_text, optional_seconds
 from ._errors import JavaScriptError, ToolError
 from ._execution import (
+    _OPEN,
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovePolicy,
     Execution,
@@ -75,6 +76,9 @@ class AsyncCodeMode:
         self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
         self._closed = False
         self._lock = backend.Lock()
+        # REPL mode (the MCP server's sessions): a program is not wrapped in a block, so its
+        # top-level let, const and class stay for the next execution on the same worker.
+        self._repl = False
 
     # -- what a model reads before it writes -------------------------------------------------
     def typescript(self) -> str:
@@ -101,7 +105,7 @@ class AsyncCodeMode:
             self._current = execution
             try:
                 rt = await self._runtime()
-                value = await rt.eval(program(code), timeout=timeout, lang="ts")
+                value = await rt.eval(self._source(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -126,7 +130,7 @@ class AsyncCodeMode:
                 return refused
             try:
                 rt = await self._runtime()
-                command = await rt._start_eval(program(code), timeout, lang="ts")
+                command = await rt._start_eval(self._source(code), timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -142,7 +146,7 @@ class AsyncCodeMode:
                 call = await rt._next_call(command)
                 if call is None:
                     return execution.result(value=rt._outcome(command))
-                pending, value, error = await self._decide(execution, call)
+                pending, value, error = await self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
                     self._paused = (paused, execution, command, call, pending)
@@ -155,14 +159,16 @@ class AsyncCodeMode:
         finally:
             self._current = None
 
-    async def _decide(self, execution: Execution, call: HostCall) -> tuple[PendingCall | None, Any, Exception | None]:
+    async def _decide(
+        self, rt: AsyncRuntime, execution: Execution, command: Command, call: HostCall
+    ) -> tuple[PendingCall | None, Any, Exception | None]:
         """A host call of the program's: the pending call to pause at, or its answer."""
         try:
             name, args = call.args if isinstance(call.args, list) and len(call.args) == 2 else (None, None)
             pending = execution.begin(name, args)
             if pending.decision == "ask":
                 return pending, None, None
-            return None, await backend.resolve(execution.run(pending)), None
+            return None, await rt._resolve_call(command, call, execution.run(pending)), None
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             return None, None, exc
 
@@ -184,7 +190,7 @@ class AsyncCodeMode:
             elif value is UNANSWERED:
                 self._current = execution
                 try:
-                    answer = await backend.resolve(execution.run(pending))
+                    answer = await rt._resolve_call(command, call, execution.run(pending))
                 except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
                     error = exc
                 finally:
@@ -227,17 +233,36 @@ class AsyncCodeMode:
         if abandoned or not isinstance(exc, JavaScriptError):
             await self._discard()
 
+    def _source(self, code: str) -> str:
+        # The pad keeps line 1's columns one more, as a program's brace makes them, so an
+        # error's position is read back the same way in both modes.
+        return " " * len(_OPEN) + code if self._repl else program(code)
+
     async def _runtime(self) -> AsyncRuntime:
-        if self._rt is None:
-            rt = AsyncRuntime(**self._options, on_console=self._console)
-            try:
-                await rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
-                await rt.eval(install_script(list(self._tools.tools), None, 0))
-            except BaseException:
-                await rt.close()
-                raise
-            self._rt = rt
+        # A runtime closed under an execution (cancelled mid-program, which kills the worker)
+        # is replaced like one that died.
+        if self._rt is None or self._rt.closed:
+            self._rt = None
+            await self._install(AsyncRuntime(**self._options, on_console=self._console))
+        assert self._rt is not None
         return self._rt
+
+    async def _use(self, rt: AsyncRuntime) -> None:
+        """Run the next execution on rt, a runtime started elsewhere (a pool's fresh worker),
+        instead of starting one. Its console handler must forward to :meth:`_console`; it is
+        closed with this Code Mode, or replaced by a new one of its own if it dies."""
+        if self._rt is not None:
+            raise RuntimeError("this Code Mode already has a runtime")
+        await self._install(rt)
+
+    async def _install(self, rt: AsyncRuntime) -> None:
+        try:
+            await rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
+            await rt.eval(install_script(list(self._tools.tools), None, 0))
+        except BaseException:
+            await rt.close()
+            raise
+        self._rt = rt
 
     async def _discard(self) -> None:
         """The worker died or was killed: the next execution starts a fresh one."""

@@ -6,6 +6,8 @@
     pydeno [options] -          # the code is all of stdin (UTF-8)
     pydeno doctor [--json]      # which OS sandbox layers a worker gets here
     pydeno errors [KIND] [--json]
+    pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S]] [--pool-size N]
+               [--timeout S] [--max-memory SIZE] [--cpu-limit S] [--sandbox MODE] [--max-code-bytes N]
 
 Evaluating code
 ---------------
@@ -39,10 +41,10 @@ error (exit 2, usage on stderr).
   str(exc)}``; for a JavaScriptError ``message`` is the guest's own ``.message`` and ``E``
   adds ``"name"`` and ``"stack"`` (the JavaScript error object's three fields).
 
-Subcommands are recognised only as the first argument (``pydeno doctor``, ``pydeno errors``),
-so they and a positional CODE share one command line. Code that is literally ``doctor`` or
-``errors``, or that starts with ``-``, goes through stdin (``echo doctor | pydeno -``) or after
-``--`` (``pydeno -- -1``).
+Subcommands are recognised only as the first argument (``pydeno doctor``, ``pydeno errors``,
+``pydeno mcp``), so they and a positional CODE share one command line. Code that is literally
+``doctor``, ``errors`` or ``mcp``, or that starts with ``-``, goes through stdin
+(``echo doctor | pydeno -``) or after ``--`` (``pydeno -- -1``).
 
 Values as JSON
 --------------
@@ -80,18 +82,34 @@ Starts one real worker with every OS layer this system allows and prints one lin
 protection (applied, missing, not applicable) with the reason, then whether
 ``sandbox="require"`` would start here. It exits 0 when it would, 1 when it would refuse.
 ``--json`` prints the report as JSON.
+
+``pydeno mcp``
+--------------
+An MCP server with one tool, ``run_javascript`` ``{code, timeout?}``, whose result is an
+:class:`~pydeno.ExecutionResult` (pydeno/_mcp_server.py; docs/mcp.md). It serves over stdio
+until stdin closes, or with ``--http`` over streamable HTTP at ``http://HOST:PORT/mcp``
+(``--host`` default ``127.0.0.1``, ``--port`` default 8765, 0 for any free port; the address
+is printed on stderr once it listens). Without ``--session`` every call runs on a fresh worker
+from a pool of ``--pool-size`` warm ones (default 2); with it each MCP session keeps one
+runtime, so top-level declarations persist, closed after ``--idle-timeout`` seconds without a
+call (default 600) or when the session ends. ``--timeout``, ``--max-memory``, ``--sandbox``
+are as for code, ``--cpu-limit S`` caps the CPU seconds of one call, and a call's own
+``timeout`` may only lower ``--timeout``. A program over ``--max-code-bytes`` (UTF-8, default
+100000) is refused as an error result. SIGINT, SIGTERM and the end of stdin stop it (exit 0)
+after every worker is closed; without the ``mcp`` extra it exits 2 saying how to install it.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import datetime as _dt
 import json
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ._errors import JavaScriptError, PydenoError
@@ -215,6 +233,7 @@ _EVAL_EPILOG = """\
 commands:
   pydeno doctor [--json]         report the OS sandbox layers in force on this machine
   pydeno errors [KIND] [--json]  the error-kind table, or one kind's page
+  pydeno mcp [options]           an MCP server with a run_javascript tool (pydeno mcp --help)
 
 exit codes:
   0  the value, as one line of JSON, on stdout
@@ -224,11 +243,16 @@ exit codes:
 Values JSON cannot hold: undefined, NaN and Infinity -> null; a Date -> its ISO string;
 bytes -> {"$bytes": base64}; a Set -> a sorted array; a function -> "<function>".
 The guest's console output goes to stderr. Code that starts with "-" or is literally
-"doctor" or "errors" goes through stdin ("pydeno -") or after "--".
+"doctor", "errors" or "mcp" goes through stdin ("pydeno -") or after "--".
 """
 
 
-_FLAGS: Final = {"timeout": "--timeout", "max_memory": "--max-memory", "sandbox": "--sandbox"}
+_FLAGS: Final = {
+    "timeout": "--timeout",
+    "max_memory": "--max-memory",
+    "sandbox": "--sandbox",
+    "cpu_limit": "--cpu-limit",
+}
 
 
 def _eval_parser() -> argparse.ArgumentParser:
@@ -299,6 +323,17 @@ def _fail(exc: BaseException, as_json: bool) -> int:
     return status
 
 
+def _check_options(parser: argparse.ArgumentParser, options: RuntimeKwargs) -> None:
+    """The runtime's own checks (max_memory's minimum), before any worker starts."""
+    try:
+        RuntimeOptions(**options)
+    except (TypeError, ValueError) as exc:
+        # The runtime's messages start with the parameter's name: name the option instead.
+        message = str(exc)
+        flag = next((f for name, f in _FLAGS.items() if message.startswith(f"{name} ")), None)
+        parser.error(f"argument {flag}: {message}" if flag else message)
+
+
 def _evaluate(argv: Sequence[str]) -> int:
     parser = _eval_parser()
     args = parser.parse_args(argv)
@@ -309,13 +344,7 @@ def _evaluate(argv: Sequence[str]) -> int:
         options["max_memory"] = args.max_memory
     if args.sandbox is not None:
         options["sandbox"] = args.sandbox
-    try:
-        RuntimeOptions(**options)  # the runtime's own checks (max_memory's minimum), before any worker
-    except (TypeError, ValueError) as exc:
-        # The runtime's messages start with the parameter's name: name the option instead.
-        message = str(exc)
-        flag = next((f for name, f in _FLAGS.items() if message.startswith(f"{name} ")), None)
-        parser.error(f"argument {flag}: {message}" if flag else message)
+    _check_options(parser, options)
     try:
         code = sys.stdin.buffer.read().decode("utf-8") if args.code == "-" else args.code
         options["on_console"] = _console
@@ -396,11 +425,131 @@ def _errors(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+# -- pydeno mcp ------------------------------------------------------------------------
+
+MCP_EXTRA_MISSING: Final = "pydeno mcp needs the mcp extra: pip install 'pydeno[mcp]'"
+_MCP_EPILOG = """\
+The tool: run_javascript {code: string, timeout?: seconds}. Its result is the run's
+ExecutionResult as structured content (ok, value, stdout, stderr, error with its kind,
+tool_calls, duration_s, truncated) and its text form as text content; a failed run is a
+result with isError true. A client's configuration: {"mcpServers": {"pydeno":
+{"command": "pydeno", "args": ["mcp", "--session"]}}}. Docs: docs/mcp.md.
+"""
+
+
+def _whole(name: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(
+                f"invalid {name} {text!r}: give a whole number of at least {minimum}{upper}"
+            )
+        return value
+
+    return parse
+
+
+def _mcp_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pydeno mcp",
+        description="Serve an MCP server with one tool, run_javascript, that runs a JavaScript or TypeScript "
+        "program in a sandboxed Deno worker. Serves over stdio unless --http is given; stops at the end of "
+        "stdin, SIGINT or SIGTERM, after closing every worker.",
+        epilog=_MCP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    parser.add_argument("--host", metavar="HOST", help="with --http: the address to bind (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=_whole("port", 0, 65535), metavar="N", help="with --http: the port (default 8765; 0: any free)"
+    )
+    parser.add_argument(
+        "--session",
+        action="store_true",
+        help="keep one runtime per MCP session, so top-level declarations persist from call to call "
+        "(default: every call runs on a fresh worker)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --session: close a session's worker after this long without a call (default 600)",
+    )
+    parser.add_argument(
+        "--pool-size",
+        type=_whole("pool size", 1),
+        metavar="N",
+        help="without --session: fresh workers kept warm for the next calls (default 2)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds one call may take (default 30); a call's own timeout may only lower it",
+    )
+    parser.add_argument(
+        "--max-memory", type=parse_size, metavar="SIZE", help=f"each worker's memory cap: {SIZE_FORMS}; default 512M"
+    )
+    parser.add_argument(
+        "--cpu-limit", type=_seconds, metavar="SECONDS", help="CPU seconds one call may use (default: no cap)"
+    )
+    parser.add_argument(
+        "--sandbox", choices=SANDBOX_MODES, help="OS sandbox: require every layer (default), best_effort, or off"
+    )
+    parser.add_argument(
+        "--max-code-bytes",
+        type=_whole("size", 1),
+        metavar="N",
+        help="refuse a program longer than N bytes of UTF-8 (default 100000)",
+    )
+    return parser
+
+
+def _mcp(argv: Sequence[str]) -> int:
+    parser = _mcp_parser()
+    args = parser.parse_args(argv)
+    if not args.http and (args.host is not None or args.port is not None):
+        parser.error("--host and --port need --http (without it the server speaks over stdio)")
+    options: RuntimeKwargs = {}
+    if args.max_memory is not None:
+        options["max_memory"] = args.max_memory
+    if args.cpu_limit is not None:
+        options["cpu_limit"] = args.cpu_limit
+    if args.sandbox is not None:
+        options["sandbox"] = args.sandbox
+    _check_options(parser, {**options, "timeout": args.timeout} if args.timeout is not None else options)
+    try:
+        from ._mcp_server import ServerConfig, serve
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "uvicorn", "starlette"}:
+            raise
+        print(MCP_EXTRA_MISSING, file=sys.stderr)
+        return EXIT_FAILURE
+    config = ServerConfig(http=args.http, session=args.session, runtime=options)
+    changes: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("host", args.host),
+            ("port", args.port),
+            ("idle_timeout", args.idle_timeout),
+            ("pool_size", args.pool_size),
+            ("max_code_bytes", args.max_code_bytes),
+            ("timeout", args.timeout),
+        )
+        if value is not None
+    }
+    return serve(dataclasses.replace(config, **changes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on argv (default ``sys.argv[1:]``) and return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     # A subcommand only as the first argument; anything else is code and its options.
-    commands = {"doctor": _doctor, "errors": _errors}
+    commands = {"doctor": _doctor, "errors": _errors, "mcp": _mcp}
     if args and args[0] in commands:
         return commands[args[0]](args[1:])
     return _evaluate(args)

@@ -19,6 +19,7 @@ from ._backends import _sync as backend
 from ._checks import code_text, optional_seconds
 from ._errors import JavaScriptError, ToolError
 from ._execution import (
+    _OPEN,
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovePolicy,
     Execution,
@@ -77,6 +78,9 @@ class CodeMode:
         self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
         self._closed = False
         self._lock = backend.Lock()
+        # REPL mode (the MCP server's sessions): a program is not wrapped in a block, so its
+        # top-level let, const and class stay for the next execution on the same worker.
+        self._repl = False
 
     # -- what a model reads before it writes -------------------------------------------------
     def typescript(self) -> str:
@@ -103,7 +107,7 @@ class CodeMode:
             self._current = execution
             try:
                 rt = self._runtime()
-                value = rt.eval(program(code), timeout=timeout, lang="ts")
+                value = rt.eval(self._source(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -128,7 +132,7 @@ class CodeMode:
                 return refused
             try:
                 rt = self._runtime()
-                command = rt._start_eval(program(code), timeout, lang="ts")
+                command = rt._start_eval(self._source(code), timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -144,7 +148,7 @@ class CodeMode:
                 call = rt._next_call(command)
                 if call is None:
                     return execution.result(value=rt._outcome(command))
-                pending, value, error = self._decide(execution, call)
+                pending, value, error = self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
                     self._paused = (paused, execution, command, call, pending)
@@ -157,14 +161,16 @@ class CodeMode:
         finally:
             self._current = None
 
-    def _decide(self, execution: Execution, call: HostCall) -> tuple[PendingCall | None, Any, Exception | None]:
+    def _decide(
+        self, rt: Runtime, execution: Execution, command: Command, call: HostCall
+    ) -> tuple[PendingCall | None, Any, Exception | None]:
         """A host call of the program's: the pending call to pause at, or its answer."""
         try:
             name, args = call.args if isinstance(call.args, list) and len(call.args) == 2 else (None, None)
             pending = execution.begin(name, args)
             if pending.decision == "ask":
                 return pending, None, None
-            return None, backend.resolve(execution.run(pending)), None
+            return None, rt._resolve_call(command, call, execution.run(pending)), None
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             return None, None, exc
 
@@ -186,7 +192,7 @@ class CodeMode:
             elif value is UNANSWERED:
                 self._current = execution
                 try:
-                    answer = backend.resolve(execution.run(pending))
+                    answer = rt._resolve_call(command, call, execution.run(pending))
                 except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
                     error = exc
                 finally:
@@ -227,17 +233,36 @@ class CodeMode:
         if abandoned or not isinstance(exc, JavaScriptError):
             self._discard()
 
+    def _source(self, code: str) -> str:
+        # The pad keeps line 1's columns one more, as a program's brace makes them, so an
+        # error's position is read back the same way in both modes.
+        return " " * len(_OPEN) + code if self._repl else program(code)
+
     def _runtime(self) -> Runtime:
-        if self._rt is None:
-            rt = Runtime(**self._options, on_console=self._console)
-            try:
-                rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
-                rt.eval(install_script(list(self._tools.tools), None, 0))
-            except BaseException:
-                rt.close()
-                raise
-            self._rt = rt
+        # A runtime closed under an execution (cancelled mid-program, which kills the worker)
+        # is replaced like one that died.
+        if self._rt is None or self._rt.closed:
+            self._rt = None
+            self._install(Runtime(**self._options, on_console=self._console))
+        assert self._rt is not None
         return self._rt
+
+    def _use(self, rt: Runtime) -> None:
+        """Run the next execution on rt, a runtime started elsewhere (a pool's fresh worker),
+        instead of starting one. Its console handler must forward to :meth:`_console`; it is
+        closed with this Code Mode, or replaced by a new one of its own if it dies."""
+        if self._rt is not None:
+            raise RuntimeError("this Code Mode already has a runtime")
+        self._install(rt)
+
+    def _install(self, rt: Runtime) -> None:
+        try:
+            rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
+            rt.eval(install_script(list(self._tools.tools), None, 0))
+        except BaseException:
+            rt.close()
+            raise
+        self._rt = rt
 
     def _discard(self) -> None:
         """The worker died or was killed: the next execution starts a fresh one."""
