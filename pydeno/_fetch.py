@@ -1,0 +1,947 @@
+"""``HttpFetch``: the guest's only road to the network, on the host's terms.
+
+The guest never opens a socket. It asks the host, which checks every request against one
+policy before anything is sent: the URL must fall under an allowed prefix (an origin and a
+path prefix, compared segment by segment), its host must be written canonically, the method
+and headers must be allowed and the body within its cap. The host then resolves the name
+itself, refuses private, loopback, link-local and metadata addresses unless they are allowed
+explicitly, and connects to the very address it checked, so a name that resolves differently
+a second time (DNS rebinding) gains nothing. Redirects are followed by the host, hop by hop,
+each hop checked like the first. Headers the host injects (credentials) go upstream only and
+never reach the guest.
+
+One policy, one I/O path: requests run on a synchronous ``httpx.Client``; an async runtime
+runs them in a worker thread, so the same code serves ``Runtime`` and ``AsyncRuntime`` under
+any event loop, and the total ``timeout`` is enforced on every socket operation.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import ssl
+import time
+import urllib.parse
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
+
+from ._errors import FetchFailed, FetchRefused, FetchTimeout
+from ._tool import Tool
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ._async_runtime import AsyncRuntime
+    from ._runtime import Runtime
+
+__all__ = ["HttpFetch"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Redirect = Literal["follow", "manual", "error"]
+
+HOST_FUNCTION: Final = "__pydeno_fetch"
+_MAX_URL: Final = 8192
+_MAX_HEADERS: Final = 64
+_MAX_HEADER_BYTES: Final = 16384
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_REDIRECT_MODES: Final[dict[str, Redirect]] = {"follow": "follow", "manual": "manual", "error": "error"}
+
+# Names the guest may not set: the host owns the connection, the framing and the encoding,
+# and there is no cookie jar to speak for (the fetch standard forbids much the same list).
+_FORBIDDEN_REQUEST: Final = frozenset(
+    {
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "cookie",
+        "cookie2",
+        "expect",
+        "host",
+        "http2-settings",
+        "keep-alive",
+        "set-cookie",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Set-Cookie may carry a session the injected credentials opened; hop-by-hop headers
+# describe the host's connection, not the resource.
+_HIDDEN_RESPONSE: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "set-cookie",
+        "set-cookie2",
+        "te",
+        "trailer",
+        "transfer-encoding",
+    }
+)
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_BAD_VALUE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_URL: Final = re.compile(r"[\x00-\x20\x7f\\]")
+_LABEL: Final = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
+_NUMERIC_LABEL: Final = re.compile(r"[0-9]+|0x[0-9a-f]*\Z")
+_OCTET: Final = re.compile(r"(?:0|[1-9][0-9]{0,2})\Z")
+
+# Addresses that answer with a cloud instance's credentials. A network in allow_addresses
+# never covers them; only the address itself, allowed on its own, does.
+_METADATA: Final[frozenset[IPAddress]] = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "169.254.169.253",
+        "169.254.169.123",
+        "169.254.170.2",
+        "169.254.170.23",
+        "100.100.100.200",
+        "168.63.129.16",
+        "192.0.0.192",
+        "fd00:ec2::254",
+        "fd00:ec2::253",
+        "fd00:ec2::23",
+    )
+)
+_CGNAT: Final = ipaddress.ip_network("100.64.0.0/10")
+_NAT64: Final = ipaddress.ip_network("64:ff9b::/96")
+
+
+class _Refusal(Exception):
+    """Why a URL or an address is not allowed (made into the error by the caller)."""
+
+
+# --- URLs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    url: httpx.URL
+    scheme: str
+    host: str
+    port: int
+    segments: tuple[str, ...]
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+
+def _canonical_host(raw: str) -> str:
+    if ":" in raw:
+        if "%" in raw:
+            raise _Refusal("an IPv6 zone index is not allowed")
+        try:
+            return ipaddress.IPv6Address(raw).compressed
+        except ValueError:
+            raise _Refusal(f"{raw!r} is not an IPv6 address") from None
+    if not raw:
+        raise _Refusal("the URL has no host")
+    if raw.endswith("."):
+        raise _Refusal("the host ends with a dot; write it without the trailing dot")
+    labels = raw.split(".")
+    if _NUMERIC_LABEL.match(labels[-1]):
+        if len(labels) == 4 and all(_OCTET.match(p) and int(p) <= 255 for p in labels):
+            return raw
+        raise _Refusal(f"{raw!r} is a numeric alias of an address; write an IPv4 address as four decimal octets")
+    if len(raw) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise _Refusal(f"{raw!r} is not a valid host name")
+    import idna
+
+    for label in labels:
+        if label.startswith("xn--"):
+            try:
+                idna.decode(label)
+            except idna.IDNAError:
+                raise _Refusal(f"{raw!r} has a label that is not valid IDNA") from None
+    return raw
+
+
+def _segments(raw_path: str) -> tuple[str, ...]:
+    """The path's segments, percent-decoded, refusing what could climb out of a prefix once
+    a server decodes it."""
+    out = []
+    for part in raw_path.split("/")[1:]:
+        lowered = part.lower()
+        if "%2f" in lowered or "%5c" in lowered:
+            raise _Refusal("the path has an encoded '/' or '\\'")
+        decoded = urllib.parse.unquote(part, errors="strict")
+        # Some servers read "..;x" as ".." with a path parameter.
+        if decoded.partition(";")[0] in (".", ".."):
+            raise _Refusal("the path has a '.' or '..' segment (percent-encoded or not)")
+        if _BAD_VALUE.search(decoded) or "\t" in decoded:
+            raise _Refusal("the path has a control character")
+        out.append(decoded)
+    return tuple(out)
+
+
+def _parse(text: Any) -> _Target:
+    if not isinstance(text, str):
+        raise _Refusal(f"the URL must be a string, got {type(text).__name__}")
+    if len(text) > _MAX_URL:
+        raise _Refusal(f"the URL is longer than {_MAX_URL} characters")
+    if _BAD_URL.search(text):
+        raise _Refusal("the URL has a space, a control character or a backslash")
+    import httpx
+
+    try:
+        url = httpx.URL(text)
+    except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        raise _Refusal(f"the URL is not valid ({exc})") from None
+    scheme = url.scheme
+    if scheme not in _DEFAULT_PORTS:
+        raise _Refusal(f"only http and https URLs are allowed, not {scheme or 'a relative URL'}")
+    if url.userinfo:
+        raise _Refusal("the URL has user information (user@host); send credentials as headers")
+    host = _canonical_host(url.raw_host.decode("ascii"))
+    port = url.port if url.port is not None else _DEFAULT_PORTS[scheme]
+    if not 1 <= port <= 65535:
+        raise _Refusal(f"port {port} is out of range")
+    path = url.raw_path.decode("ascii").partition("?")[0]
+    try:
+        segments = _segments(path)
+    except UnicodeDecodeError:
+        raise _Refusal("the path's percent-encoding is not UTF-8") from None
+    return _Target(url.copy_with(fragment=None), scheme, host, port, segments)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    text: str
+    origin: tuple[str, str, int]
+    segments: tuple[str, ...]
+    headers: tuple[tuple[str, str], ...]
+
+    def covers(self, target: _Target) -> bool:
+        n = len(self.segments)
+        return target.origin == self.origin and target.segments[:n] == self.segments
+
+
+def _entry(text: Any, headers: Any) -> _Entry:
+    if not isinstance(text, str):
+        raise TypeError(f"each allow entry must be a URL prefix string, got {type(text).__name__}")
+    try:
+        target = _parse(text)
+    except _Refusal as exc:
+        raise ValueError(f"allow entry {text!r}: {exc}") from None
+    if target.url.query or "#" in text:
+        raise ValueError(f"allow entry {text!r}: a prefix has no query or fragment")
+    segments = target.segments
+    # "/v1/" and "/v1" both mean /v1 and everything under it.
+    if segments and segments[-1] == "":
+        segments = segments[:-1]
+    if "" in segments:
+        raise ValueError(f"allow entry {text!r}: the path has an empty segment")
+    return _Entry(text, target.origin, segments, _headers_option(f"allow entry {text!r}: headers", headers))
+
+
+def _headers_option(what: str, headers: Any) -> tuple[tuple[str, str], ...]:
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"{what} must be a mapping of header name to value, got {type(headers).__name__}")
+    out = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValueError(f"{what}: {name!r} is not a valid header name")
+        if not isinstance(value, str) or _BAD_VALUE.search(value):
+            # The value is a secret: never repeat it.
+            raise ValueError(f"{what}: the value of {name!r} must be a str without control characters")
+        if name.lower() in _FORBIDDEN_REQUEST:
+            raise ValueError(f"{what}: {name!r} is set by the connection, not by a header option")
+        out.append((name.lower(), value))
+    return tuple(out)
+
+
+# --- addresses ------------------------------------------------------------------------------
+
+
+def _embedded_v4(ip: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for (mapped, NAT64, 6to4), if any."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return None
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour
+
+
+def _why_not_public(ip: IPAddress) -> str | None:
+    if ip in _METADATA:
+        return "a cloud metadata address"
+    checks = (
+        (ip.is_loopback, "a loopback address"),
+        (ip.is_unspecified, "an unspecified address"),
+        (ip.is_link_local, "a link-local address"),
+        (ip.is_multicast, "a multicast address"),
+        (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "a shared (CGNAT) address"),
+        (ip.is_private, "a private address"),
+        (ip.is_reserved, "a reserved address"),
+        (not ip.is_global, "not a public address"),
+    )
+    return next((why for bad, why in checks if bad), None)
+
+
+@dataclass(frozen=True, slots=True)
+class _AddressPolicy:
+    allowed: tuple[IPNetwork, ...]
+
+    def refusal(self, ip: IPAddress) -> str | None:
+        """None if the host may connect to ip, else why not."""
+        v4 = _embedded_v4(ip)
+        candidates: list[IPAddress] = [ip] if v4 is None else [v4]
+        for candidate in candidates:
+            why = _why_not_public(candidate)
+            if why is None:
+                continue
+            if candidate in _METADATA:
+                allowed = any(net.num_addresses == 1 and candidate in net for net in self.allowed)
+            else:
+                allowed = any(candidate in net for net in self.allowed)
+            if not allowed:
+                return why
+        return None
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Request:
+    url: str
+    method: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
+    redirect: Redirect
+
+
+@dataclass(slots=True)
+class _Answer:
+    status: int
+    status_text: str
+    url: str
+    redirected: bool
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "statusText": self.status_text,
+            "url": self.url,
+            "redirected": self.redirected,
+            "headers": [list(pair) for pair in self.headers],
+            "body": self.body,
+        }
+
+    def tool_output(self) -> dict[str, Any]:
+        headers: dict[str, str] = {}
+        for name, value in self.headers:
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        return {
+            "status": self.status,
+            "headers": headers,
+            "body": self.body.decode("utf-8", errors="replace"),
+            "url": self.url,
+        }
+
+
+def _show(url: str) -> str:
+    """A guest's URL as a message shows it: escaped, and cut if long."""
+    text = url.encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+class HttpFetch:
+    """``HttpFetch(allow, *, allow_addresses=(), methods=("GET", "HEAD"), headers=None,
+    timeout=30.0, max_redirects=5, max_request_bytes=1 MiB, max_response_bytes=4 MiB,
+    ssl_context=None)``.
+
+    ``allow`` lists the URL prefixes a guest may fetch: an origin (``scheme://host[:port]``)
+    and optionally a path prefix, compared segment by segment (``https://api.example.com/v1/``
+    allows ``/v1`` and everything under it, not ``/v10``). It may also be a mapping of prefix
+    to headers that the host adds to requests under that prefix alone. ``headers`` are added
+    to every request the guest makes (not to a redirect's hop to another origin). The guest
+    never sees an added header. ``allow_addresses`` lists the addresses or networks
+    (``"127.0.0.1"``, ``"10.0.0.0/8"``) the host may connect to although they are not public.
+    ``ssl_context`` verifies https servers (the system's trusted CAs by default).
+
+    ``fetch.attach(rt)`` installs a guest ``fetch(url, init?)``; ``fetch.tool()`` is the
+    same as a :class:`~pydeno.Tool` for Code Mode. ``close()`` (or ``with``) closes its
+    connections.
+    """
+
+    def __init__(
+        self,
+        allow: Iterable[str] | Mapping[str, Mapping[str, str] | None],
+        *,
+        allow_addresses: Iterable[str] = (),
+        methods: Iterable[str] = ("GET", "HEAD"),
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        max_redirects: int = 5,
+        max_request_bytes: int = 2**20,
+        max_response_bytes: int = 4 * 2**20,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        if isinstance(allow, (str, bytes)):
+            raise TypeError("allow must be a list of URL prefixes (or a mapping of prefix to headers), not one string")
+        pairs: list[tuple[Any, Any]]
+        if isinstance(allow, Mapping):
+            pairs = list(allow.items())
+        elif isinstance(allow, Iterable):
+            pairs = [(text, None) for text in allow]
+        else:
+            raise TypeError(f"allow must be a list of URL prefixes, got {type(allow).__name__}")
+        if not pairs:
+            raise ValueError("allow is empty: list the URL prefixes the guest may fetch")
+        self._entries = tuple(_entry(text, extra) for text, extra in pairs)
+        self._headers = _headers_option("headers", headers)
+        self._addresses = _AddressPolicy(tuple(_network(a) for a in _strings("allow_addresses", allow_addresses)))
+        self.methods = frozenset(_method_option(m) for m in _strings("methods", methods))
+        if not self.methods:
+            raise ValueError("methods is empty: allow at least one method, e.g. methods=['GET']")
+        self.timeout = _positive("timeout", timeout)
+        self.max_redirects = _count("max_redirects", max_redirects, 0)
+        self.max_request_bytes = _count("max_request_bytes", max_request_bytes, 0)
+        self.max_response_bytes = _count("max_response_bytes", max_response_bytes, 0)
+        injected = [*self._headers, *(pair for e in self._entries for pair in e.headers)]
+        self._secrets = tuple({value for _, value in injected if value.strip()})
+        from . import _fetch_transport
+
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise TypeError(f"ssl_context must be an ssl.SSLContext or None, got {type(ssl_context).__name__}")
+        self._client = _fetch_transport.client(self._addresses.refusal, ssl_context)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<pydeno.HttpFetch allow={[e.text for e in self._entries]!r} methods={sorted(self.methods)!r}>"
+
+    @property
+    def read_only(self) -> bool:
+        """True when only GET and HEAD are allowed."""
+        return self.methods <= {"GET", "HEAD"}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connections. Idempotent; a fetch after it fails."""
+        self._closed = True
+        self._client.close()
+
+    def __enter__(self) -> HttpFetch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> HttpFetch:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- exposure ----------------------------------------------------------------------------
+    @overload
+    def attach(self, rt: Runtime) -> None: ...
+    @overload
+    def attach(self, rt: AsyncRuntime) -> Awaitable[None]: ...
+    def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
+        """Install the guest's ``fetch(url, init?)`` in rt (a coroutine to await for an
+        AsyncRuntime)."""
+        from ._async_runtime import AsyncRuntime
+
+        if rt._has_function(HOST_FUNCTION):
+            raise RuntimeError("an HttpFetch is already attached to this runtime")
+        if isinstance(rt, AsyncRuntime):
+            return self._attach_async(rt)
+        rt.bind_function(HOST_FUNCTION, self._guest_call)
+        rt.eval(_INSTALL)
+        return None
+
+    async def _attach_async(self, rt: AsyncRuntime) -> None:
+        await rt.bind_function(HOST_FUNCTION, self._guest_call_async)
+        await rt.eval(_INSTALL)
+
+    def tool(self, name: str = "fetch", *, description: str | None = None) -> Tool:
+        """This fetch as a Code Mode tool: ``tools.<name>({url, method?, headers?, body?})``
+        answers ``{status, headers, body, url}`` (the body as text)."""
+        methods = sorted(self.methods)
+        return Tool(
+            name,
+            _ToolCall(self),
+            description=description
+            or (
+                "Fetch a URL over HTTP(S) through the host; only these prefixes are allowed: "
+                + ", ".join(e.text for e in self._entries)
+                + f". Methods: {', '.join(methods)}."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "description": "an absolute http(s) URL under an allowed prefix"},
+                    "method": {"type": "string", "enum": methods, "default": "GET"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": {"type": "string"},
+                },
+                "required": ["url"],
+                "additionalProperties": False,
+            },
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "status": {"type": "integer"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": {"type": "string"},
+                    "url": {"type": "string"},
+                },
+                "required": ["status", "headers", "body", "url"],
+            },
+            read_only=self.read_only,
+        )
+
+    # -- the host functions --------------------------------------------------------------------
+    def _guest_call(self, url: Any = None, init: Any = None) -> dict[str, Any]:
+        return self._run(self._guest_request(url, init)).wire()
+
+    async def _guest_call_async(self, url: Any = None, init: Any = None) -> dict[str, Any]:
+        import anyio.to_thread
+
+        request = self._guest_request(url, init)
+        answer = await anyio.to_thread.run_sync(self._run, request, abandon_on_cancel=True)
+        return answer.wire()
+
+    def _guest_request(self, url: Any, init: Any) -> _Request:
+        if init is None:
+            init = {}
+        if not isinstance(init, dict):
+            raise FetchRefused("fetch refused: init must be an object")
+        shown = url if isinstance(url, str) else repr(type(url).__name__)
+        method = init.get("method")
+        method = "GET" if method is None else method
+        if not isinstance(method, str) or not _TOKEN.match(method):
+            raise FetchRefused(f"fetch refused: {_show(shown)}: the method must be an HTTP method name")
+        headers = init.get("headers")
+        pairs: list[Any]
+        if headers is None:
+            pairs = []
+        elif isinstance(headers, dict):
+            pairs = list(headers.items())
+        elif isinstance(headers, list):
+            pairs = headers
+        else:
+            raise FetchRefused(f"fetch refused: {_show(shown)}: headers must be an object or a list of pairs")
+        redirect = init.get("redirect", "follow")
+        mode = _REDIRECT_MODES.get(redirect) if isinstance(redirect, str) else None
+        if mode is None:
+            raise FetchRefused(f"fetch refused: {_show(shown)}: redirect must be 'follow', 'manual' or 'error'")
+        return self._request(url, method, pairs, init.get("body"), mode)
+
+    def _request(self, url: Any, method: str, pairs: list[Any], body: Any, redirect: Redirect) -> _Request:
+        """The guest's request, checked before anything is resolved or sent."""
+        method = method.upper() if method.upper() in _STANDARD_METHODS else method
+        where = f"{method} {_show(url) if isinstance(url, str) else 'a non-string URL'}"
+        if self._closed:
+            raise FetchFailed(f"fetch failed: {where}: this HttpFetch is closed")
+        if not isinstance(url, str):
+            raise FetchRefused(f"fetch refused: {where}: the URL must be a string")
+        self._check_url(url, where)
+        if method not in self.methods:
+            raise FetchRefused(
+                f"fetch refused: {where}: method {method} is not allowed (methods={sorted(self.methods)})"
+            )
+        headers: list[tuple[str, str]] = []
+        size = 0
+        if len(pairs) > _MAX_HEADERS:
+            raise FetchRefused(f"fetch refused: {where}: more than {_MAX_HEADERS} headers")
+        for pair in pairs:
+            if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+                raise FetchRefused(f"fetch refused: {where}: each header must be a [name, value] pair of strings")
+            name, value = pair
+            if not _TOKEN.match(name):
+                raise FetchRefused(f"fetch refused: {where}: {_show(name)!r} is not a valid header name")
+            lowered = name.lower()
+            if lowered in _FORBIDDEN_REQUEST or lowered.startswith(("proxy-", "sec-")):
+                raise FetchRefused(f"fetch refused: {where}: the guest may not set the {lowered} header")
+            if _BAD_VALUE.search(value):
+                raise FetchRefused(f"fetch refused: {where}: the {lowered} header has a control character")
+            size += len(name) + len(value)
+            headers.append((lowered, value))
+        if size > _MAX_HEADER_BYTES:
+            raise FetchRefused(f"fetch refused: {where}: the headers are over {_MAX_HEADER_BYTES} bytes")
+        data: bytes | None
+        if body is None:
+            data = None
+        elif isinstance(body, str):
+            data = body.encode("utf-8", errors="surrogatepass")
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            data = bytes(body)
+        else:
+            raise FetchRefused(f"fetch refused: {where}: the body must be a string or bytes")
+        if data is not None and method in ("GET", "HEAD"):
+            raise FetchRefused(f"fetch refused: {where}: a {method} request cannot have a body")
+        if data is not None and len(data) > self.max_request_bytes:
+            raise FetchRefused(
+                f"fetch refused: {where}: the body of {len(data)} bytes is over "
+                f"max_request_bytes={self.max_request_bytes}"
+            )
+        return _Request(url, method, headers, data, redirect)
+
+    def _check_url(self, url: str, where: str) -> tuple[_Target, _Entry]:
+        """The target and its most specific entry, or FetchRefused. A host written as an
+        address is checked here, before any connection could be attempted."""
+        try:
+            target = _parse(url)
+        except _Refusal as exc:
+            raise FetchRefused(f"fetch refused: {where}: {exc}") from None
+        entries = [e for e in self._entries if e.covers(target)]
+        if not entries:
+            raise FetchRefused(f"fetch refused: {where}: not under any allowed prefix (allow=)")
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(target.host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            why = self._addresses.refusal(literal)
+            if why is not None:
+                raise FetchRefused(
+                    f"fetch refused: {where}: {literal} is {why}; allow it with allow_addresses= only knowingly"
+                )
+        return target, max(entries, key=lambda e: len(e.segments))
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def _run(self, request: _Request) -> _Answer:
+        """Send request, following redirects hop by hop, all within the timeout."""
+        import httpcore
+
+        from ._fetch_transport import DEADLINE, AddressRefused
+
+        token = DEADLINE.set(time.monotonic() + self.timeout)
+        first = f"{request.method} {_show(request.url)}"
+        try:
+            return self._exchange(request)
+        except AddressRefused as exc:
+            raise FetchRefused(f"fetch refused: {first}: {self._scrub(str(exc))}") from None
+        except httpcore.TimeoutException:
+            raise FetchTimeout(f"fetch timed out after {self.timeout}s: {first}") from None
+        except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, OSError) as exc:
+            reason = self._scrub(str(exc)) or type(exc).__name__
+            raise FetchFailed(f"fetch failed: {first}: {reason}") from None
+        finally:
+            DEADLINE.reset(token)
+
+    def _exchange(self, request: _Request) -> _Answer:
+        import httpx
+
+        from ._fetch_transport import remaining
+
+        url, method, body = request.url, request.method, request.body
+        guest_headers = list(request.headers)
+        origin = _parse(url).origin
+        for hop in range(self.max_redirects + 1):
+            where = f"{method} {_show(url)}"
+            target, entry = self._check_url(url, where)
+            # The host's headers: this entry's own always; the global ones only on the
+            # origin the guest asked for, never on one a redirect chose.
+            injected = dict(entry.headers)
+            if target.origin == origin:
+                injected = {**dict(self._headers), **injected}
+            sent = dict(guest_headers)
+            if target.origin != origin:
+                sent.pop("authorization", None)
+            sent.update(injected)
+            outgoing = self._client.build_request(
+                method, target.url, headers=sent, content=body, timeout=httpx.Timeout(remaining(None))
+            )
+            response = self._client.send(outgoing, stream=True)
+            try:
+                location = response.headers.get("location")
+                if response.status_code in _REDIRECTS and location is not None and request.redirect != "manual":
+                    if request.redirect == "error":
+                        raise FetchFailed(f"fetch failed: {where}: answered with a redirect and redirect is 'error'")
+                    if hop == self.max_redirects:
+                        break
+                    try:
+                        next_url = str(target.url.join(location))
+                    except (httpx.InvalidURL, UnicodeError, ValueError):
+                        raise FetchFailed(
+                            f"fetch failed: {where}: the redirect's Location is not a valid URL"
+                        ) from None
+                    if (response.status_code == 303 and method != "HEAD") or (
+                        response.status_code in (301, 302) and method == "POST"
+                    ):
+                        method, body = "GET", None
+                        guest_headers = [(k, v) for k, v in guest_headers if not k.startswith("content-")]
+                    try:
+                        self._check_url(next_url, f"{method} {_show(next_url)}")
+                    except FetchRefused as exc:
+                        reason = str(exc).removeprefix("fetch refused: ")
+                        raise FetchRefused(f"fetch refused: redirect from {where} to {self._scrub(reason)}") from None
+                    if method not in self.methods:
+                        raise FetchRefused(f"fetch refused: redirect from {where}: method {method} is not allowed")
+                    url = next_url
+                    continue
+                return _Answer(
+                    response.status_code,
+                    response.reason_phrase,
+                    self._scrub(str(target.url)),
+                    hop > 0,
+                    self._response_headers(response),
+                    self._body(response, where, method),
+                )
+            finally:
+                response.close()
+        first = f"{request.method} {_show(request.url)}"
+        raise FetchFailed(f"fetch failed: {first}: more than max_redirects={self.max_redirects} redirects")
+
+    def _response_headers(self, response: httpx.Response) -> list[tuple[str, str]]:
+        out = []
+        for raw_name, raw_value in response.headers.raw:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            if name in _HIDDEN_RESPONSE or any(secret in value for secret in self._secrets):
+                continue
+            out.append((name, value))
+        return out
+
+    def _body(self, response: httpx.Response, where: str, method: str) -> bytes:
+        cap = self.max_response_bytes
+        over = f"fetch failed: {where}: the response is over max_response_bytes={cap}"
+        declared = response.headers.get("content-length")
+        if method != "HEAD" and declared is not None and declared.isdigit() and int(declared) > cap:
+            raise FetchFailed(over)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_raw():
+            size += len(chunk)
+            if size > cap:
+                raise FetchFailed(over)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class _ToolCall:
+    """The function behind ``HttpFetch.tool()``: synchronous in a synchronous runtime, an
+    awaitable (the request in a worker thread) where an event loop runs this thread."""
+
+    __slots__ = ("_fetch",)
+
+    def __init__(self, fetch: HttpFetch) -> None:
+        self._fetch = fetch
+
+    def __call__(self, arguments: dict[str, Any]) -> Any:
+        fetch = self._fetch
+        headers = arguments.get("headers") or {}
+        request = fetch._request(
+            arguments.get("url"),
+            arguments.get("method") or "GET",
+            list(headers.items()),
+            arguments.get("body"),
+            "follow",
+        )
+        import sniffio
+
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return fetch._run(request).tool_output()
+        return self._in_thread(request)
+
+    async def _in_thread(self, request: _Request) -> dict[str, Any]:
+        import anyio.to_thread
+
+        answer = await anyio.to_thread.run_sync(self._fetch._run, request, abandon_on_cancel=True)
+        return answer.tool_output()
+
+
+_STANDARD_METHODS: Final = frozenset({"DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
+
+
+def _method_option(method: str) -> str:
+    if not _TOKEN.match(method):
+        raise ValueError(f"methods: {method!r} is not an HTTP method name")
+    upper = method.upper()
+    if upper in ("CONNECT", "TRACE"):
+        raise ValueError(f"methods: {upper} cannot be allowed (it would tunnel or echo the host's headers)")
+    return upper if upper in _STANDARD_METHODS else method
+
+
+def _strings(name: str, values: Any) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a list of strings, got {type(values).__name__}")
+    out = list(values)
+    for value in out:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a list of strings, got an item of type {type(value).__name__}")
+    return out
+
+
+def _network(text: str) -> IPNetwork:
+    try:
+        return ipaddress.ip_network(text, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"allow_addresses: {text!r} is not an IP address or network ({exc})") from None
+
+
+def _positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+# The guest's fetch(): a thin wrapper over the one host function, made of intrinsics taken
+# before any guest code runs, so that a guest which poisons prototypes or globals later
+# still gets a correct answer (or a clean error) from it.
+_INSTALL: Final = """(() => {
+  const call = globalThis.__HOST__;
+  delete globalThis.__HOST__;
+  const apply = Reflect.apply;
+  const define = Object.defineProperty;
+  const keys = Object.keys;
+  const isArray = Array.isArray;
+  const Str = String;
+  const U8 = Uint8Array;
+  const isView = ArrayBuffer.isView;
+  const TypeErr = TypeError;
+  const parse = JSON.parse;
+  const lower = String.prototype.toLowerCase;
+  const arrayValues = Array.prototype.values;
+  const TA = Object.getPrototypeOf(U8.prototype);
+  const bufferOf = Object.getOwnPropertyDescriptor(TA, "buffer").get;
+  const offsetOf = Object.getOwnPropertyDescriptor(TA, "byteOffset").get;
+  const lengthOf = Object.getOwnPropertyDescriptor(TA, "byteLength").get;
+  const sliceBuffer = ArrayBuffer.prototype.slice;
+  const decoder = new TextDecoder();
+  const decode = TextDecoder.prototype.decode;
+  const headersForEach = Headers.prototype.forEach;
+  const paramsToString = URLSearchParams.prototype.toString;
+  const own = (o, k, v) =>
+    define(o, k, { __proto__: null, value: v, enumerable: true, writable: true, configurable: true });
+  const push = (a, v) => own(a, a.length, v);
+  const branded = (fn, o) => { try { apply(fn, o, []); return true; } catch { return false; } };
+  const copy = (b) => {
+    const start = apply(offsetOf, b, []);
+    return apply(sliceBuffer, apply(bufferOf, b, []), [start, start + apply(lengthOf, b, [])]);
+  };
+  const pairs = (headers) => {
+    const out = [];
+    if (headers === undefined || headers === null) return out;
+    if (typeof headers !== "object") {
+      throw new TypeErr("fetch: init.headers must be an object, an array of pairs or a Headers");
+    }
+    if (isArray(headers)) {
+      for (let i = 0; i < headers.length; i++) {
+        const p = headers[i];
+        if (!isArray(p) || p.length !== 2) throw new TypeErr("fetch: each header must be a [name, value] pair");
+        push(out, [Str(p[0]), Str(p[1])]);
+      }
+      return out;
+    }
+    try {
+      apply(headersForEach, headers, [(v, k) => push(out, [Str(k), Str(v)])]);
+      return out;
+    } catch {}
+    const names = keys(headers);
+    for (let i = 0; i < names.length; i++) push(out, [names[i], Str(headers[names[i]])]);
+    return out;
+  };
+  const bodyOf = (body, headers) => {
+    if (body === undefined || body === null) return null;
+    if (typeof body === "string") return body;
+    if (branded(bufferOf, body)) return new U8(copy(body));
+    if (isView(body)) return new U8(body.buffer, body.byteOffset, body.byteLength);
+    if (branded(sliceBuffer, body)) return new U8(body);
+    if (branded(paramsToString, body)) {
+      push(headers, ["content-type", "application/x-www-form-urlencoded;charset=UTF-8"]);
+      return apply(paramsToString, body, []);
+    }
+    throw new TypeErr("fetch: init.body must be a string, a Uint8Array, an ArrayBuffer or URLSearchParams");
+  };
+  class FetchHeaders {
+    #map = { __proto__: null };
+    constructor(list) {
+      for (let i = 0; i < list.length; i++) {
+        const name = list[i][0];
+        const known = this.#map[name];
+        this.#map[name] = known === undefined ? list[i][1] : `${known}, ${list[i][1]}`;
+      }
+    }
+    get(name) {
+      const v = this.#map[apply(lower, Str(name), [])];
+      return v === undefined ? null : v;
+    }
+    has(name) { return this.#map[apply(lower, Str(name), [])] !== undefined; }
+    forEach(callback, self) {
+      const n = keys(this.#map);
+      for (let i = 0; i < n.length; i++) apply(callback, self, [this.#map[n[i]], n[i], this]);
+    }
+    entries() {
+      const out = [];
+      const n = keys(this.#map);
+      for (let i = 0; i < n.length; i++) push(out, [n[i], this.#map[n[i]]]);
+      return apply(arrayValues, out, []);
+    }
+    keys() { return apply(arrayValues, keys(this.#map), []); }
+    values() {
+      const out = [];
+      const n = keys(this.#map);
+      for (let i = 0; i < n.length; i++) push(out, this.#map[n[i]]);
+      return apply(arrayValues, out, []);
+    }
+    [Symbol.iterator]() { return this.entries(); }
+  }
+  class FetchResponse {
+    #body;
+    #used = false;
+    constructor(r) {
+      own(this, "status", r.status);
+      own(this, "statusText", r.statusText);
+      own(this, "ok", r.status >= 200 && r.status < 300);
+      own(this, "url", r.url);
+      own(this, "redirected", r.redirected);
+      own(this, "type", "basic");
+      own(this, "headers", new FetchHeaders(r.headers));
+      this.#body = r.body;
+    }
+    get bodyUsed() { return this.#used; }
+    #take() {
+      if (this.#used) throw new TypeErr("fetch: the response body was already read");
+      this.#used = true;
+      return this.#body;
+    }
+    async bytes() { return new U8(copy(this.#take())); }
+    async arrayBuffer() { return copy(this.#take()); }
+    async text() { return apply(decode, decoder, [this.#take()]); }
+    async json() { return parse(apply(decode, decoder, [this.#take()])); }
+  }
+  async function fetch(input, init) {
+    const url = typeof input === "string" ? input
+      : (input !== null && typeof input === "object" && typeof input.url === "string" ? input.url : Str(input));
+    const options = init === undefined || init === null ? { __proto__: null } : init;
+    const headers = pairs(options.headers);
+    const body = bodyOf(options.body, headers);
+    const method = options.method === undefined ? "GET" : Str(options.method);
+    const redirect = options.redirect === undefined ? "follow" : Str(options.redirect);
+    return new FetchResponse(await call(url, { __proto__: null, method, headers, body, redirect }));
+  }
+  define(globalThis, "fetch", {
+    __proto__: null, value: fetch, writable: false, enumerable: false, configurable: false,
+  });
+})()""".replace("__HOST__", HOST_FUNCTION)
