@@ -35,7 +35,9 @@ from ._errors import (
     WorkerCrashed,
 )
 from ._execution import ExecutionResult
+from ._fetch import HttpFetch
 from ._function import JsFunction
+from ._mcp_tools import mcp_tools
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
@@ -59,6 +61,7 @@ __all__ = [
     "FetchFailed",
     "FetchRefused",
     "FetchTimeout",
+    "HttpFetch",
     "JavaScriptError",
     "JournalError",
     "JsFunction",
@@ -85,6 +88,7 @@ __all__ = [
     "UpstreamError",
     "WorkerCrashed",
     "classify_error",
+    "mcp_tools",
     "run_with_retry",
     "run_with_retry_async",
     "sandbox_status",

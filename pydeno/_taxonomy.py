@@ -262,7 +262,8 @@ Catalog: Final[dict[str, Kind]] = {
         "A guest's fetch was sent but got no usable answer (connection failed, or the response broke a cap).",
         "FetchFailed (the request failed, or its response was over a cap)",
         "Check that the server is up and answers within the caps (max_response_bytes=); the request may be retried.",
-        "await fetch('http://127.0.0.1:1/')  # FetchFailed: fetch failed: ...",
+        "HttpFetch(['http://127.0.0.1:1/'], allow_addresses=['127.0.0.1']): "
+        "await fetch('http://127.0.0.1:1/')  # FetchFailed: fetch failed: ... Connection refused",
     ),
     "fetch_timeout": Kind(
         False,
@@ -276,9 +277,11 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         False,
         "An upstream MCP server that a tool forwards to failed or went away during the call.",
-        "UpstreamError (a tool of an MCP server: the connection closed, or the server broke protocol)",
+        "UpstreamError (a tool from pydeno.mcp_tools: its server went away during the call, did not answer it "
+        "within timeout=, or broke protocol listing its tools)",
         "Restart or reconnect the MCP server the message names; the call may or may not have taken effect there.",
-        "await tools.files.read({path: 'a'})  # UpstreamError: MCP server 'files' ...",
+        "await tools.files.read_file({path: 'a'})  # UpstreamError: MCP server 'files' went away during "
+        "tools.files.read_file(): Connection closed",
     ),
     "deno_unavailable": Kind(
         False,

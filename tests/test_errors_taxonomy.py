@@ -26,6 +26,7 @@ import asyncio
 import errno
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -163,6 +164,30 @@ def deno_missing(env: Env) -> BaseException:
     return exc
 
 
+def fetched(url: str, **options: Any) -> BaseException:
+    """What a guest's uncaught fetch(url) raises, through an HttpFetch allowing url."""
+    with pydeno.HttpFetch([url], **options) as fetch, pydeno.Runtime() as rt:
+        fetch.attach(rt)
+        return failure(lambda: rt.eval(f"fetch({json.dumps(url)})"))
+
+
+def fetch_metadata(env: Env) -> BaseException:
+    return fetched("http://169.254.169.254/latest/meta-data/")
+
+
+def fetch_closed_port(env: Env) -> BaseException:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return fetched(f"http://127.0.0.1:{port}/", allow_addresses=["127.0.0.1"])
+
+
+def fetch_unanswered(env: Env) -> BaseException:
+    # The kernel accepts the connection into the backlog; nothing ever answers.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        return fetched(f"http://127.0.0.1:{listener.getsockname()[1]}/", allow_addresses=["127.0.0.1"], timeout=0.2)
+
+
 KEY = bytes(range(32))
 BUDGET_SPENT = r"Evaluation failed: ToolBudgetError: the tool-call budget of 1 calls is spent"
 JOURNAL_NOT_AUTHENTIC = r"journal is not authentic: wrong key, or altered since it was signed"
@@ -233,6 +258,40 @@ def program_with_a_type_error(env: Env) -> BaseException:
         result = cm.execute("await tools.count({ n: 'one' })", typecheck=True)
     assert result.exception is not None and result.tool_calls == ()
     return result.exception
+
+
+def mcp_server_killed_mid_call(env: Env) -> BaseException:
+    """A Code Mode program calls a tool of a real MCP server (tests/mcp_servers/), which
+    connects back here with its pid once inside the tool; the scenario kills it then."""
+    import os
+    import signal
+    import sys
+    from pathlib import Path
+
+    from anyio.abc import SocketAttribute, SocketStream
+    from anyio.streams.buffered import BufferedByteReceiveStream
+    from mcp import Client, StdioServerParameters
+
+    script = Path(__file__).parent / "mcp_servers" / "files_server.py"
+
+    async def kill(conn: SocketStream) -> None:
+        async with conn:
+            os.kill(int(await BufferedByteReceiveStream(conn).receive_until(b"\n", 32)), signal.SIGKILL)
+
+    async def main() -> BaseException | None:
+        server = StdioServerParameters(command=sys.executable, args=[str(script)])
+        async with Client(server) as files, pydeno.AsyncCodeMode(await pydeno.mcp_tools({"files": files})) as cm:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+            async with listener, anyio.create_task_group() as tg:
+                tg.start_soon(listener.serve, kill)
+                port = listener.extra(SocketAttribute.local_port)
+                result = await cm.execute(f"await tools.files.hang({{port: {port}}})")
+                tg.cancel_scope.cancel()
+        return result.exception
+
+    exc = anyio.run(main)
+    assert exc is not None
+    return exc
 
 
 def layer_missing(env: Env) -> BaseException:
@@ -544,6 +603,44 @@ TABLE = [
             "upstream refused",
         ),
         id="tool_failed: the host-side exception",
+    ),
+    pytest.param(
+        Case(
+            "fetch_refused",
+            pydeno.JavaScriptError,
+            fetch_metadata,
+            r"Evaluation failed: FetchRefused: fetch refused: GET http://169\.254\.169\.254/latest/meta-data/: "
+            r"169\.254\.169\.254 is a cloud metadata address; allow it with allow_addresses= only knowingly",
+        ),
+        id="fetch_refused: a guest fetches the cloud metadata address",
+    ),
+    pytest.param(
+        Case(
+            "fetch_failed",
+            pydeno.JavaScriptError,
+            fetch_closed_port,
+            r"Evaluation failed: FetchFailed: fetch failed: GET http://127\.0\.0\.1:\d+/: .*Connection refused",
+        ),
+        id="fetch_failed: a guest fetches a closed port on an allowed address",
+    ),
+    pytest.param(
+        Case(
+            "fetch_timeout",
+            pydeno.JavaScriptError,
+            fetch_unanswered,
+            r"Evaluation failed: FetchTimeout: fetch timed out after 0\.2s: GET http://127\.0\.0\.1:\d+/",
+        ),
+        id="fetch_timeout: a guest fetches from a server that never answers",
+    ),
+    pytest.param(
+        Case(
+            "upstream_failed",
+            pydeno.JavaScriptError,
+            mcp_server_killed_mid_call,
+            r"Evaluation failed: UpstreamError: MCP server 'files' went away during tools\.files\.hang\(\): "
+            r"Connection closed",
+        ),
+        id="upstream_failed: an MCP server killed during a Code Mode tool call",
     ),
     pytest.param(
         Case(

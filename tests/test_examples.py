@@ -36,7 +36,14 @@ def lines(child: subprocess.CompletedProcess[str]) -> list[str]:
 
 def test_every_example_is_tested_and_listed_in_the_readme() -> None:
     scripts = sorted(p.stem for p in EXAMPLES.glob("*.py"))
-    assert scripts == ["approval_agent", "code_mode", "formula_service", "journal_resume", "trio_agent"]
+    assert scripts == [
+        "approval_agent",
+        "code_mode",
+        "formula_service",
+        "journal_resume",
+        "mcp_code_mode",
+        "trio_agent",
+    ]
     readme = (EXAMPLES / "README.md").read_text()
     tested = Path(__file__).read_text()
     for name in scripts:
@@ -213,3 +220,19 @@ def test_the_code_mode_agent_recovers_from_a_type_error_and_a_failing_tool() -> 
             "TS2322: Type 'number' is not assignable to type 'string'. (line 2, column 43)",
         ]
     }
+
+
+def test_the_mcp_code_mode_example_runs_read_only_tools_of_its_server_and_refuses_the_write() -> None:
+    runs = [json.loads(line) for line in lines(run_example("mcp_code_mode"))]
+    assert runs == [
+        {
+            "ok": True,
+            "value": ["#3 Checkout fails with a 500", "#1 Login page is slow"],
+            "tool_calls": ["tickets.search_tickets ok"],
+        },
+        {
+            "ok": True,
+            "value": "ToolError: tools.tickets.close_ticket() was refused by the approval policy",
+            "tool_calls": ["tickets.close_ticket refused"],
+        },
+    ]
