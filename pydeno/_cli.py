@@ -6,7 +6,7 @@
     pydeno [options] -          # the code is all of stdin (UTF-8)
     pydeno doctor [--json]      # which OS sandbox layers a worker gets here
     pydeno errors [KIND] [--json]
-    pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S]] [--pool-size N]
+    pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
                [--timeout S] [--max-memory SIZE] [--cpu-limit S] [--sandbox MODE] [--max-code-bytes N]
 
 Evaluating code
@@ -91,12 +91,14 @@ until stdin closes, or with ``--http`` over streamable HTTP at ``http://HOST:POR
 (``--host`` default ``127.0.0.1``, ``--port`` default 8765, 0 for any free port; the address
 is printed on stderr once it listens). Without ``--session`` every call runs on a fresh worker
 from a pool of ``--pool-size`` warm ones (default 2); with it each MCP session keeps one
-runtime, so top-level declarations persist, closed after ``--idle-timeout`` seconds without a
-call (default 600) or when the session ends. ``--timeout``, ``--max-memory``, ``--sandbox``
-are as for code, ``--cpu-limit S`` caps the CPU seconds of one call, and a call's own
-``timeout`` may only lower ``--timeout``. A program over ``--max-code-bytes`` (UTF-8, default
-100000) is refused as an error result. SIGINT, SIGTERM and the end of stdin stop it (exit 0)
-after every worker is closed; without the ``mcp`` extra it exits 2 saying how to install it.
+runtime (its first worker a warm one from the pool), so top-level declarations persist,
+closed after ``--idle-timeout`` seconds without a call (default 600) or when the session ends;
+a new session past ``--max-sessions`` (default 32) is refused as an error result.
+``--timeout``, ``--max-memory``, ``--sandbox`` are as for code, ``--cpu-limit S`` caps the CPU
+seconds of one call, and a call's own ``timeout`` may only lower ``--timeout``. A program over
+``--max-code-bytes`` (UTF-8, default 100000) is refused as an error result. SIGINT, SIGTERM
+and the end of stdin stop it (exit 0) after every worker is closed; without the ``mcp`` extra
+it exits 2 saying how to install it.
 """
 
 from __future__ import annotations
@@ -480,6 +482,13 @@ def _mcp_parser() -> argparse.ArgumentParser:
         help="with --session: close a session's worker after this long without a call (default 600)",
     )
     parser.add_argument(
+        "--max-sessions",
+        type=_whole("number of sessions", 1),
+        metavar="N",
+        help="with --session: sessions kept at once, each with its own worker; a new one past N is refused "
+        "(default 32)",
+    )
+    parser.add_argument(
         "--pool-size",
         type=_whole("pool size", 1),
         metavar="N",
@@ -537,6 +546,7 @@ def _mcp(argv: Sequence[str]) -> int:
             ("port", args.port),
             ("idle_timeout", args.idle_timeout),
             ("pool_size", args.pool_size),
+            ("max_sessions", args.max_sessions),
             ("max_code_bytes", args.max_code_bytes),
             ("timeout", args.timeout),
         )

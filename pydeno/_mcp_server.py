@@ -52,6 +52,8 @@ DEFAULT_PORT: Final = 8765
 DEFAULT_POOL_SIZE: Final = 2
 DEFAULT_IDLE_TIMEOUT: Final = 600.0
 DEFAULT_MAX_CODE_BYTES: Final = 100_000
+# Each session holds a worker: the cap is what keeps many clients from holding them all.
+DEFAULT_MAX_SESSIONS: Final = 32
 HTTP_PATH: Final = "/mcp"
 SESSION_HEADER: Final = "mcp-session-id"
 # How long a stopping HTTP server waits for open streams before it cuts them.
@@ -69,6 +71,7 @@ class ServerConfig:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     pool_size: int = DEFAULT_POOL_SIZE
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
+    max_sessions: int = DEFAULT_MAX_SESSIONS
     timeout: float = DEFAULT_TIMEOUT
     runtime: RuntimeKwargs = dataclasses.field(default_factory=RuntimeKwargs)
 
@@ -255,14 +258,28 @@ class _Session:
     code_mode: AsyncCodeMode
     last_used: float
     active: int = 0
+    # The pool checkout that lent the session its first worker, given back when it ends.
+    lease: contextlib.AsyncExitStack = dataclasses.field(default_factory=contextlib.AsyncExitStack)
+    ready: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+
+    async def close(self) -> None:
+        try:
+            await self.code_mode.close()
+        finally:
+            await self.lease.aclose()
 
 
 class NoSession(ValueError):
     """A --session server got a call that belongs to no MCP session."""
 
 
+class TooManySessions(ValueError):
+    """A --session server already keeps --max-sessions sessions."""
+
+
 class Service:
-    """Runs calls: on pooled fresh workers, or on one Code Mode per session."""
+    """Runs calls: on pooled fresh workers, or on one Code Mode per session (whose first
+    worker is a pooled fresh one too)."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
@@ -278,10 +295,9 @@ class Service:
         """Serve calls inside the block; at its end every worker is closed, however it ends."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.close)
-            if not self.config.session:
-                self._pool = await stack.enter_async_context(
-                    AsyncSandboxPool(self.config.pool_size, **self._options, on_console=_console)
-                )
+            self._pool = await stack.enter_async_context(
+                AsyncSandboxPool(self.config.pool_size, **self._options, on_console=_console)
+            )
             group = await stack.enter_async_context(anyio.create_task_group())
             if self.config.session:
                 group.start_soon(self._reap)
@@ -304,18 +320,46 @@ class Service:
             )
         entry = self._sessions.get(session)
         if entry is None:
+            if len(self._sessions) >= self.config.max_sessions:
+                return refused(
+                    TooManySessions(
+                        f"this server already keeps {self.config.max_sessions} sessions (--max-sessions), each with "
+                        "its own worker: end a session you no longer need, or wait for an idle one to close "
+                        "(--idle-timeout)"
+                    )
+                )
             entry = _Session(AsyncCodeMode([], **self._options), time.monotonic())
             entry.code_mode._repl = True
             self._sessions[session] = entry
+            opening = True
+        else:
+            opening = False
         entry.active += 1
+        token = _console_target.set(entry.code_mode._console)
         try:
+            if opening:
+                await self._open(entry)
+            else:
+                await entry.ready.wait()
             return await entry.code_mode.execute(code, timeout=limit)
         except Exception as exc:  # noqa: BLE001 - a session closed under a waiting call is a result
             return refused(exc)
         finally:
+            _console_target.reset(token)
             entry.active -= 1
             entry.last_used = time.monotonic()
             self._changed.set()
+
+    async def _open(self, entry: _Session) -> None:
+        """A new session starts on a warm worker from the pool; one that later dies is
+        replaced by the Code Mode itself. Its other calls wait for this."""
+        assert self._pool is not None
+        try:
+            await entry.code_mode._use(await entry.lease.enter_async_context(self._pool.checkout()))
+            if entry.code_mode._closed:  # the session ended while its worker was on its way
+                await entry.lease.aclose()
+        finally:
+            entry.ready.set()
 
     async def _run_fresh(self, code: str, timeout: float) -> ExecutionResult:
         assert self._pool is not None
@@ -335,7 +379,7 @@ class Service:
         """The client ended its session: close its worker now."""
         entry = self._sessions.pop(session, None)
         if entry is not None:
-            await entry.code_mode.close()
+            await entry.close()
 
     async def _reap(self) -> None:
         """Close the sessions idle for idle_timeout; sleep until the next one could be."""
@@ -354,7 +398,7 @@ class Service:
                     due = min(due, expires)
             self._changed = anyio.Event()
             for entry in expired:
-                await entry.code_mode.close()
+                await entry.close()
             with anyio.move_on_after(due - time.monotonic()):
                 await self._changed.wait()
 
@@ -362,7 +406,7 @@ class Service:
         sessions, self._sessions = list(self._sessions.values()), {}
         with anyio.CancelScope(shield=True):
             for entry in sessions:
-                await entry.code_mode.close()
+                await entry.close()
 
 
 # -- the MCP server ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import subprocess
 import sys
@@ -30,11 +31,12 @@ def anyio_backend() -> str:
 
 
 def workers(server: psutil.Process) -> list[psutil.Process]:
-    """The server's deno workers (its other descendants are the spawner's own)."""
+    """The server's deno workers (its other descendants are the spawner's own, and a
+    ``deno cache`` that stages the worker's code at start)."""
     found = []
     for p in server.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if p.name() == "deno":
+            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
                 found.append(p)
     return found
 
@@ -94,6 +96,25 @@ async def connect(transport: str, *flags: str) -> AsyncIterator[tuple[Client, ps
 
 async def run(client: Client, code: str, **arguments: Any) -> Any:
     return await client.call_tool("run_javascript", {"code": code, **arguments})
+
+
+BUSY = "{ const end = Date.now() + 300; while (Date.now() < end) {} }"
+
+
+def cpu_of(p: psutil.Process) -> float:
+    try:
+        return float(p.cpu_times().user)
+    except psutil.Error:
+        return math.inf
+
+
+async def worker_of(client: Client, server: psutil.Process) -> psutil.Process:
+    """The worker that runs a session's calls (the server also keeps a pool's spare): the one
+    that spends the CPU of a busy program the session runs."""
+    before = [(p, cpu_of(p)) for p in workers(server)]
+    await run(client, BUSY)
+    (busy,) = [p for p, spent in before if spent + 0.1 < cpu_of(p) < math.inf]
+    return busy
 
 
 TRANSPORTS = pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -182,6 +203,30 @@ async def test_each_http_session_has_its_own_runtime() -> None:
     assert seen == ["a", "b"]
 
 
+async def test_a_session_past_max_sessions_is_refused_saying_so_and_ending_one_makes_room() -> None:
+    async with http_server("--session", "--max-sessions", "1") as (url, _), Client(url) as late:
+        async with Client(url) as first:
+            assert (await run(first, "let who = 'first'; who")).structured_content["value"] == "first"
+            refused = await run(late, "1")
+            assert refused.is_error
+            assert refused.structured_content["error"]["kind"] == "invalid_input"
+            assert "already keeps 1 sessions (--max-sessions)" in refused.structured_content["error"]["message"]
+        # The first client's exit ended its session (DELETE), and with it its worker.
+        assert (await run(late, "2")).structured_content["value"] == 2
+
+
+async def test_a_new_session_starts_on_a_worker_the_pool_had_started_before_it() -> None:
+    async with http_server("--session", "--pool-size", "1") as (url, server):
+        (warm,) = await until(lambda: workers(server), "the pool's warm worker")
+        async with Client(url) as client:
+            assert (await run(client, "1 + 1")).structured_content["value"] == 2
+            # The session's worker and the pool's spare, whichever way the session got its own.
+            during = await until(lambda: len(found := workers(server)) == 2 and found, "two workers")
+        # Ending the session kills its worker: the one that was warm before it connected.
+        (ended,) = await until(lambda: [p for p in during if not p.is_running()], "the session's worker gone")
+        assert ended.pid == warm.pid
+
+
 @pytest.mark.slow
 async def test_ten_concurrent_clients_all_get_their_own_results() -> None:
     results: dict[int, Any] = {}
@@ -202,18 +247,20 @@ async def test_ten_concurrent_clients_all_get_their_own_results() -> None:
 async def test_a_slow_session_does_not_block_another_and_leaving_mid_call_kills_its_worker() -> None:
     async with http_server("--session") as (url, server), Client(url) as fast:
         await run(fast, "let ready = true")
-        (fast_worker,) = workers(server)
+        fast_worker = await worker_of(fast, server)
         slow_ended = anyio.Event()
         async with anyio.create_task_group() as group:
 
             async def slow() -> None:
                 async with Client(url) as client:
-                    await run(client, FOREVER)
+                    await run(client, "while (true) {}")
                 slow_ended.set()
 
+            spent = {p.pid: cpu_of(p) for p in workers(server)}
             group.start_soon(slow)
             (slow_worker,) = await until(
-                lambda: [p for p in workers(server) if p.pid != fast_worker.pid], "the slow call's worker"
+                lambda: [p for p in workers(server) if spent.get(p.pid, 0.0) + 0.2 < cpu_of(p) < math.inf],
+                "the slow call's worker",
             )
             result = await run(fast, "ready")
             assert result.structured_content["value"] is True
@@ -256,12 +303,10 @@ def client_process(*args: str) -> Iterator[int]:
         client.stdout.close()
 
 
-def call_reached(server: psutil.Process, session: bool) -> list[psutil.Process]:
-    """The server's workers once a call has one: a session's worker starts at its first call;
-    the pool (one warm worker) starts a replacement for the one it handed out."""
-    alive: list[psutil.Process] = wait_until(
-        lambda: len(found := workers(server)) >= (1 if session else 2) and found, "the call's worker"
-    )
+def call_reached(server: psutil.Process) -> list[psutil.Process]:
+    """The server's workers once a call has one: the pool (one warm worker) starts a
+    replacement for the one it handed out, to the call or to a new session."""
+    alive: list[psutil.Process] = wait_until(lambda: len(found := workers(server)) >= 2 and found, "the call's worker")
     return alive
 
 
@@ -269,7 +314,7 @@ MODES = pytest.mark.parametrize("session", [True, False], ids=["session", "pool"
 
 
 def mode_flags(session: bool) -> list[str]:
-    return ["--session"] if session else ["--pool-size", "1"]
+    return ["--session", "--pool-size", "1"] if session else ["--pool-size", "1"]
 
 
 @pytest.mark.slow
@@ -277,7 +322,7 @@ def mode_flags(session: bool) -> list[str]:
 def test_a_stdio_client_killed_mid_call_leaves_no_server_and_no_worker_behind(session: bool) -> None:
     with client_process("stdio", *mode_flags(session)) as pid:
         server = psutil.Process(pid)
-        running = call_reached(server, session)
+        running = call_reached(server)
     assert gone([server, *running])
 
 
@@ -285,11 +330,11 @@ def test_a_stdio_client_killed_mid_call_leaves_no_server_and_no_worker_behind(se
 @MODES
 async def test_an_http_client_killed_mid_call_has_its_worker_killed_while_the_server_serves_on(session: bool) -> None:
     async with http_server(*mode_flags(session), "--timeout", "3600") as (url, server):
-        warm = [] if session else await until(lambda: workers(server), "the warm worker")
+        warm = await until(lambda: workers(server), "the warm worker")
         with client_process(url):
-            alive = call_reached(server, session)
-        # The call's worker: the session's own, or the warm one the pool handed out.
-        assert gone([p for p in alive if p.pid not in {w.pid for w in warm}] if session else warm)
+            call_reached(server)
+        # The call's worker: the warm one the pool handed out, to the call or to its session.
+        assert gone(warm)
         async with Client(url) as client:
             assert (await run(client, "'serving'")).structured_content["value"] == "serving"
 
@@ -297,7 +342,7 @@ async def test_an_http_client_killed_mid_call_has_its_worker_killed_while_the_se
 async def test_an_idle_session_is_closed_and_its_worker_killed() -> None:
     async with stdio_client("--session", "--idle-timeout", "0.5") as (client, server):
         await run(client, "let kept = 1")
-        (worker,) = workers(server)
+        worker = await worker_of(client, server)
         assert gone([worker])
         result = await run(client, "typeof kept")
     assert result.structured_content["value"] == "undefined"
@@ -306,7 +351,7 @@ async def test_an_idle_session_is_closed_and_its_worker_killed() -> None:
 async def test_a_call_the_client_cancels_mid_program_leaves_its_session_a_fresh_runtime() -> None:
     async with stdio_client("--session") as (client, server):
         await run(client, "let kept = 1")
-        (worker,) = workers(server)
+        worker = await worker_of(client, server)
         spent = worker.cpu_times().user
         async with anyio.create_task_group() as group:
             group.start_soon(run, client, "while (true) {}")
@@ -422,6 +467,7 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
         "--port",
         "--session",
         "--idle-timeout",
+        "--max-sessions",
         "--pool-size",
         "--timeout",
         "--max-memory",
@@ -438,8 +484,9 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
         (["mcp", "--port", "80"], "--host and --port need --http"),
         (["mcp", "--max-memory", "1M"], "argument --max-memory: max_memory"),
         (["mcp", "--pool-size", "0"], "argument --pool-size: invalid pool size '0'"),
+        (["mcp", "--max-sessions", "0"], "argument --max-sessions: invalid number of sessions '0'"),
     ],
-    ids=["port-without-http", "memory-below-minimum", "empty-pool"],
+    ids=["port-without-http", "memory-below-minimum", "empty-pool", "no-sessions"],
 )
 def test_a_bad_flag_is_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
