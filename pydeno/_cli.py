@@ -112,7 +112,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ._errors import JavaScriptError, PydenoError
 from ._function import JsFunction
@@ -325,6 +325,13 @@ def _fail(exc: BaseException, as_json: bool) -> int:
     return status
 
 
+def _runtime_options(parser: argparse.ArgumentParser, args: argparse.Namespace, names: Sequence[str]) -> RuntimeKwargs:
+    """The runtime options the command line gave (of ``names``), checked as the runtime would."""
+    options = cast(RuntimeKwargs, {name: getattr(args, name) for name in names if getattr(args, name) is not None})
+    _check_options(parser, options)
+    return options
+
+
 def _check_options(parser: argparse.ArgumentParser, options: RuntimeKwargs) -> None:
     """The runtime's own checks (max_memory's minimum), before any worker starts."""
     try:
@@ -339,14 +346,7 @@ def _check_options(parser: argparse.ArgumentParser, options: RuntimeKwargs) -> N
 def _evaluate(argv: Sequence[str]) -> int:
     parser = _eval_parser()
     args = parser.parse_args(argv)
-    options: RuntimeKwargs = {}
-    if args.timeout is not None:
-        options["timeout"] = args.timeout
-    if args.max_memory is not None:
-        options["max_memory"] = args.max_memory
-    if args.sandbox is not None:
-        options["sandbox"] = args.sandbox
-    _check_options(parser, options)
+    options = _runtime_options(parser, args, ("timeout", "max_memory", "sandbox"))
     try:
         code = sys.stdin.buffer.read().decode("utf-8") if args.code == "-" else args.code
         options["on_console"] = _console
@@ -523,14 +523,10 @@ def _mcp(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if not args.http and (args.host is not None or args.port is not None):
         parser.error("--host and --port need --http (without it the server speaks over stdio)")
-    options: RuntimeKwargs = {}
-    if args.max_memory is not None:
-        options["max_memory"] = args.max_memory
-    if args.cpu_limit is not None:
-        options["cpu_limit"] = args.cpu_limit
-    if args.sandbox is not None:
-        options["sandbox"] = args.sandbox
-    _check_options(parser, {**options, "timeout": args.timeout} if args.timeout is not None else options)
+    # The server's --timeout is its own (a call may lower it), so it is checked, not kept here.
+    options = _runtime_options(parser, args, ("max_memory", "cpu_limit", "sandbox"))
+    if args.timeout is not None:
+        _check_options(parser, {**options, "timeout": args.timeout})
     try:
         from ._mcp_server import ServerConfig, serve
     except ImportError as exc:
