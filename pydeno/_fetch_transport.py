@@ -18,9 +18,10 @@ from typing import Any
 import httpcore
 import httpx
 
+from ._fetch_policy import IPAddress
+
 __all__ = ["DEADLINE", "AddressRefused", "client", "remaining"]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Why the host may not connect to an address (None: it may).
 Refusal = Callable[[IPAddress], "str | None"]
 

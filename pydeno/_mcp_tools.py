@@ -126,8 +126,9 @@ class _Forward:
         _check_json(arguments, call, "$")
         timeout = self.options.timeout
         try:
-            # The session's own read timeout may be unset; a call that is never answered
-            # must still end, and the runtime does not interrupt a host call that waits.
+            # The session's own read timeout may be unset, and the program's timeout= does
+            # not count host time (only max_host_wait= bounds it): a call never answered
+            # must still end, and as the upstream's failure rather than the program's.
             with anyio.fail_after(timeout):
                 result = await self.session.call_tool(self.mcp_name, arguments)
         except TimeoutError as exc:

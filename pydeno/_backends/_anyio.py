@@ -22,7 +22,7 @@ __all__ = [
     "blocking",
     "closing",
     "exclusive",
-    "resolve",
+    "resolve_within",
     "shielded",
     "sleep",
     "wait",
@@ -96,13 +96,6 @@ class Pipes:
         with anyio.move_on_after(min(wait, _WRITE_WAIT)):
             await anyio.wait_writable(process.stdin_fd)
         process.drain_stderr()
-
-
-async def resolve(result: Any) -> Any:
-    """A host function's result: awaited if it is awaitable."""
-    if inspect.isawaitable(result):
-        return await result
-    return result
 
 
 async def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:

@@ -23,7 +23,7 @@ __all__ = [
     "blocking",
     "closing",
     "exclusive",
-    "resolve",
+    "resolve_within",
     "shielded",
     "sleep",
     "wait",
@@ -85,13 +85,6 @@ class Pipes:
         if process.stderr_eof and self._stderr_polled:
             self._stderr_polled = False
             self._poll.unregister(process.stderr_fd)
-
-
-def resolve(result: Any) -> Any:
-    """A host function's result: an awaitable is run to completion from this thread."""
-    if inspect.isawaitable(result):
-        return _await_sync(result)
-    return result
 
 
 def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
