@@ -13,20 +13,26 @@ from ._async_code_mode import AsyncCodeMode
 from ._async_pool import AsyncSandboxPool
 from ._async_retry import run_with_retry_async
 from ._async_runtime import AsyncRuntime
+from ._async_sessions import AsyncSessionPool
 from ._code_mode import CodeMode
 from ._errors import (
+    ActorDied,
     CheckoutTimeout,
     FetchFailed,
     FetchRefused,
     FetchTimeout,
     JavaScriptError,
     JournalError,
+    LeaseTimeout,
     PydenoError,
     ReplayDivergence,
     RuntimeForceKilled,
     RuntimeTerminated,
     RuntimeTimeout,
+    SessionLimitError,
     SnapshotAuthenticationError,
+    StoreBusy,
+    StoreError,
     ToolBudgetError,
     ToolError,
     ToolNotFoundError,
@@ -37,23 +43,27 @@ from ._errors import (
 from ._execution import ExecutionResult
 from ._fetch import HttpFetch
 from ._function import JsFunction
+from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._mcp_tools import mcp_tools
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
+from ._sessions import SessionPool
 from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._tool import Tool, tool
 from ._tools import ToolBridge
 from ._values import Undefined, undefined
 
 __all__ = [
+    "ActorDied",
     "AgentSandbox",
     "AsyncAgentSandbox",
     "AsyncCodeMode",
     "AsyncRuntime",
     "AsyncSandboxPool",
+    "AsyncSessionPool",
     "CheckoutTimeout",
     "CodeMode",
     "ErrorInfo",
@@ -64,9 +74,12 @@ __all__ = [
     "HttpFetch",
     "JavaScriptError",
     "JournalError",
+    "JournalStore",
     "JsFunction",
     "KINDS",
     "LayerStatus",
+    "LeaseTimeout",
+    "MemoryJournalStore",
     "PausedToolCall",
     "PydenoError",
     "ReplayDivergence",
@@ -75,9 +88,14 @@ __all__ = [
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SQLiteJournalStore",
     "SandboxPool",
     "SandboxStatus",
+    "SessionLimitError",
+    "SessionPool",
     "SnapshotAuthenticationError",
+    "StoreBusy",
+    "StoreError",
     "Tool",
     "ToolBridge",
     "ToolBudgetError",

@@ -80,6 +80,13 @@ class AsyncAgentSandbox(SessionDriver):
             self._check_open()
             return self._session.dump(key)
 
+    def _journal(self, key: bytes) -> bytes:
+        """The session as a signed journal even once its worker is gone: the runs it
+        finished, and every tool call it was charged (a SessionPool keeps what a lease did
+        before its worker died)."""
+        with backend.exclusive(self._lock):
+            return self._session.dump(key)
+
     @classmethod
     async def load(
         cls,

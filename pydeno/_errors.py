@@ -12,6 +12,11 @@ or cancellation::
     ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
     ├── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
     ├── CheckoutTimeout         a pool had no fresh worker within checkout_timeout (nothing ran)
+    ├── LeaseTimeout            a session stayed leased elsewhere past lease_timeout (nothing ran)
+    ├── SessionLimitError       an owner reached its cap of live sessions or stored bytes
+    ├── StoreError              a journal store could not be read or written
+    │   └── StoreBusy           ... because another process held it locked past busy_timeout
+    ├── ActorDied               a Ray actor running the sandbox died
     ├── ToolError               a host tool failed (raise it from a tool; the guest sees its name)
     │   ├── ToolBudgetError     the tool-call budget is spent
     │   └── ToolNotFoundError   what the tool was asked for does not exist
@@ -37,15 +42,20 @@ from typing import ClassVar, Final, TypeVar
 from ._taxonomy import Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
+    "ActorDied",
     "CheckoutTimeout",
     "JavaScriptError",
     "JournalError",
+    "LeaseTimeout",
     "PydenoError",
     "ReplayDivergence",
     "RuntimeForceKilled",
     "RuntimeTerminated",
     "RuntimeTimeout",
+    "SessionLimitError",
     "SnapshotAuthenticationError",
+    "StoreBusy",
+    "StoreError",
     "ToolBudgetError",
     "ToolError",
     "ToolNotFoundError",
@@ -141,6 +151,38 @@ class CheckoutTimeout(PydenoError):
     Not a builtin ``TimeoutError``: that stays the caller's own deadline."""
 
     KIND_RULE = ("type", "checkout_timeout")
+
+
+class LeaseTimeout(PydenoError):
+    """A session stayed leased elsewhere, or no live slot freed up, within the pool's
+    ``lease_timeout``; nothing ran. Not a builtin ``TimeoutError``."""
+
+    KIND_RULE = ("type", "lease_timeout")
+
+
+class SessionLimitError(PydenoError):
+    """An owner reached its cap of live sessions or of stored journal bytes."""
+
+    KIND_RULE = ("type", "session_limit")
+
+
+class StoreError(PydenoError):
+    """A journal store could not be read or written; what it held stays as it was."""
+
+    KIND_RULE = ("type", "store_failed")
+
+
+class StoreBusy(StoreError):
+    """A journal store stayed locked by another process past its ``busy_timeout``; nothing
+    was written."""
+
+    KIND_RULE = ("type", "store_busy")
+
+
+class ActorDied(PydenoError):
+    """A Ray actor running the sandbox died; the pool that owned it replaces it."""
+
+    KIND_RULE = ("type", "actor_died")
 
 
 class ToolError(PydenoError):

@@ -299,6 +299,49 @@ Catalog: Final[dict[str, Kind]] = {
         "Retry (nothing ran); or raise max_workers= / size=, or checkout_timeout=, of the pool.",
         "pydeno.SandboxPool(size=0, max_workers=1, checkout_timeout=0.1) with its one worker checked out",
     ),
+    "lease_timeout": Kind(
+        True,
+        False,
+        "A session stayed leased elsewhere, or no live slot freed up, within lease_timeout; nothing ran.",
+        "LeaseTimeout (session ... is leased elsewhere; or no live slot ...; waited lease_timeout=...s)",
+        "Retry once the other lease ends (nothing ran); or raise lease_timeout= or max_live= of the SessionPool.",
+        "with sessions.lease('a'): sessions.lease('a', timeout=0.1).__enter__()  # LeaseTimeout",
+    ),
+    "session_limit": Kind(
+        False,
+        True,
+        "An owner reached its cap of live sessions or of stored journal bytes; the last stored journal stays.",
+        "SessionLimitError (owner ... has ... live sessions, the cap max_live_per_owner=...; or would store "
+        "... bytes, over max_bytes_per_owner=...)",
+        "End or delete the owner's other sessions, or raise max_live_per_owner= / max_bytes_per_owner= of the "
+        "SessionPool.",
+        "pydeno.SessionPool(store, key, max_live_per_owner=1): a second session leased at once for the same owner",
+    ),
+    "store_busy": Kind(
+        True,
+        False,
+        "The journal store stayed locked by another process past its busy timeout; nothing was written.",
+        "StoreBusy (journal store ... is locked by another process; waited busy_timeout=...s)",
+        "Retry (nothing was written); or raise busy_timeout= of the store, or hold its locks for less time.",
+        "another process holds an exclusive lock on the SQLite file: SQLiteJournalStore(path, busy_timeout=0.1)",
+    ),
+    "store_failed": Kind(
+        False,
+        False,
+        "The journal store could not be read or written (a corrupt file, not a database, no space, no "
+        "permission); what it held stays as it was.",
+        "StoreError (journal store ... failed: ...)",
+        "Repair or replace the store's file (see the message); a journal that was written before stays in it.",
+        "SQLiteJournalStore(path) on a file that is not a SQLite database",
+    ),
+    "actor_died": Kind(
+        True,
+        False,
+        "The Ray actor running the sandbox died (its process or node went away); the pool replaces it.",
+        "ActorDied (Ray actor ... died running ...: ...)",
+        "Retry (the pool has started a new actor); if actors keep dying, check the nodes' memory and logs.",
+        "ray.kill(actor) while pool.eval(...) runs on it",
+    ),
     "invalid_input": Kind(
         False,
         False,
@@ -420,6 +463,7 @@ _CLOSED: Final = frozenset(
         "Stream has been closed",
         "the session is closed",
         "the session was closed",
+        "the session pool is closed",
     }
 )
 # A JavaScriptError is "Evaluation failed: " + the guest's "Name: message". Only the Name

@@ -186,6 +186,11 @@ class ToolBridge:
         if not isinstance(name, str) or name not in self._tools:
             raise ToolNotFoundError(f"there is no tool named {name!r}")
 
+    def charge_spent(self, calls: int) -> None:
+        """Count calls made elsewhere (a restored session's, whose runs were not kept)."""
+        with self._lock:
+            self._spent += calls
+
     def run(self, name: str, args: Any) -> Any:
         """Run a charged call with the guest's arguments, checked against the tool's signature
         first (an awaitable for an async tool)."""

@@ -35,6 +35,7 @@ SOURCES: Final = (
     "_async_retry.py",
     "_async_pool.py",
     "_async_code_mode.py",
+    "_async_sessions.py",
 )
 
 # Whole words, longest first where one contains another.
@@ -42,6 +43,7 @@ NAMES: Final = {
     "AsyncAgentSandbox": "AgentSandbox",
     "AsyncCodeMode": "CodeMode",
     "AsyncSandboxPool": "SandboxPool",
+    "AsyncSessionPool": "SessionPool",
     "AsyncRuntime": "Runtime",
     "run_with_retry_async": "run_with_retry",
     "__aenter__": "__enter__",
@@ -53,6 +55,7 @@ NAMES: Final = {
     "_async_agent_sandbox": "_agent_sandbox",
     "_async_code_mode": "_code_mode",
     "_async_pool": "_pool",
+    "_async_sessions": "_sessions",
     "_async_retry": "_retry",
     "_anyio": "_sync",
 }

@@ -205,6 +205,58 @@ def pool_exhausted(env: Env) -> BaseException:
         return failure(lambda: pool.checkout().__enter__())
 
 
+def session_leased_elsewhere(env: Env) -> BaseException:
+    with pydeno.SessionPool(pydeno.MemoryJournalStore(), KEY) as sessions, sessions.lease("a"):
+        return failure(lambda: sessions.lease("a", timeout=0.1).__enter__())
+
+
+def owner_over_its_live_cap(env: Env) -> BaseException:
+    with (
+        pydeno.SessionPool(pydeno.MemoryJournalStore(), KEY, max_live_per_owner=1) as sessions,
+        sessions.lease("a", owner="alice"),
+    ):
+        return failure(lambda: sessions.lease("b", owner="alice").__enter__())
+
+
+def sqlite_locked_elsewhere(env: Env) -> BaseException:
+    """A second real process holds an exclusive lock on the file while a lease ends."""
+    import subprocess
+    import sys
+    import tempfile
+
+    locker = (
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "db.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.readline()"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/sessions.db"
+        with pydeno.SQLiteJournalStore(path, busy_timeout=0.1) as store, pydeno.SessionPool(store, KEY) as sessions:
+            proc = subprocess.Popen([sys.executable, "-c", locker, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            assert proc.stdout is not None and proc.stdin is not None
+            try:
+                assert proc.stdout.readline() == b"locked\n"
+
+                def lease_that_runs() -> None:
+                    with sessions.lease("a") as agent:
+                        agent.run("globalThis.x = 1")
+
+                return failure(lease_that_runs)
+            finally:
+                proc.stdin.close()
+                proc.wait(10)
+                proc.stdout.close()
+                sessions.close()
+
+
+def sqlite_file_not_a_database(env: Env) -> BaseException:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".db") as f:
+        f.write(b"not a database " * 300)
+        f.flush()
+        return failure(lambda: pydeno.SQLiteJournalStore(f.name))
+
+
 def paused_too_long(env: Env) -> BaseException:
     with pydeno.AgentSandbox({"approve": lambda: True}, max_pause=0.2, timeout=10) as session:
         paused = session.start("await tools.approve()")
@@ -692,6 +744,42 @@ TABLE = [
     pytest.param(Case("closed", RuntimeError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"),
     pytest.param(
         Case("closed", RuntimeError, closed_function, "Function has been closed"), id="closed: a closed JsFunction"
+    ),
+    pytest.param(
+        Case(
+            "lease_timeout",
+            pydeno.LeaseTimeout,
+            session_leased_elsewhere,
+            r"session 'a' is leased elsewhere; waited lease_timeout=0\.1s",
+        ),
+        id="lease_timeout: a session leased twice at once",
+    ),
+    pytest.param(
+        Case(
+            "session_limit",
+            pydeno.SessionLimitError,
+            owner_over_its_live_cap,
+            r"owner 'alice' has 1 live sessions, all leased or unsaved, the cap max_live_per_owner=1",
+        ),
+        id="session_limit: an owner over its live cap",
+    ),
+    pytest.param(
+        Case(
+            "store_busy",
+            pydeno.StoreBusy,
+            sqlite_locked_elsewhere,
+            r"journal store /\S+/sessions\.db is locked by another process; waited busy_timeout=0\.1s",
+        ),
+        id="store_busy: a SQLite file another process holds locked",
+    ),
+    pytest.param(
+        Case(
+            "store_failed",
+            pydeno.StoreError,
+            sqlite_file_not_a_database,
+            r"journal store /\S+\.db failed: DatabaseError: file is not a database",
+        ),
+        id="store_failed: a file that is not a SQLite database",
     ),
     pytest.param(
         Case(

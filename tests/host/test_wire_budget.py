@@ -53,8 +53,11 @@ def shaken(ratio: int = 40) -> Connection:
 
 @contextmanager
 def traced() -> Iterator[list[int]]:
-    """The peak of Python allocations made inside the block, above what was allocated before."""
-    gc.collect()
+    """The peak of Python allocations made inside the block, above what was allocated before.
+    The cyclic collector is off inside it (it could only lower the peak); no collection
+    before it, which late in a long test run costs more than the decoding measured."""
+    enabled = gc.isenabled()
+    gc.disable()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     found: list[int] = []
@@ -63,6 +66,8 @@ def traced() -> Iterator[list[int]]:
     finally:
         found.append(tracemalloc.get_traced_memory()[1] - base)
         tracemalloc.stop()
+        if enabled:
+            gc.enable()
 
 
 # -- values, of every kind the wire carries ------------------------------------------------------

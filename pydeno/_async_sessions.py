@@ -1,0 +1,304 @@
+"""The session pools: many long-lived agent sessions, few workers.
+
+``async with sessions.lease(session_id) as agent:`` (``with`` for the sync ``SessionPool``)
+hands out the session's :class:`~pydeno.AsyncAgentSandbox` with its state, exclusively:
+another lease of the same session waits for this one to end. At most ``max_live`` sessions
+hold a worker; a lease that needs one more evicts the least recently used idle session,
+which comes back on its next lease by replaying its journal on a fresh worker. Each lease's
+end writes the session's journal to the store when it changed, sealed under the pool's key
+for that session and version (pydeno/_sessions_core.py), so a store that hands back an
+older or a foreign journal is refused. The rules are :class:`~pydeno._sessions_core.LeaseBook`'s;
+this file is the source of both pools (pydeno/_sessions.py is generated from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key
+from ._async_agent_sandbox import AsyncAgentSandbox
+from ._backends import _anyio as backend
+from ._checks import count
+from ._errors import JournalError, StoreError
+from ._journal_store import JournalStore
+from ._options import RuntimeOptions
+from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
+
+__all__ = ["AsyncSessionPool"]
+
+# How long the idle reaper sleeps when no session will expire: it is woken sooner by any
+# lease's end.
+_NO_EXPIRY = 3600.0
+
+
+class AsyncSessionPool:
+    """``AsyncSessionPool(store, key, *, max_live=64, idle_ttl=None, lease_timeout=30.0,
+    max_live_per_owner=None, max_bytes_per_owner=None, **agent_kwargs)``.
+
+    ``store`` keeps the journals (:class:`~pydeno.MemoryJournalStore`,
+    :class:`~pydeno.SQLiteJournalStore`); ``key`` (bytes, at least 16) signs them.
+    ``max_live`` caps the sessions that hold a worker; ``idle_ttl`` (seconds) closes a
+    session's worker once it has been idle that long (its journal stays in the store);
+    ``lease_timeout`` bounds how long a lease waits for the session or for a live slot.
+    ``max_live_per_owner`` and ``max_bytes_per_owner`` cap what one owner holds.
+    ``agent_kwargs`` are :class:`~pydeno.AsyncAgentSandbox`'s: ``tools``,
+    ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
+    ``async with AsyncSessionPool(...) as sessions:`` (that starts the idle reaper), or call
+    :meth:`close`: closing kills every worker the pool holds; the journals stay in the store.
+    """
+
+    def __init__(
+        self,
+        store: JournalStore,
+        key: bytes,
+        *,
+        max_live: int = 64,
+        idle_ttl: float | None = None,
+        lease_timeout: float = 30.0,
+        max_live_per_owner: int | None = None,
+        max_bytes_per_owner: int | None = None,
+        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        max_tool_calls: int | None = None,
+        max_pause: float | None = None,
+        **runtime_kwargs: Any,
+    ) -> None:
+        if not isinstance(store, JournalStore):
+            raise TypeError(
+                f"store must be a journal store (pydeno.MemoryJournalStore(), pydeno.SQLiteJournalStore(path)), "
+                f"got {type(store).__name__}"
+            )
+        self._store = store
+        self._key = check_key(key)
+        self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
+        self._max_journal_bytes = count("max_journal_bytes", max_journal_bytes, 1)
+        # A bad option fails here, not in the first lease.
+        if "max_host_wait" in runtime_kwargs:
+            raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
+        RuntimeOptions(**runtime_kwargs)
+        self._tools = tools
+        self._max_tool_calls = max_tool_calls
+        self._max_pause = max_pause
+        self._runtime_kwargs = runtime_kwargs
+        self._cond = backend.Condition()
+        self._waited = {"count": 0, "total": 0.0, "max": 0.0}
+        self._background = backend.Background(self._reap, "pydeno-sessions")
+        # unasync: self._background.start()
+
+    async def __aenter__(self) -> AsyncSessionPool:
+        await self._background.start()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+        await self._background.leave()
+
+    # -- leases --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, session_id: str, owner: str | None = None, *, timeout: float | None = None
+    ) -> AsyncIterator[AsyncAgentSandbox]:
+        """The session's sandbox for this block, made on first use and restored from its
+        journal if it has no worker; its journal is written when the block ends."""
+        session_id, owner = check_session_id(session_id), check_owner(owner)
+        limit = self._book.lease_limit(timeout)
+        self._background.check_started("use the session pool as `async with AsyncSessionPool(...) as sessions:`")
+        entry = await self._acquire(session_id, owner, limit)
+        try:
+            yield entry.sandbox
+        finally:
+            with backend.shielded():
+                await self._end(entry)
+
+    async def _acquire(self, session_id: str, owner: str | None, limit: float) -> Entry:
+        book = self._book
+        started = time.monotonic()
+        deadline = started + limit
+        async with self._cond:
+            while True:
+                book.check_open()
+                how, entry, evicted = book.claim(session_id, owner)
+                if how != "wait":
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise book.timed_out(session_id, entry, limit)
+                await backend.wait(self._cond, left)
+            self._count_wait(time.monotonic() - started)
+        assert entry is not None
+        for gone in evicted:
+            await gone.sandbox.close()
+        if how == "live" and not entry.sandbox.closed:
+            return entry
+        try:
+            if how == "live":
+                # Its worker died while it was idle: its journal was written when its last
+                # lease ended, so it comes back like an evicted session.
+                await entry.sandbox.close()
+            sandbox, version, journal, size = await self._restore(entry)
+        except BaseException:
+            with backend.shielded():
+                async with self._cond:
+                    book.abandon(entry)
+                    self._cond.notify_all()
+            raise
+        async with self._cond:
+            book.restored(entry, sandbox, version)
+            entry.journal, entry.stored_bytes = journal, size
+        return entry
+
+    async def _restore(self, entry: Entry) -> tuple[AsyncAgentSandbox, int, bytes | None, int]:
+        """A sandbox with the session's state: new, or its stored journal replayed."""
+        session_id = entry.session_id
+        stored = await backend.blocking(lambda: self._store.read(session_id))
+        known = self._book.known.get(session_id, 0)
+        if stored is None:
+            if known:
+                raise JournalError(
+                    f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
+                    "wrote or read; a store that loses a journal is refused"
+                )
+            sandbox = AsyncAgentSandbox(
+                self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+            )
+            return sandbox, 0, None, 0
+        owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
+        if owner != entry.owner:
+            raise other_owner(session_id)
+        sandbox = await AsyncAgentSandbox.load(
+            journal,
+            key=self._key,
+            tools=self._tools,
+            max_pause=self._max_pause,
+            max_journal_bytes=self._max_journal_bytes,
+            **self._runtime_kwargs,
+        )
+        return sandbox, version, journal, len(stored[2])
+
+    async def _end(self, entry: Entry) -> None:
+        """Write the session's journal if it changed, then make it idle (or drop it: its
+        worker died, or what it did cannot be stored)."""
+        sandbox, keep = entry.sandbox, True
+        try:
+            journal = sandbox._journal(self._key)
+            if journal != entry.journal:
+                keep = await self._write(entry, journal)
+        except StoreError:
+            # Nothing is lost: the live sandbox keeps the state, and the next lease's end
+            # writes it again; an unsaved session is never evicted or expired.
+            entry.dirty = True
+            raise
+        except BaseException:
+            keep = False
+            raise
+        finally:
+            keep = keep and not sandbox.closed
+            async with self._cond:
+                self._book.release(entry, time.monotonic(), keep=keep)
+                self._cond.notify_all()
+            if not keep:
+                await sandbox.close()
+
+    async def _write(self, entry: Entry, journal: bytes) -> bool:
+        session_id, owner, version = entry.session_id, entry.owner, entry.version + 1
+        record = seal(self._key, session_id, owner, version, journal)
+        if owner is not None and self._book.max_bytes_per_owner is not None:
+            stored = await backend.blocking(lambda: self._store.owner_bytes(owner))
+            self._book.check_bytes(owner, stored, entry.stored_bytes, len(record))
+        if not await backend.blocking(lambda: self._store.write(session_id, owner, version, record)):
+            raise JournalError(
+                f"the journal of session {shown(session_id)} changed in the store since this pool read it "
+                f"(another pool wrote it); this lease's runs are not stored"
+            )
+        async with self._cond:
+            self._book.written(entry, version)
+            entry.journal, entry.stored_bytes = journal, len(record)
+        return True
+
+    # -- the rest of the API ---------------------------------------------------------------
+    async def delete(self, session_id: str, owner: str | None = None, *, timeout: float | None = None) -> None:
+        """Forget the session: close its worker and remove its journal from the store. It
+        waits for a lease of it to end, like a lease."""
+        session_id, owner = check_session_id(session_id), check_owner(owner)
+        limit = self._book.lease_limit(timeout)
+        book = self._book
+        started = time.monotonic()
+        async with self._cond:
+            while True:
+                book.check_open()
+                entry = book.live.get(session_id)
+                if entry is None or not entry.leased:
+                    break
+                left = started + limit - time.monotonic()
+                if left <= 0:
+                    raise book.timed_out(session_id, entry, limit)
+                await backend.wait(self._cond, left)
+            if entry is not None:
+                if entry.owner != owner:
+                    raise other_owner(session_id)
+                del book.live[session_id]
+        if entry is not None:
+            await entry.sandbox.close()
+        stored = await backend.blocking(lambda: self._store.read(session_id))
+        if stored is not None and stored[1] != owner:
+            raise other_owner(session_id)
+        await backend.blocking(lambda: self._store.delete(session_id))
+        async with self._cond:
+            book.known.pop(session_id, None)
+            self._cond.notify_all()
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's figures: live, leased and idle sessions, leases, restores (journals
+        replayed), evictions, expirations, and the time leases waited."""
+        return {**self._book.counts(), "queue_wait_seconds": dict(self._waited)}
+
+    def _count_wait(self, seconds: float) -> None:
+        waited = self._waited
+        waited["count"] += 1
+        waited["total"] += seconds
+        waited["max"] = max(waited["max"], seconds)
+
+    async def _reap(self) -> None:
+        """Close the workers of sessions idle past idle_ttl, as they expire."""
+        book = self._book
+        while True:
+            async with self._cond:
+                while True:
+                    if book.closed:
+                        return
+                    gone = book.expired(time.monotonic())
+                    if gone:
+                        break
+                    wait = book.next_expiry(time.monotonic())
+                    await backend.wait(self._cond, _NO_EXPIRY if wait is None else max(wait, 0.001))
+            for entry in gone:
+                await entry.sandbox.close()
+
+    async def close(self) -> None:
+        """Kill every worker the pool holds (a leased session's too); the journals written
+        so far stay in the store. Idempotent."""
+        failure: StoreError | None = None
+        with backend.shielded():
+            async with self._cond:
+                entries = self._book.drain()
+                self._cond.notify_all()
+            for entry in entries:
+                if entry.sandbox is None:
+                    continue
+                if entry.dirty and not entry.leased:
+                    # A journal the store refused before: one more try, or it is lost now.
+                    try:
+                        await self._write(entry, entry.sandbox._journal(self._key))
+                    except StoreError as exc:
+                        failure = failure or exc
+                await entry.sandbox.close()
+        self._background.join()
+        if failure is not None:
+            raise failure
+
+    @property
+    def closed(self) -> bool:
+        return self._book.closed

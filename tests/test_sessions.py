@@ -1,0 +1,527 @@
+"""SessionPool: many sessions, few workers, journals in a real store (real deno workers, a
+real SQLite file, a second real process holding its lock). The pool's decisions alone are
+tested without workers in tests/test_sessions_core.py."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+import pydeno
+
+KEY = b"k" * 32
+
+
+def workers() -> list[psutil.Process]:
+    """This process's deno workers."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
+                found.append(p)
+    return found
+
+
+class Counter:
+    """A tool that counts its calls, so a replay can be seen not to call it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: int) -> int:
+        self.calls += 1
+        return x * 10
+
+
+@pytest.fixture
+def store() -> pydeno.MemoryJournalStore:
+    return pydeno.MemoryJournalStore()
+
+
+def test_a_sessions_globals_are_there_on_its_next_lease(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=2) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.count = 1")
+        with sessions.lease("a") as again:
+            assert again is agent
+            assert again.run("++count") == 2
+        assert sessions.stats()["created"] == 1 and sessions.stats()["restores"] == 0
+
+
+def test_an_evicted_session_comes_back_with_the_same_globals_without_calling_a_tool_again(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    tool = Counter()
+    with pydeno.SessionPool(store, KEY, max_live=1, tools={"times10": tool}) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.seen = await tools.times10(4); globalThis.d = new Date(0)")
+        with sessions.lease("b") as other:
+            other.run("1")
+        assert agent.closed  # evicted: its worker is gone
+        with sessions.lease("a") as restored:
+            assert restored is not agent
+            assert restored.run("[seen, d.getTime()]") == [40, 0]
+        assert tool.calls == 1
+        stats = sessions.stats()
+        assert (stats["evictions"], stats["restores"]) == (2, 1)
+
+
+def test_no_more_than_max_live_sessions_hold_a_worker(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=2) as sessions:
+        for name in "abcd":
+            with sessions.lease(name) as agent:
+                agent.run(f"globalThis.me = {name!r}")
+            assert len(workers()) <= 2
+        assert sessions.stats()["live"] == 2
+        for name in "abcd":
+            with sessions.lease(name) as agent:
+                assert agent.run("me") == name
+
+
+def test_the_least_recently_used_idle_session_is_the_one_evicted(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=2) as sessions:
+        held = {}
+        for name in "ab":
+            with sessions.lease(name) as agent:
+                held[name] = agent
+        with sessions.lease("a"):
+            pass  # a is now the most recently used
+        with sessions.lease("c"):
+            pass
+        assert held["b"].closed and not held["a"].closed
+
+
+def test_idle_ttl_closes_an_idle_sessions_worker_and_its_next_lease_restores_it(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    with pydeno.SessionPool(store, KEY, idle_ttl=0.05) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.x = 'kept'")
+        done = threading.Event()
+
+        def closed() -> None:
+            while not agent.closed:
+                done.wait(0.01)
+            done.set()
+
+        waiter = threading.Thread(target=closed)
+        waiter.start()
+        assert done.wait(10)
+        waiter.join()
+        assert sessions.stats()["expirations"] == 1 and sessions.stats()["live"] == 0
+        with sessions.lease("a") as restored:
+            assert restored.run("x") == "kept"
+
+
+def test_a_second_lease_of_a_session_waits_for_the_first_to_end(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY) as sessions:
+        order: list[str] = []
+        first_in, second_started = threading.Event(), threading.Event()
+
+        def second() -> None:
+            second_started.set()
+            with sessions.lease("a") as agent:
+                order.append(f"second sees {agent.run('step')}")
+
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.step = 1")
+            first_in.set()
+            thread = threading.Thread(target=second)
+            thread.start()
+            second_started.wait()
+            # The second lease cannot get in while this one holds the session.
+            thread.join(0.2)
+            assert thread.is_alive()
+            agent.run("step = 2")
+            order.append("first done")
+        thread.join()
+        assert order == ["first done", "second sees 2"]
+
+
+def test_a_second_lease_fails_with_lease_timeout_while_the_first_holds_on(store: pydeno.MemoryJournalStore) -> None:
+    with (
+        pydeno.SessionPool(store, KEY) as sessions,
+        sessions.lease("a"),
+        pytest.raises(pydeno.LeaseTimeout) as info,
+        sessions.lease("a", timeout=0.1),
+    ):
+        pass
+    assert str(info.value) == "session 'a' is leased elsewhere; waited lease_timeout=0.1s"
+    assert pydeno.classify_error(info.value).kind == "lease_timeout"
+    assert pydeno.classify_error(info.value).retryable
+
+
+def test_a_lease_waits_for_a_live_slot_when_every_one_is_leased_then_times_out(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    with (
+        pydeno.SessionPool(store, KEY, max_live=1, lease_timeout=0.1) as sessions,
+        sessions.lease("a"),
+        pytest.raises(pydeno.LeaseTimeout) as info,
+        sessions.lease("b"),
+    ):
+        pass
+    assert str(info.value) == "no live slot for session 'b': all max_live=1 are leased; waited lease_timeout=0.1s"
+
+
+class RollbackStore(pydeno.MemoryJournalStore):
+    """A store that answers a read with a record it held earlier, or another session's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: dict[str, list[bytes]] = {}
+        self.answer: tuple[str, int] | None = None
+
+    def write(self, session_id: str, owner: str | None, version: int, record: bytes) -> bool:
+        self.history.setdefault(session_id, []).append(record)
+        return super().write(session_id, owner, version, record)
+
+    def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
+        stored = super().read(session_id)
+        if self.answer is None or stored is None:
+            return stored
+        other, index = self.answer
+        return (stored[0], stored[1], self.history[other][index])
+
+
+def evict(sessions: pydeno.SessionPool, name: str = "evictor") -> None:
+    with sessions.lease(name):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        pytest.param(
+            ("a", 0),
+            "the stored journal of session 'a' is version 1, older than version 2 this pool last wrote or read; "
+            "a store that hands back an older journal is refused",
+            id="an older record of the same session",
+        ),
+        pytest.param(
+            ("b", 0),
+            "the stored journal of session 'a' was sealed for session 'b'; a foreign journal is refused",
+            id="another session's record",
+        ),
+    ],
+)
+def test_a_store_that_hands_back_an_older_or_foreign_journal_is_refused(answer: tuple[str, int], message: str) -> None:
+    store = RollbackStore()
+    with pydeno.SessionPool(store, KEY, max_live=1) as sessions:
+        for step in (1, 2):
+            with sessions.lease("a") as agent:
+                agent.run(f"globalThis.step = {step}")
+        with sessions.lease("b") as agent:
+            agent.run("globalThis.step = 'b'")
+        store.answer = answer
+        with pytest.raises(pydeno.JournalError) as info, sessions.lease("a"):
+            pass
+        assert str(info.value) == message
+        assert pydeno.classify_error(info.value).kind == "journal_invalid"
+        store.answer = None
+        with sessions.lease("a") as agent:
+            assert agent.run("step") == 2
+
+
+def test_a_store_that_loses_a_journal_is_refused_not_taken_for_a_new_session(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=1) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.x = 1")
+        evict(sessions)
+        store.delete("a")
+        missing = r"^the store has no journal of session 'a', whose version 1"
+        with pytest.raises(pydeno.JournalError, match=missing), sessions.lease("a"):
+            pass
+
+
+def test_a_record_altered_in_the_store_or_read_with_another_key_is_refused(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=1) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.x = 1")
+        evict(sessions)
+        _version, owner, record = store.read("a") or (0, None, b"")
+        store.delete("a")
+        store.write("a", owner, 1, record[:-1] + bytes([record[-1] ^ 1]))
+        with pytest.raises(pydeno.JournalError, match="is not authentic"), sessions.lease("a"):
+            pass
+    store.delete("a")
+    store.write("a", owner, 1, record)
+    with (
+        pydeno.SessionPool(store, b"x" * 32) as other,
+        pytest.raises(pydeno.JournalError, match="is not authentic"),
+        other.lease("a"),
+    ):
+        pass
+
+
+def test_an_owner_at_its_live_cap_evicts_its_own_idle_session_or_is_refused_when_all_are_leased(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=10, max_live_per_owner=1) as sessions:
+        with sessions.lease("a1", owner="alice") as first:
+            first.run("1")
+            with sessions.lease("b1", owner="bob"):
+                pass  # another owner is not held back
+            with pytest.raises(pydeno.SessionLimitError) as info, sessions.lease("a2", owner="alice"):
+                pass
+        with sessions.lease("a2", owner="alice"):
+            assert first.closed  # alice's idle session made room for her new one
+    assert str(info.value) == ("owner 'alice' has 1 live sessions, all leased or unsaved, the cap max_live_per_owner=1")
+    assert pydeno.classify_error(info.value).kind == "session_limit"
+
+
+def test_an_owner_over_its_stored_bytes_keeps_its_last_stored_journal(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=1, max_bytes_per_owner=2000) as sessions:
+        with sessions.lease("a", owner="alice") as agent:
+            agent.run("globalThis.small = 1")
+        with pytest.raises(pydeno.SessionLimitError) as info, sessions.lease("a", owner="alice") as agent:
+            agent.run("globalThis.big = 'x'.repeat(5000)")
+        assert agent.closed
+        with sessions.lease("a", owner="alice") as restored:
+            assert restored.run("[small, typeof big]") == [1, "undefined"]
+    assert str(info.value).startswith("owner 'alice' would store ")
+    assert str(info.value).endswith(
+        " bytes of journals, over max_bytes_per_owner=2000; the session's last stored journal is kept"
+    )
+
+
+def test_a_session_leased_by_another_owner_is_refused(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=1) as sessions:
+        with sessions.lease("a", owner="alice"):
+            pass
+        with (
+            pytest.raises(ValueError, match=r"^session 'a' belongs to another owner"),
+            sessions.lease("a", owner="eve"),
+        ):
+            pass
+        evict(sessions)
+        with pytest.raises(ValueError, match=r"^session 'a' belongs to another owner"), sessions.lease("a"):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda s: s.lease(42), TypeError, "session_id must be a str, got int"),
+        (lambda s: s.lease(""), ValueError, "session_id must be 1 to 256 characters, got 0"),
+        (lambda s: s.lease("a", owner=7), TypeError, "owner must be a str or None, got int"),
+        (
+            lambda s: s.lease("a", timeout=-1),
+            ValueError,
+            "timeout must be a positive, finite number of seconds, got -1",
+        ),
+    ],
+    ids=["an id that is not a str", "an empty id", "an owner that is not a str", "a negative timeout"],
+)
+def test_a_bad_lease_argument_is_a_clear_error_before_anything_starts(call: Any, error: type, message: str) -> None:
+    with pydeno.SessionPool(pydeno.MemoryJournalStore(), KEY) as sessions:
+        with pytest.raises(error) as info, call(sessions):
+            pass
+        assert str(info.value) == message
+        assert sessions.stats()["live"] == 0 and not workers()
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        (({}, KEY), {}, TypeError, "store must be a journal store"),
+        ((pydeno.MemoryJournalStore(), b"short"), {}, ValueError, "key must be at least 16 bytes"),
+        ((pydeno.MemoryJournalStore(), KEY), {"max_live": 0}, ValueError, "max_live must be at least 1, got 0"),
+        ((pydeno.MemoryJournalStore(), KEY), {"timeot": 1}, TypeError, ""),
+        ((pydeno.MemoryJournalStore(), KEY), {"max_host_wait": 1}, TypeError, "an agent session bounds tool waits"),
+    ],
+    ids=["not a store", "a short key", "no live slot", "a misspelt option", "max_host_wait"],
+)
+def test_a_bad_pool_argument_is_a_clear_error(args: Any, kwargs: Any, error: type, message: str) -> None:
+    with pytest.raises(error, match="^" + message):
+        pydeno.SessionPool(*args, **kwargs)
+
+
+def find_worker() -> psutil.Process:
+    (worker,) = workers()
+    return worker
+
+
+def test_a_worker_killed_mid_lease_keeps_the_runs_finished_before_it_and_the_tool_calls_it_spent(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    tool = Counter()
+    with pydeno.SessionPool(store, KEY, tools={"times10": tool}, max_tool_calls=3) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.kept = await tools.times10(1)")
+            worker = find_worker()
+            # A run that spends two more calls and then has its worker killed: its state dies
+            # with the worker, but the calls stay spent.
+            with pytest.raises(pydeno.WorkerCrashed):
+                _run_and_kill(agent, worker)
+        with sessions.lease("a") as restored:
+            assert restored.run("[kept, typeof lost]") == [10, "undefined"]
+            assert restored.tool_calls_made == 3
+            assert "ToolBudgetError" in restored.run("tools.times10(4).catch(e => e.name)")
+        assert tool.calls == 3
+
+
+def _run_and_kill(agent: pydeno.AgentSandbox, worker: psutil.Process) -> None:
+    killer = threading.Timer(0.3, lambda: worker.send_signal(signal.SIGKILL))
+    killer.start()
+    try:
+        agent.run("await tools.times10(2); await tools.times10(3); globalThis.lost = 1; await new Promise(() => {})")
+    finally:
+        killer.cancel()
+
+
+# -- SQLite ------------------------------------------------------------------------------------
+def test_sessions_survive_a_new_pool_on_the_same_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with (
+        pydeno.SQLiteJournalStore(path) as store,
+        pydeno.SessionPool(store, KEY) as sessions,
+        sessions.lease("a", owner="alice") as agent,
+    ):
+        agent.run("globalThis.notes = ['one']")
+    with pydeno.SQLiteJournalStore(path) as store, pydeno.SessionPool(store, KEY) as sessions:
+        with sessions.lease("a", owner="alice") as agent:
+            assert agent.run("notes.push('two'); notes") == ["one", "two"]
+        assert store.owner_bytes("alice") > 0
+        sessions.delete("a", owner="alice")
+        assert store.read("a") is None
+
+
+LOCKER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.readline()
+db.execute("ROLLBACK")
+"""
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Another process holds an exclusive lock on the SQLite file for the block."""
+    proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"locked\n"
+        yield
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+        proc.stdout.close()  # type: ignore[union-attr]
+
+
+def test_a_sqlite_file_locked_by_another_process_is_store_busy_and_the_session_keeps_its_state(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.db"
+    with (
+        pydeno.SQLiteJournalStore(path, busy_timeout=0.1) as store,
+        pydeno.SessionPool(store, KEY, max_live=1) as sessions,
+    ):
+        with locked(path):
+            with pytest.raises(pydeno.StoreBusy) as info, sessions.lease("a") as agent:
+                agent.run("globalThis.x = 'not yet stored'")
+            # The unsaved session is not evicted: a lease of another session cannot take its slot.
+            with pytest.raises(pydeno.LeaseTimeout), sessions.lease("b", timeout=0.1):
+                pass
+        with sessions.lease("a") as again:
+            assert again is agent  # still live, with its state; this lease's end stores it
+        evict(sessions)
+        with sessions.lease("a") as restored:
+            assert restored.run("x") == "not yet stored"
+    assert str(info.value) == f"journal store {path} is locked by another process; waited busy_timeout=0.1s"
+    assert pydeno.classify_error(info.value).kind == "store_busy"
+
+
+def test_a_file_that_is_not_a_sqlite_database_is_a_clear_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    path.write_bytes(b"this is not a database, it is text " * 200)
+    with pytest.raises(pydeno.StoreError) as info:
+        pydeno.SQLiteJournalStore(path)
+    assert str(info.value) == f"journal store {path} failed: DatabaseError: file is not a database"
+    assert pydeno.classify_error(info.value).kind == "store_failed"
+    assert not pydeno.classify_error(info.value).retryable
+
+
+def test_a_sqlite_file_whose_pages_are_corrupt_is_a_clear_store_error_when_a_lease_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with (
+        pydeno.SQLiteJournalStore(path) as store,
+        pydeno.SessionPool(store, KEY) as sessions,
+        sessions.lease("a") as agent,
+    ):
+        agent.run("globalThis.data = 'x'.repeat(20000)")
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(4096)  # the header page stays: the file still opens as a database
+        f.write(b"\xff" * (size - 4096))
+    with pydeno.SQLiteJournalStore(path) as store, pydeno.SessionPool(store, KEY) as sessions:
+        with pytest.raises(pydeno.StoreError) as info, sessions.lease("a"):
+            pass
+        assert sessions.stats()["live"] == 0 and not workers()
+    assert str(info.value) == f"journal store {path} failed: DatabaseError: database disk image is malformed"
+
+
+def test_two_pools_on_one_file_cannot_silently_overwrite_each_others_journal(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with pydeno.SQLiteJournalStore(path) as one, pydeno.SQLiteJournalStore(path) as two:
+        with pydeno.SessionPool(one, KEY) as first, pydeno.SessionPool(two, KEY) as second:
+            with first.lease("a") as agent:
+                agent.run("globalThis.by = 'first'")
+            with second.lease("a") as agent:
+                assert agent.run("by = 'second'; by") == "second"
+            conflict = r"changed in the store since this pool read it"
+            with pytest.raises(pydeno.JournalError, match=conflict), first.lease("a") as agent:
+                agent.run("by = 'first again'")
+        with pydeno.SessionPool(one, KEY) as third, third.lease("a") as agent:
+            assert agent.run("by") == "second"
+
+
+def test_closing_the_pool_kills_every_worker_and_a_lease_after_it_is_closed(store: pydeno.MemoryJournalStore) -> None:
+    sessions = pydeno.SessionPool(store, KEY)
+    for name in "ab":
+        with sessions.lease(name):
+            pass
+    assert len(workers()) == 2
+    sessions.close()
+    assert not workers()
+    with pytest.raises(RuntimeError) as info, sessions.lease("a"):
+        pass
+    assert pydeno.classify_error(info.value).kind == "closed"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_async_pool_leases_evicts_and_restores_under_asyncio_and_trio(backend: str) -> None:
+    async def main() -> None:
+        async with pydeno.AsyncSessionPool(pydeno.MemoryJournalStore(), KEY, max_live=1) as sessions:
+            async with sessions.lease("a") as agent:
+                await agent.run("globalThis.x = 'a'")
+            async with sessions.lease("b") as agent:
+                await agent.run("globalThis.x = 'b'")
+            async with sessions.lease("a") as agent:
+                assert await agent.run("x") == "a"
+            assert sessions.stats()["restores"] == 1
+
+    anyio.run(main, backend=backend)
+    assert not workers()
+
+
+def test_the_async_pool_must_be_entered_before_a_lease() -> None:
+    async def main() -> None:
+        sessions = pydeno.AsyncSessionPool(pydeno.MemoryJournalStore(), KEY)
+        with pytest.raises(RuntimeError, match="async with AsyncSessionPool"):
+            async with sessions.lease("a"):
+                pass
+
+    anyio.run(main)
