@@ -52,7 +52,7 @@ from ._function import JsFunction
 from ._tools import ToolBridge
 from ._values import Undefined, undefined
 
-__all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal"]
+__all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
 
 MAGIC: Final = "pydeno-journal"
 VERSION: Final = 1
@@ -555,6 +555,17 @@ class PausedToolCall:
         return self._owner._resume(self, value, error)
 
 
+def runtime_options(runtime_kwargs: Mapping[str, Any], max_pause: Any) -> tuple[dict[str, Any], int | None, int | None]:
+    """The options of a session's runtime, and the seed and clock the session itself keeps."""
+    if "max_host_wait" in runtime_kwargs:
+        raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
+    options = {**runtime_kwargs, "max_host_wait": max_pause}
+    # A session is deterministic by itself; random_seed= and clock= choose its seed and
+    # clock (a restored one keeps its journal's).
+    seed, clock = check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
+    return options, seed, clock
+
+
 class SessionDriver:
     """What the sync and async sandboxes share beyond the core: set-up, the paused call's
     bookkeeping, and the read-only API. Subclasses own a runtime (``_rt``) and move runs."""
@@ -569,14 +580,11 @@ class SessionDriver:
         runtime_kwargs: dict[str, Any],
         seed: int | None = None,
         clock_ms: int | None = None,
+        runtime: Any = None,
     ) -> None:
-        """Set up the bridge and the session core, then the driver's runtime."""
-        if "max_host_wait" in runtime_kwargs:
-            raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
-        options = {**runtime_kwargs, "max_host_wait": max_pause}
-        # A session is deterministic by itself; random_seed= and clock= choose its seed and
-        # clock (a restored one keeps its journal's).
-        given_seed, given_clock = check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
+        """Set up the bridge and the session core, then the driver's runtime (``runtime``,
+        if given: one started with :func:`runtime_options`' options, which the session owns)."""
+        options, given_seed, given_clock = runtime_options(runtime_kwargs, max_pause)
         seed = seed if seed is not None else given_seed
         clock_ms = clock_ms if clock_ms is not None else given_clock
         self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
@@ -586,9 +594,9 @@ class SessionDriver:
         self._paused: PausedToolCall | None = None
         self._waiting: tuple[Any, Any] | None = None
         self._closed = False
-        self._start_runtime(options)
+        self._start_runtime(options, runtime)
 
-    def _start_runtime(self, options: dict[str, Any]) -> None:
+    def _start_runtime(self, options: dict[str, Any], runtime: Any) -> None:
         raise NotImplementedError  # pragma: no cover - each driver starts its own runtime
 
     @property

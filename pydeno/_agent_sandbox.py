@@ -17,7 +17,15 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
+from ._agent import (
+    DEFAULT_MAX_JOURNAL_BYTES,
+    Action,
+    Journal,
+    PausedToolCall,
+    RunRecord,
+    SessionDriver,
+    decode_journal,
+)
 from ._backends import _sync as backend
 from ._checks import code_text
 from ._errors import JavaScriptError, ReplayDivergence
@@ -48,10 +56,28 @@ class AgentSandbox(SessionDriver):
     ) -> None:
         self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
-    def _start_runtime(self, options: dict[str, Any]) -> None:
+    @classmethod
+    def _on(
+        cls,
+        runtime: Runtime,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+    ) -> AgentSandbox:
+        """A new session on a runtime already started (see _setup), which it then owns."""
+        self = cls.__new__(cls)
+        try:
+            self._setup(tools, max_tool_calls, max_pause, runtime_kwargs, runtime=runtime)
+        except BaseException:
+            runtime.close()
+            raise
+        return self
+
+    def _start_runtime(self, options: dict[str, Any], runtime: Runtime | None) -> None:
         self._lock = backend.Lock()
         self._set_up = False
-        self._rt = Runtime(**options)
+        self._rt = runtime if runtime is not None else Runtime(**options)
         self._ready()
 
     def _ready(self) -> None:
@@ -103,8 +129,25 @@ class AgentSandbox(SessionDriver):
         """Restore a dumped session on a fresh worker by replaying its runs with the recorded
         tool results (no tool is called). A snapshot comes back paused at the same call."""
         parsed = decode_journal(journal, key, max_journal_bytes)
+        return cls._replayed(parsed, tools, max_pause, dict(runtime_kwargs))
+
+    @classmethod
+    def _replayed(
+        cls,
+        parsed: Journal,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        runtime: Runtime | None = None,
+    ) -> AgentSandbox:
+        """A session restored from a decoded journal, on runtime if given (see _setup)."""
         self = cls.__new__(cls)
-        self._setup(tools, parsed.max_tool_calls, max_pause, dict(runtime_kwargs), parsed.seed, parsed.clock_ms)
+        try:
+            self._setup(tools, parsed.max_tool_calls, max_pause, runtime_kwargs, parsed.seed, parsed.clock_ms, runtime)
+        except BaseException:
+            if runtime is not None:
+                runtime.close()
+            raise
         try:
             for run in parsed.runs:
                 self._replay(run, parsed.pending)

@@ -15,7 +15,15 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, Action, PausedToolCall, RunRecord, SessionDriver, decode_journal
+from ._agent import (
+    DEFAULT_MAX_JOURNAL_BYTES,
+    Action,
+    Journal,
+    PausedToolCall,
+    RunRecord,
+    SessionDriver,
+    decode_journal,
+)
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
 from ._checks import code_text
@@ -46,10 +54,28 @@ class AsyncAgentSandbox(SessionDriver):
     ) -> None:
         self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
-    def _start_runtime(self, options: dict[str, Any]) -> None:
+    @classmethod
+    async def _on(
+        cls,
+        runtime: AsyncRuntime,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+    ) -> AsyncAgentSandbox:
+        """A new session on a runtime already started (see _setup), which it then owns."""
+        self = cls.__new__(cls)
+        try:
+            self._setup(tools, max_tool_calls, max_pause, runtime_kwargs, runtime=runtime)
+        except BaseException:
+            await runtime.close()
+            raise
+        return self
+
+    def _start_runtime(self, options: dict[str, Any], runtime: AsyncRuntime | None) -> None:
         self._lock = backend.Lock()
         self._set_up = False
-        self._rt = AsyncRuntime(**options)
+        self._rt = runtime if runtime is not None else AsyncRuntime(**options)
         # unasync: self._ready()
 
     async def _ready(self) -> None:
@@ -101,8 +127,25 @@ class AsyncAgentSandbox(SessionDriver):
         """Restore a dumped session on a fresh worker by replaying its runs with the recorded
         tool results (no tool is called). A snapshot comes back paused at the same call."""
         parsed = decode_journal(journal, key, max_journal_bytes)
+        return await cls._replayed(parsed, tools, max_pause, dict(runtime_kwargs))
+
+    @classmethod
+    async def _replayed(
+        cls,
+        parsed: Journal,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        runtime: AsyncRuntime | None = None,
+    ) -> AsyncAgentSandbox:
+        """A session restored from a decoded journal, on runtime if given (see _setup)."""
         self = cls.__new__(cls)
-        self._setup(tools, parsed.max_tool_calls, max_pause, dict(runtime_kwargs), parsed.seed, parsed.clock_ms)
+        try:
+            self._setup(tools, parsed.max_tool_calls, max_pause, runtime_kwargs, parsed.seed, parsed.clock_ms, runtime)
+        except BaseException:
+            if runtime is not None:
+                await runtime.close()
+            raise
         try:
             for run in parsed.runs:
                 await self._replay(run, parsed.pending)

@@ -205,6 +205,12 @@ class AsyncSessionPool:
     async def _write(self, entry: Entry, journal: bytes) -> bool:
         session_id, owner, version = entry.session_id, entry.owner, entry.version + 1
         record = seal(self._key, session_id, owner, version, journal)
+        if len(record) > self._max_journal_bytes:
+            # Stored, it could never be read back: the last stored journal stays the session's.
+            raise JournalError(
+                f"the journal of session {shown(session_id)} is {len(record)} bytes, over "
+                f"max_journal_bytes={self._max_journal_bytes}; the session's last stored journal is kept"
+            )
         if owner is not None and self._book.max_bytes_per_owner is not None:
             stored = await backend.blocking(lambda: self._store.owner_bytes(owner))
             self._book.check_bytes(owner, stored, entry.stored_bytes, len(record))

@@ -76,6 +76,21 @@ def test_an_evicted_session_comes_back_with_the_same_globals_without_calling_a_t
         assert (stats["evictions"], stats["restores"]) == (2, 1)
 
 
+def test_a_run_paused_at_a_tool_call_is_still_paused_there_after_its_session_was_evicted(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    tool = Counter()
+    with pydeno.SessionPool(store, KEY, max_live=1, tools={"times10": tool}) as sessions:
+        with sessions.lease("a") as agent:
+            paused = agent.start("const got = await tools.times10(7); `approved: ${got}`")
+            assert isinstance(paused, pydeno.PausedToolCall)
+        evict(sessions)
+        with sessions.lease("a") as restored:
+            assert restored.paused is not None and restored.paused.args == [7]
+            assert restored.paused.resume(value=70) == "approved: 70"
+        assert tool.calls == 0  # the caller answered the call; the tool never ran
+
+
 def test_no_more_than_max_live_sessions_hold_a_worker(store: pydeno.MemoryJournalStore) -> None:
     with pydeno.SessionPool(store, KEY, max_live=2) as sessions:
         for name in "abcd":
@@ -293,6 +308,20 @@ def test_an_owner_over_its_stored_bytes_keeps_its_last_stored_journal(store: pyd
     assert str(info.value).endswith(
         " bytes of journals, over max_bytes_per_owner=2000; the session's last stored journal is kept"
     )
+
+
+def test_a_journal_that_could_not_be_read_back_is_not_stored_and_the_last_one_is_kept(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    with pydeno.SessionPool(store, KEY, max_journal_bytes=4000) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.small = 1")
+        with pytest.raises(pydeno.JournalError) as info, sessions.lease("a") as agent:
+            agent.run("globalThis.big = 'x'.repeat(5000)")
+        with sessions.lease("a") as restored:
+            assert restored.run("[small, typeof big]") == [1, "undefined"]
+    assert str(info.value).startswith("the journal of session 'a' is ")
+    assert str(info.value).endswith(" bytes, over max_journal_bytes=4000; the session's last stored journal is kept")
 
 
 def test_a_session_leased_by_another_owner_is_refused(store: pydeno.MemoryJournalStore) -> None:
