@@ -114,7 +114,8 @@ def serving(tls: ssl.SSLContext | None = None) -> Iterator[Server]:
     if tls is not None:
         httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, name="test-http-server")
+    # A short poll: shutdown() waits for the loop to look, once per test.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), name="test-http-server")
     thread.start()
     try:
         yield state

@@ -54,12 +54,15 @@ def host_unharmed() -> Iterator[None]:
     threads = _host_threads()
     rss = psutil.Process().memory_info().rss
     yield
-    gc.collect()
-    assert psutil.Process().memory_info().rss - rss < HOST_RSS_SLACK
+    if psutil.Process().memory_info().rss - rss >= HOST_RSS_SLACK:
+        # Only then: what the test dropped in a cycle is not the guest's doing. A collection
+        # after every test would cost more than most of them, late in a run.
+        gc.collect()
+        assert psutil.Process().memory_info().rss - rss < HOST_RSS_SLACK
     deadline = time.monotonic() + 5.0
     # The monitor thread exits by itself one sampling period after its last worker goes.
     while (_host_threads() > threads or _children()) and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.005)
     assert _children() == []
     assert _host_threads() == threads
 
