@@ -18,8 +18,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._async_agent_sandbox import AsyncAgentSandbox
+from ._async_pool import AsyncSandboxPool
 from ._backends import _anyio as backend
 from ._checks import count
 from ._errors import JournalError, StoreError
@@ -44,6 +45,8 @@ class AsyncSessionPool:
     session's worker once it has been idle that long (its journal stays in the store);
     ``lease_timeout`` bounds how long a lease waits for the session or for a live slot.
     ``max_live_per_owner`` and ``max_bytes_per_owner`` cap what one owner holds.
+    ``warm_workers`` workers are kept started ahead (beside the live ones), so that a lease
+    of a new or evicted session replays its journal without waiting for a worker to start.
     ``agent_kwargs`` are :class:`~pydeno.AsyncAgentSandbox`'s: ``tools``,
     ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
     ``async with AsyncSessionPool(...) as sessions:`` (that starts the idle reaper), or call
@@ -61,6 +64,7 @@ class AsyncSessionPool:
         max_live_per_owner: int | None = None,
         max_bytes_per_owner: int | None = None,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        warm_workers: int = 0,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         max_tool_calls: int | None = None,
         max_pause: float | None = None,
@@ -76,9 +80,11 @@ class AsyncSessionPool:
         self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
         self._max_journal_bytes = count("max_journal_bytes", max_journal_bytes, 1)
         # A bad option fails here, not in the first lease.
-        if "max_host_wait" in runtime_kwargs:
-            raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
-        RuntimeOptions(**runtime_kwargs)
+        options, _, _ = runtime_options(runtime_kwargs, max_pause)
+        RuntimeOptions(**options)
+        warm = count("warm_workers", warm_workers, 0)
+        # The warm workers are a pool's, started as a session's runtime would be.
+        self._warm = AsyncSandboxPool(warm, **options) if warm else None
         self._tools = tools
         self._max_tool_calls = max_tool_calls
         self._max_pause = max_pause
@@ -90,11 +96,17 @@ class AsyncSessionPool:
 
     async def __aenter__(self) -> AsyncSessionPool:
         await self._background.start()
+        if self._warm is not None:
+            await self._warm.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-        await self._background.leave()
+        try:
+            await self.close()
+        finally:
+            if self._warm is not None:
+                await self._warm.__aexit__(None, None, None)
+            await self._background.leave()
 
     # -- leases --------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -130,17 +142,18 @@ class AsyncSessionPool:
             self._count_wait(time.monotonic() - started)
         assert entry is not None
         for gone in evicted:
-            await gone.sandbox.close()
+            await self._discard(gone)
         if how == "live" and not entry.sandbox.closed:
             return entry
         try:
             if how == "live":
                 # Its worker died while it was idle: its journal was written when its last
                 # lease ended, so it comes back like an evicted session.
-                await entry.sandbox.close()
+                await self._discard(entry)
             sandbox, version, journal, size = await self._restore(entry)
         except BaseException:
             with backend.shielded():
+                await self._discard(entry)
                 async with self._cond:
                     book.abandon(entry)
                     self._cond.notify_all()
@@ -161,22 +174,43 @@ class AsyncSessionPool:
                     f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
                     "wrote or read; a store that loses a journal is refused"
                 )
-            sandbox = AsyncAgentSandbox(
-                self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
-            )
+            rt = await self._warm_runtime(entry)
+            if rt is None:
+                sandbox = AsyncAgentSandbox(
+                    self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+                )
+            else:
+                sandbox = await AsyncAgentSandbox._on(
+                    rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
+                )
             return sandbox, 0, None, 0
         owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
         if owner != entry.owner:
             raise other_owner(session_id)
-        sandbox = await AsyncAgentSandbox.load(
-            journal,
-            key=self._key,
-            tools=self._tools,
-            max_pause=self._max_pause,
-            max_journal_bytes=self._max_journal_bytes,
-            **self._runtime_kwargs,
+        parsed = decode_journal(journal, self._key, self._max_journal_bytes)
+        rt = await self._warm_runtime(entry)
+        sandbox = await AsyncAgentSandbox._replayed(
+            parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt
         )
         return sandbox, version, journal, len(stored[2])
+
+    async def _warm_runtime(self, entry: Entry) -> Any:
+        """A worker from the warm ones (None if the pool keeps none), the session's to own;
+        the checkout is ended when the session's worker is closed (_discard)."""
+        if self._warm is None:
+            return None
+        checkout = self._warm.checkout()
+        rt = await checkout.__aenter__()
+        entry.checkout = checkout
+        return rt
+
+    async def _discard(self, entry: Entry) -> None:
+        """Close a session's worker (and end the warm pool's checkout it came from)."""
+        if entry.sandbox is not None:
+            await entry.sandbox.close()
+        checkout, entry.checkout = entry.checkout, None
+        if checkout is not None:
+            await checkout.__aexit__(None, None, None)
 
     async def _end(self, entry: Entry) -> None:
         """Write the session's journal if it changed, then make it idle (or drop it: its
@@ -200,7 +234,7 @@ class AsyncSessionPool:
                 self._book.release(entry, time.monotonic(), keep=keep)
                 self._cond.notify_all()
             if not keep:
-                await sandbox.close()
+                await self._discard(entry)
 
     async def _write(self, entry: Entry, journal: bytes) -> bool:
         session_id, owner, version = entry.session_id, entry.owner, entry.version + 1
@@ -247,7 +281,7 @@ class AsyncSessionPool:
                     raise other_owner(session_id)
                 del book.live[session_id]
         if entry is not None:
-            await entry.sandbox.close()
+            await self._discard(entry)
         stored = await backend.blocking(lambda: self._store.read(session_id))
         if stored is not None and stored[1] != owner:
             raise other_owner(session_id)
@@ -281,7 +315,7 @@ class AsyncSessionPool:
                     wait = book.next_expiry(time.monotonic())
                     await backend.wait(self._cond, _NO_EXPIRY if wait is None else max(wait, 0.001))
             for entry in gone:
-                await entry.sandbox.close()
+                await self._discard(entry)
 
     async def close(self) -> None:
         """Kill every worker the pool holds (a leased session's too); the journals written
@@ -300,7 +334,9 @@ class AsyncSessionPool:
                         await self._write(entry, entry.sandbox._journal(self._key))
                     except StoreError as exc:
                         failure = failure or exc
-                await entry.sandbox.close()
+                await self._discard(entry)
+            if self._warm is not None:
+                await self._warm.close()
         self._background.join()
         if failure is not None:
             raise failure

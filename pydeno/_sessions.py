@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key
+from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._agent_sandbox import AgentSandbox
 from ._backends import _sync as backend
 from ._checks import count
 from ._errors import JournalError, StoreError
 from ._journal_store import JournalStore
 from ._options import RuntimeOptions
+from ._pool import SandboxPool
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 
 __all__ = ["SessionPool"]
@@ -46,6 +47,8 @@ class SessionPool:
     session's worker once it has been idle that long (its journal stays in the store);
     ``lease_timeout`` bounds how long a lease waits for the session or for a live slot.
     ``max_live_per_owner`` and ``max_bytes_per_owner`` cap what one owner holds.
+    ``warm_workers`` workers are kept started ahead (beside the live ones), so that a lease
+    of a new or evicted session replays its journal without waiting for a worker to start.
     ``agent_kwargs`` are :class:`~pydeno.AgentSandbox`'s: ``tools``,
     ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
     ``with SessionPool(...) as sessions:`` (that starts the idle reaper), or call
@@ -63,6 +66,7 @@ class SessionPool:
         max_live_per_owner: int | None = None,
         max_bytes_per_owner: int | None = None,
         max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        warm_workers: int = 0,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         max_tool_calls: int | None = None,
         max_pause: float | None = None,
@@ -78,9 +82,11 @@ class SessionPool:
         self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
         self._max_journal_bytes = count("max_journal_bytes", max_journal_bytes, 1)
         # A bad option fails here, not in the first lease.
-        if "max_host_wait" in runtime_kwargs:
-            raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
-        RuntimeOptions(**runtime_kwargs)
+        options, _, _ = runtime_options(runtime_kwargs, max_pause)
+        RuntimeOptions(**options)
+        warm = count("warm_workers", warm_workers, 0)
+        # The warm workers are a pool's, started as a session's runtime would be.
+        self._warm = SandboxPool(warm, **options) if warm else None
         self._tools = tools
         self._max_tool_calls = max_tool_calls
         self._max_pause = max_pause
@@ -92,11 +98,17 @@ class SessionPool:
 
     def __enter__(self) -> SessionPool:
         self._background.start()
+        if self._warm is not None:
+            self._warm.__enter__()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-        self._background.leave()
+        try:
+            self.close()
+        finally:
+            if self._warm is not None:
+                self._warm.__exit__(None, None, None)
+            self._background.leave()
 
     # -- leases --------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -132,19 +144,21 @@ class SessionPool:
             self._count_wait(time.monotonic() - started)
         assert entry is not None
         for gone in evicted:
-            gone.sandbox.close()
+            self._discard(gone)
         if how == "live" and not entry.sandbox.closed:
             return entry
         try:
             if how == "live":
                 # Its worker died while it was idle: its journal was written when its last
                 # lease ended, so it comes back like an evicted session.
-                entry.sandbox.close()
+                self._discard(entry)
             sandbox, version, journal, size = self._restore(entry)
         except BaseException:
-            with backend.shielded(), self._cond:
-                book.abandon(entry)
-                self._cond.notify_all()
+            with backend.shielded():
+                self._discard(entry)
+                with self._cond:
+                    book.abandon(entry)
+                    self._cond.notify_all()
             raise
         with self._cond:
             book.restored(entry, sandbox, version)
@@ -162,22 +176,41 @@ class SessionPool:
                     f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
                     "wrote or read; a store that loses a journal is refused"
                 )
-            sandbox = AgentSandbox(
-                self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
-            )
+            rt = self._warm_runtime(entry)
+            if rt is None:
+                sandbox = AgentSandbox(
+                    self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+                )
+            else:
+                sandbox = AgentSandbox._on(
+                    rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
+                )
             return sandbox, 0, None, 0
         owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
         if owner != entry.owner:
             raise other_owner(session_id)
-        sandbox = AgentSandbox.load(
-            journal,
-            key=self._key,
-            tools=self._tools,
-            max_pause=self._max_pause,
-            max_journal_bytes=self._max_journal_bytes,
-            **self._runtime_kwargs,
-        )
+        parsed = decode_journal(journal, self._key, self._max_journal_bytes)
+        rt = self._warm_runtime(entry)
+        sandbox = AgentSandbox._replayed(parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt)
         return sandbox, version, journal, len(stored[2])
+
+    def _warm_runtime(self, entry: Entry) -> Any:
+        """A worker from the warm ones (None if the pool keeps none), the session's to own;
+        the checkout is ended when the session's worker is closed (_discard)."""
+        if self._warm is None:
+            return None
+        checkout = self._warm.checkout()
+        rt = checkout.__enter__()
+        entry.checkout = checkout
+        return rt
+
+    def _discard(self, entry: Entry) -> None:
+        """Close a session's worker (and end the warm pool's checkout it came from)."""
+        if entry.sandbox is not None:
+            entry.sandbox.close()
+        checkout, entry.checkout = entry.checkout, None
+        if checkout is not None:
+            checkout.__exit__(None, None, None)
 
     def _end(self, entry: Entry) -> None:
         """Write the session's journal if it changed, then make it idle (or drop it: its
@@ -201,7 +234,7 @@ class SessionPool:
                 self._book.release(entry, time.monotonic(), keep=keep)
                 self._cond.notify_all()
             if not keep:
-                sandbox.close()
+                self._discard(entry)
 
     def _write(self, entry: Entry, journal: bytes) -> bool:
         session_id, owner, version = entry.session_id, entry.owner, entry.version + 1
@@ -248,7 +281,7 @@ class SessionPool:
                     raise other_owner(session_id)
                 del book.live[session_id]
         if entry is not None:
-            entry.sandbox.close()
+            self._discard(entry)
         stored = backend.blocking(lambda: self._store.read(session_id))
         if stored is not None and stored[1] != owner:
             raise other_owner(session_id)
@@ -282,7 +315,7 @@ class SessionPool:
                     wait = book.next_expiry(time.monotonic())
                     backend.wait(self._cond, _NO_EXPIRY if wait is None else max(wait, 0.001))
             for entry in gone:
-                entry.sandbox.close()
+                self._discard(entry)
 
     def close(self) -> None:
         """Kill every worker the pool holds (a leased session's too); the journals written
@@ -301,7 +334,9 @@ class SessionPool:
                         self._write(entry, entry.sandbox._journal(self._key))
                     except StoreError as exc:
                         failure = failure or exc
-                entry.sandbox.close()
+                self._discard(entry)
+            if self._warm is not None:
+                self._warm.close()
         self._background.join()
         if failure is not None:
             raise failure

@@ -124,6 +124,8 @@ class Entry:
     # The journal of the newest stored record (None: none yet) and that record's size.
     journal: bytes | None = None
     stored_bytes: int = 0
+    # The warm pool's checkout the sandbox's worker came from, ended with the worker.
+    checkout: Any = None
 
 
 Decision = tuple[Literal["live", "restore", "wait"], "Entry | None", list[Entry]]

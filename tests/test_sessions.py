@@ -103,6 +103,35 @@ def test_no_more_than_max_live_sessions_hold_a_worker(store: pydeno.MemoryJourna
                 assert agent.run("me") == name
 
 
+def wait_for_idle_warm_worker(sessions: pydeno.SessionPool) -> set[int]:
+    """The pids of the workers once the warm pool has one ready."""
+    done = threading.Event()
+    while not (sessions._warm is not None and sessions._warm._core.idle):
+        assert not done.wait(0.01) and len(workers()) < 10
+    return {p.pid for p in workers()}
+
+
+PID = "(await import('node:process')).default.pid"
+
+
+def test_with_warm_workers_a_new_or_evicted_session_starts_on_a_worker_started_before_its_lease(
+    store: pydeno.MemoryJournalStore,
+) -> None:
+    # sandbox="off": no private pid namespace, so the guest reads its worker's real pid. A
+    # run that reads it is never replayed here (it would diverge, as it should).
+    with pydeno.SessionPool(store, KEY, max_live=1, warm_workers=1, sandbox="off") as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.x = 'a'")
+        before = wait_for_idle_warm_worker(sessions)
+        with sessions.lease("b") as agent:  # new; evicts a
+            assert agent.run(PID) in before
+        before = wait_for_idle_warm_worker(sessions)
+        with sessions.lease("a") as restored:
+            assert restored.run(PID) in before
+            assert restored.run("x") == "a"
+    assert not workers()
+
+
 def test_the_least_recently_used_idle_session_is_the_one_evicted(store: pydeno.MemoryJournalStore) -> None:
     with pydeno.SessionPool(store, KEY, max_live=2) as sessions:
         held = {}
