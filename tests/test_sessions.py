@@ -531,6 +531,39 @@ def test_a_sqlite_file_whose_pages_are_corrupt_is_a_clear_store_error_when_a_lea
     assert str(info.value) == f"journal store {path} failed: DatabaseError: database disk image is malformed"
 
 
+OTHER_PROCESS = """
+import sys, pydeno
+path, key = sys.argv[1], bytes.fromhex(sys.argv[2])
+with pydeno.SQLiteJournalStore(path) as store, pydeno.SessionPool(store, key, max_live=1) as sessions:
+    for i in range(4):
+        with sessions.lease(f"theirs-{i}") as agent:
+            agent.run(f"globalThis.n = {i}")
+print("done", flush=True)
+"""
+
+
+def test_two_processes_write_their_sessions_into_one_sqlite_file_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with pydeno.SQLiteJournalStore(path) as store:  # the file exists before either writes
+        pass
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_PROCESS, str(path), KEY.hex()], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        with pydeno.SQLiteJournalStore(path) as store, pydeno.SessionPool(store, KEY, max_live=1) as sessions:
+            for i in range(4):
+                with sessions.lease(f"mine-{i}") as agent:
+                    agent.run(f"globalThis.n = {i}")
+            assert other.communicate(timeout=60)[0] == "done\n"
+            for i in range(4):
+                for name in (f"mine-{i}", f"theirs-{i}"):
+                    with sessions.lease(name) as agent:
+                        assert agent.run("n") == i
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_two_pools_on_one_file_cannot_silently_overwrite_each_others_journal(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
     with pydeno.SQLiteJournalStore(path) as one, pydeno.SQLiteJournalStore(path) as two:
