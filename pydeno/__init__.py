@@ -6,6 +6,8 @@
 2
 """
 
+import logging
+
 from ._agent import PausedToolCall
 from ._agent_sandbox import AgentSandbox
 from ._async_agent_sandbox import AsyncAgentSandbox
@@ -113,3 +115,6 @@ __all__ = [
     "tool",
     "undefined",
 ]
+
+# A library's records reach the application's handlers, and nowhere without them.
+logging.getLogger("pydeno").addHandler(logging.NullHandler())

@@ -105,6 +105,7 @@ class AsyncCodeMode:
             self._current = execution
             try:
                 rt = await self._runtime()
+                execution.usage = rt._meter()
                 value = await rt.eval(self._source(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
@@ -130,6 +131,7 @@ class AsyncCodeMode:
                 return refused
             try:
                 rt = await self._runtime()
+                execution.usage = rt._meter()
                 command = await rt._start_eval(self._source(code), timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)

@@ -9,11 +9,18 @@ checked out); a checkout that gets none within ``checkout_timeout`` raises
 :class:`~pydeno.CheckoutTimeout`. A worker that died while idle is replaced, not handed out.
 The rules are :class:`~pydeno._pool_core.PoolCore`'s; this file is the source of both pools
 (pydeno/_pool.py is generated from it), which only start runtimes and wait.
+
+``stats()`` sums the figures of every worker the pool started and handed out or kept ready:
+a closed one's as it ended, a live one's (idle or checked out) read when it is called
+(docs/observability.md). A start that failed is logged (logger ``pydeno.pool``, WARNING,
+with its ``kind``), not counted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
@@ -23,8 +30,12 @@ from ._backends import _anyio as backend
 from ._errors import PydenoError, start_failed
 from ._options import RuntimeKwargs, RuntimeOptions
 from ._pool_core import WARM_UP, PoolCore, alive
+from ._stats import Stats
+from ._taxonomy import classify_error
 
 __all__ = ["AsyncSandboxPool"]
+
+log = logging.getLogger("pydeno.pool")
 
 
 class AsyncSandboxPool:
@@ -49,6 +60,11 @@ class AsyncSandboxPool:
         self._cond = backend.Condition()
         # Workers mid-start: close() kills them too, without waiting for the replenisher.
         self._starting: set[AsyncRuntime] = set()
+        # The workers that started, until closed, and the figures of those closed: under a
+        # plain lock, never held across an await, as stats() may come from any thread.
+        self._figures_lock = threading.Lock()
+        self._workers: set[AsyncRuntime] = set()
+        self._retired = Stats()
         self._background = backend.Background(self._replenish, "pydeno-pool")
         # unasync: self._background.start()
 
@@ -68,7 +84,7 @@ class AsyncSandboxPool:
         try:
             yield rt
         finally:
-            await rt.close()
+            await self._retire(rt)
             with backend.shielded():
                 async with self._cond:
                     self._core.release(rt)
@@ -76,8 +92,10 @@ class AsyncSandboxPool:
 
     async def _take(self, limit: tuple[str, float]) -> AsyncRuntime:
         core = self._core
-        deadline = time.monotonic() + limit[1]
+        started = time.monotonic()
+        deadline = started + limit[1]
         dead: list[AsyncRuntime] = []
+        waited = False
         try:
             async with self._cond:
                 core.check_open()
@@ -102,12 +120,15 @@ class AsyncSandboxPool:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             raise core.timeout(limit)
+                        waited = True
                         await backend.wait(self._cond, left)
                 finally:
                     core.waiting -= 1
+                    if waited:
+                        core.waits.record_queue_wait(time.monotonic() - started)
         finally:
             for worker in dead:
-                await worker.close()
+                await self._retire(worker)
 
     async def _replenish(self) -> None:
         core = self._core
@@ -121,7 +142,7 @@ class AsyncSandboxPool:
                     return
                 core.starting += 1
             for worker in dead:
-                await worker.close()
+                await self._retire(worker)
             rt = await self._start()
             async with self._cond:
                 core.starting -= 1
@@ -139,7 +160,7 @@ class AsyncSandboxPool:
                     core.idle.append(rt)
                     self._cond.notify_all()
                     continue
-            await rt.close()
+            await self._retire(rt)
 
     async def _start(self) -> AsyncRuntime | PydenoError:
         """A new worker, handshaken and warmed (its first evaluation's cold paths), or why
@@ -147,22 +168,32 @@ class AsyncSandboxPool:
         try:
             rt = AsyncRuntime(**self._options)
         except PydenoError as exc:
-            return exc
+            return _start_failed(exc)
         except Exception as exc:  # noqa: BLE001 - reported to the checkouts that wait
-            return start_failed(type(exc).__name__)
+            return _start_failed(start_failed(type(exc).__name__))
         self._starting.add(rt)
         try:
-            await rt.eval(WARM_UP)
+            await rt._warm_up(WARM_UP)
         except BaseException as exc:
             await rt.close()
             if isinstance(exc, PydenoError):
-                return exc
+                return _start_failed(exc)
             if not isinstance(exc, Exception):
                 raise
-            return start_failed(type(exc).__name__)
+            return _start_failed(start_failed(type(exc).__name__))
         finally:
             self._starting.discard(rt)
+        with self._figures_lock:
+            self._workers.add(rt)
         return rt
+
+    async def _retire(self, rt: AsyncRuntime) -> None:
+        """Close a worker, and keep its figures (once) in the pool's."""
+        await rt.close()
+        with self._figures_lock:
+            if rt in self._workers:
+                self._workers.discard(rt)
+                self._retired.merge(rt._stats())
 
     async def close(self) -> None:
         """Stop replenishing and kill every worker the pool started. Idempotent."""
@@ -173,9 +204,27 @@ class AsyncSandboxPool:
                 self._core.idle.clear()
                 self._cond.notify_all()
             for rt in workers:
-                await rt.close()
+                await self._retire(rt)
         self._background.join()
 
     @property
     def closed(self) -> bool:
         return self._core.closed
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's figures as a new JSON-ready dict (docs/observability.md): the keys of
+        ``Runtime.stats()`` summed over the workers it started (a live one's read now), its
+        checkout waits as ``queue_wait_seconds``, and ``checkouts``, ``size``,
+        ``max_workers``, ``idle`` and ``live``. Readable after close()."""
+        with self._figures_lock:
+            workers = self._retired.copy()
+            for rt in list(self._workers):
+                workers.merge(rt._stats())
+        return self._core.stats(workers)
+
+
+def _start_failed(exc: PydenoError) -> PydenoError:
+    """A start failure, logged (its kind only: its message may hold the worker's text)."""
+    kind = classify_error(exc).kind
+    log.warning("pydeno: the pool could not start a worker: %s", kind, extra={"kind": kind, "pid": None})
+    return exc

@@ -10,14 +10,18 @@ host's functions; every rule lives in the host core and the supervisor
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any, Unpack
+
+import anyio
 
 from ._backends import _anyio as backend
 from ._checks import Lang, code_text, is_typescript, module_specifier, source_text
 from ._determinism import prelude
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, RuntimeOptions
+from ._stats import Stats
 from .host._core import NEED_DATA, Command
 from .host._monitor import Watch
 from .host._process import WorkerProcess
@@ -25,6 +29,57 @@ from .host._supervisor import Supervisor
 from .host._wire import Hello, HostCall
 
 __all__ = ["AsyncRuntime"]
+
+
+class _Queue:
+    """The runtime's lock (calls from several tasks or threads are serialised), which also
+    times each wait for it behind another caller's command: ``queue_wait_seconds``. Taking it
+    unopposed, or again from inside the command that holds it, reads no clock."""
+
+    __slots__ = ("_lock", "_record")
+
+    def __init__(self, record: Callable[[float], None]) -> None:
+        self._lock = backend.Lock()
+        self._record = record
+
+    async def __aenter__(self) -> None:
+        lock = self._lock
+        # unasync: if lock.acquire(blocking=False):
+        # unasync:     return
+        # The backend's lock is free, or this task holds it already (re-entered).  # async-only
+        if not lock._lock.locked() or lock._owner == anyio.get_current_task().id:  # async-only
+            await lock.__aenter__()  # async-only
+            return  # async-only
+        started = time.perf_counter()
+        await lock.__aenter__()
+        self._record(time.perf_counter() - started)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._lock.__aexit__(*exc_info)
+
+
+class Meter:
+    """What one stretch of a runtime's work used (a Code Mode execution): made by
+    :meth:`AsyncRuntime._meter` at its start, read by :meth:`read` at its end, which takes
+    the worker's figures once more, or those it had when it ended if it died meanwhile."""
+
+    __slots__ = ("_cpu", "_host_calls", "_rt")
+
+    def __init__(self, rt: AsyncRuntime) -> None:
+        self._rt = rt
+        sup = rt._sup
+        if sup.watch is not None:
+            sup.watch.reset_window()
+        self._cpu = sup.worker_cpu()
+        self._host_calls = sup.host_calls
+
+    def read(self) -> tuple[float, int, int]:
+        """(CPU seconds, peak RSS bytes, host calls) since the start: the peak is the largest
+        RSS the monitor sampled meanwhile, else the worker's RSS now (or as it ended)."""
+        sup = self._rt._sup
+        cpu = sup.worker_cpu() - self._cpu
+        peak = sup.watch.window_peak if sup.watch is not None else 0
+        return max(0.0, cpu), peak or sup.worker_rss(), sup.host_calls - self._host_calls
 
 
 class AsyncRuntime:
@@ -44,7 +99,7 @@ class AsyncRuntime:
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
         self._core = self._sup.core
-        self._lock = backend.Lock()
+        self._lock = _Queue(self._sup.record_queue_wait)
         self._pipes = backend.Pipes()
         self._startup_deadline = 0.0
         # unasync: self._ready()
@@ -111,6 +166,13 @@ class AsyncRuntime:
     def closed(self) -> bool:
         return self._core.closed
 
+    def stats(self) -> dict[str, Any]:
+        """This runtime's figures as a new JSON-ready dict (docs/observability.md):
+        ``commands``, ``host_calls``, ``cpu_seconds``, ``peak_rss_bytes``, ``workers_started``,
+        ``workers_killed`` and ``queue_wait_seconds``. The live worker's CPU time and RSS are
+        read when it is called; a closed runtime's figures stay readable."""
+        return self._sup.stats().as_dict()
+
     async def __aenter__(self) -> AsyncRuntime:
         async with self._lock:
             await self._ready()
@@ -153,6 +215,24 @@ class AsyncRuntime:
         """The completed command's value, or raise its error."""
         return self._sup.finish(command)
 
+    async def _warm_up(self, code: str) -> None:
+        """Evaluate code the host runs for itself (a pool's warm-up): a command stats() does
+        not count."""
+        sup = self._sup
+        before = sup.commands
+        try:
+            await self.eval(code)
+        finally:
+            sup.internal_commands += sup.commands - before
+
+    def _stats(self) -> Stats:
+        """stats() as a Stats, for the pools to merge."""
+        return self._sup.stats()
+
+    def _meter(self) -> Meter:
+        """Start measuring what the runtime's worker uses from now (Meter.read)."""
+        return Meter(self)
+
     @property
     def _in_command(self) -> bool:
         return bool(self._core.commands)
@@ -193,9 +273,14 @@ class AsyncRuntime:
             options = core.options
             if options.random_seed is not None or options.clock_ms is not None:
                 rid, data = core.connection.eval(prelude(options.random_seed, options.clock_ms))
-                await self._roundtrip(rid, data, None)
-        except BaseException:
+                before = self._sup.commands
+                try:
+                    await self._roundtrip(rid, data, None)
+                finally:
+                    self._sup.internal_commands += self._sup.commands - before
+        except BaseException as exc:
             core.close()
+            self._sup.failed(exc)
             raise
 
     async def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
@@ -222,7 +307,7 @@ class AsyncRuntime:
         try:
             await self._send(data, command)
         except BaseException as exc:
-            self._core.abandon(command, exc)
+            self._sup.abandon(command, exc)
             raise
         return command
 
@@ -240,8 +325,9 @@ class AsyncRuntime:
                     if not isinstance(target, bytes):
                         return item, target
                     await self._send(target, command)
+                    self._sup.host_calls += 1
         except BaseException as exc:
-            core.abandon(command, exc)
+            self._sup.abandon(command, exc)
             raise
         return None
 
@@ -251,8 +337,9 @@ class AsyncRuntime:
         try:
             await self._send(self._core.finish_host_call(call, result, error), command)
         except BaseException as exc:
-            self._core.abandon(command, exc)
+            self._sup.abandon(command, exc)
             raise
+        self._sup.host_calls += 1
 
     async def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
         try:
@@ -261,7 +348,7 @@ class AsyncRuntime:
             # (or, once the runtime has failed, raised by it: a host function past max_host_wait)
             await self._answer(command, call, error=exc)
         except BaseException as exc:
-            self._core.abandon(command, exc)
+            self._sup.abandon(command, exc)
             raise
         else:
             await self._answer(command, call, result)
@@ -275,7 +362,7 @@ class AsyncRuntime:
             try:
                 self._core.host_call_overran(call)
             except BaseException as exc:
-                self._core.abandon(command, exc)
+                self._sup.abandon(command, exc)
                 raise
         return value
 

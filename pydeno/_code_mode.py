@@ -107,6 +107,7 @@ class CodeMode:
             self._current = execution
             try:
                 rt = self._runtime()
+                execution.usage = rt._meter()
                 value = rt.eval(self._source(code), timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
@@ -132,6 +133,7 @@ class CodeMode:
                 return refused
             try:
                 rt = self._runtime()
+                execution.usage = rt._meter()
                 command = rt._start_eval(self._source(code), timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)

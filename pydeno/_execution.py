@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn, Protocol
 
 from ._checks import count, optional_count
 from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, TypeCheckError, guest_error
@@ -234,6 +234,14 @@ def type_errors(tools: ToolSet, code: str, *, sandbox: str, timeout: float) -> E
 # --- One execution ---------------------------------------------------------------------------
 
 
+class Usage(Protocol):
+    """What one execution's worker used, read at its end (the runtime's Meter)."""
+
+    def read(self) -> tuple[float, int, int]:
+        """(CPU seconds, peak RSS bytes, host calls) since the execution started."""
+        ...
+
+
 @dataclasses.dataclass(slots=True)
 class PendingCall:
     """A tool call the guest made that is recorded and decided but not answered yet."""
@@ -264,6 +272,8 @@ class Execution:
         self.decided: dict[str, bool] = {}
         self.started = time.monotonic()
         self._lock = threading.Lock()
+        # Set by the driver once the program's worker is ready; None: no worker ran it.
+        self.usage: Usage | None = None
 
     def console(self, level: str, text: str) -> None:
         field = "stderr" if level in _STDERR_LEVELS else "stdout"
@@ -391,6 +401,7 @@ class Execution:
     def result(self, *, value: Any = None, error: BaseException | None = None) -> ExecutionResult:
         cut = set(self.cut)
         details = None if error is None else self._error(error, cut)
+        cpu_seconds, peak_rss_bytes, host_calls = self.usage.read() if self.usage is not None else (0.0, 0, 0)
         return ExecutionResult(
             ok=error is None,
             value=value,
@@ -400,6 +411,9 @@ class Execution:
             tool_calls=tuple(dict(r) for r in self.tool_calls),
             duration_s=time.monotonic() - self.started,
             truncated=tuple(sorted(cut)),
+            cpu_seconds=cpu_seconds,
+            peak_rss_bytes=peak_rss_bytes,
+            host_calls=host_calls,
             max_output_chars=self.max_output_chars,
             exception=error,
         )
@@ -441,7 +455,11 @@ class ExecutionResult:
     ``hint`` from :func:`pydeno.classify_error`), ``tool_calls`` (each a dict of ``name``,
     ``arguments``, ``outcome`` (``ok``, ``error`` or ``refused``), ``error`` and
     ``duration_s``), ``duration_s`` and ``truncated`` (the fields cut to
-    ``max_output_chars``). ``str(result)`` is the text a model should read."""
+    ``max_output_chars``); and what the worker used for it: ``cpu_seconds`` (its CPU time,
+    user + system, during the execution), ``peak_rss_bytes`` (the largest resident size the
+    monitor sampled during it, or the worker's at its end) and ``host_calls`` (host-function
+    calls answered: the tool calls, and any other bound function's); all three 0 when no
+    worker ran it. ``str(result)`` is the text a model should read."""
 
     ok: bool
     value: Any
@@ -451,6 +469,9 @@ class ExecutionResult:
     tool_calls: tuple[dict[str, Any], ...]
     duration_s: float
     truncated: tuple[str, ...]
+    cpu_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    host_calls: int = 0
     max_output_chars: int = dataclasses.field(default=DEFAULT_MAX_OUTPUT_CHARS, repr=False)
     #: The exception behind ``error`` (``None`` when ok): ``raise result.exception`` to turn
     #: a failed result into the exception a runtime would have raised.
@@ -469,6 +490,9 @@ class ExecutionResult:
             "tool_calls": [{**r, "arguments": jsonable(r["arguments"])} for r in self.tool_calls],
             "duration_s": self.duration_s,
             "truncated": list(self.truncated),
+            "cpu_seconds": self.cpu_seconds,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "host_calls": self.host_calls,
         }
 
     def to_json(self) -> str:

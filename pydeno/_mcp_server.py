@@ -171,8 +171,26 @@ OUTPUT_SCHEMA: Final[dict[str, Any]] = {
         "tool_calls": {"type": "array", "items": {"type": "object"}},
         "duration_s": {"type": "number"},
         "truncated": {"type": "array", "items": {"type": "string"}},
+        "cpu_seconds": {"type": "number", "description": "CPU time (user + system) the worker used for the run."},
+        "peak_rss_bytes": {
+            "type": "integer",
+            "description": "The worker's largest resident memory sampled during the run, or at its end.",
+        },
+        "host_calls": {"type": "integer", "description": "Host-function calls the run made."},
     },
-    "required": ["ok", "value", "stdout", "stderr", "error", "tool_calls", "duration_s", "truncated"],
+    "required": [
+        "ok",
+        "value",
+        "stdout",
+        "stderr",
+        "error",
+        "tool_calls",
+        "duration_s",
+        "truncated",
+        "cpu_seconds",
+        "peak_rss_bytes",
+        "host_calls",
+    ],
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from ._checks import count, optional_count, seconds
 from ._errors import CheckoutTimeout, PydenoError
+from ._stats import Stats
 
 __all__ = ["PRUNE_INTERVAL", "REFILL_DELAY", "WARM_UP", "PoolCore", "alive"]
 
@@ -44,6 +45,10 @@ class PoolCore(Generic[R]):
         # fails gets that failure rather than a timeout.
         self.failure: PydenoError | None = None
         self.failures = 0
+        # For stats(): checkouts served, and the waits of those that found no idle worker
+        # (the ones that timed out too).
+        self.checkouts = 0
+        self.waits = Stats()
 
     @property
     def live(self) -> int:
@@ -68,6 +73,7 @@ class PoolCore(Generic[R]):
             worker = self.idle.popleft()
             if alive(worker):
                 self.checked_out.add(worker)
+                self.checkouts += 1
                 self.refill_after = time.monotonic() + REFILL_DELAY
                 return worker, dead
             dead.append(worker)
@@ -113,6 +119,22 @@ class PoolCore(Generic[R]):
     def check_open(self) -> None:
         if self.closed:
             raise RuntimeError("the pool is closed")
+
+    def stats(self, workers: Stats) -> dict[str, Any]:
+        """A pool's stats() dict: the figures of its workers, its own checkout waits as
+        queue_wait_seconds (a runtime's own lock waits are not a pool's), and its state."""
+        total = workers.copy()
+        total.queue_wait_count = self.waits.queue_wait_count
+        total.queue_wait_total = self.waits.queue_wait_total
+        total.queue_wait_max = self.waits.queue_wait_max
+        return {
+            **total.as_dict(),
+            "checkouts": self.checkouts,
+            "size": self.size,
+            "max_workers": self.max_workers,
+            "idle": len(self.idle),
+            "live": self.live,
+        }
 
 
 # Evaluated once by the pool on each new worker, before anyone checks it out: the first

@@ -79,6 +79,9 @@ class Watch:
     # cpu_limit charges commands); None while no command is in flight.
     command_cpu_start: float | None = None
     peak_rss: int = 0
+    # The largest RSS sampled since the last reset_window(): what one Code Mode execution
+    # reports as its peak.
+    window_peak: int = 0
     last_cpu: float = 0.0
     # CPU used while no command was in flight, drained at IDLE_CPU_DRAIN, and the reading
     # (with its time) the next idle sample charges from: taken as a command ends where a
@@ -133,6 +136,7 @@ class Watch:
             return
         self.last_cpu = cpu
         self.peak_rss = max(self.peak_rss, rss)
+        self.window_peak = max(self.window_peak, rss)
         verdict: PydenoError | None = None
         if self.max_memory is not None and rss > self.max_memory:
             verdict = over_memory(rss, self.max_memory)
@@ -146,6 +150,10 @@ class Watch:
                 verdict = self._idle_verdict(cpu, now)
         if verdict is not None:
             self.convict(verdict)
+
+    def reset_window(self) -> None:
+        """Start a new window for window_peak."""
+        self.window_peak = 0
 
     def idle_allowance(self) -> float:
         return max(self.cpu_limit, IDLE_CPU_FLOOR) if self.cpu_limit is not None else IDLE_CPU_SECONDS

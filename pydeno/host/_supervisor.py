@@ -6,11 +6,19 @@ pipes for the drivers (one frame whole at a time, from any thread), stops it, an
 dies, decides from the evidence what the death was. The protocol itself is the core's
 (pydeno/host/_core.py), which tells the supervisor through its Observer methods what the
 monitor must know.
+
+It also keeps the runtime's figures (``stats()``, docs/observability.md): commands and host
+calls counted by the drivers, the worker's CPU time and RSS read from the kernel only when
+asked and once as the worker ends (never per command), and a worker the host killed or lost,
+counted and logged (logger ``pydeno.runtime``) under the kind of its failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import logging
+import os
 import threading
 import time
 import warnings
@@ -34,6 +42,8 @@ from .._errors import (
     worker_died,
 )
 from .._options import RuntimeOptions
+from .._stats import Stats
+from .._taxonomy import classify_error
 from . import _monitor as monitor
 from . import _platform
 from ._cgroup import task_limit
@@ -43,8 +53,14 @@ from ._core import Command, Core
 from ._monitor import Watch
 from ._process import WorkerProcess
 from ._wire import ProtocolError, Terminated
+from ._zygote import ZygoteChild
 
 __all__ = ["Supervisor", "quiet_sandbox_warnings", "worker_config"]
+
+# A worker started and closed at DEBUG; killed or lost at WARNING. Every record carries
+# ``kind`` (the classify_error kind of the failure, None for a start or a close) and ``pid``,
+# and its message is the host's own: no guest text.
+log = logging.getLogger("pydeno.runtime")
 
 # How long a dead worker's exit status may trail the end of its output.
 _EXIT_SETTLE_SECONDS: Final = 0.5
@@ -103,14 +119,47 @@ class Supervisor:
         # filter is in force in it): then a kill is from outside. Read at the handshake.
         self.signals_confined = False
         self.died_idle = False
+        # The runtime's figures. The drivers count commands finished (ok or failed) and host
+        # calls answered here: plain increments, the only cost stats() adds to a command.
+        # Commands the host runs for itself (a determinism prelude, a pool's warm-up) are
+        # counted in internal_commands too, and left out of stats().
+        self.commands = 0
+        self.internal_commands = 0
+        self.host_calls = 0
+        self.figures = Stats()
+        # Guards figures and the worker's readings: stats() may come from any thread. Once
+        # the worker is ending (`_ended`), its pid is read no more from other threads: after
+        # the reap it may be another process's.
+        self._figures_lock = threading.Lock()
+        self._cpu_seen = 0.0
+        self._last_rss = 0
+        # The worker's /proc/<pid>/statm, opened as it starts and closed as it ends: one
+        # pread per RSS reading, bound to the process whatever happens to its pid.
+        self._statm: int | None = None
+        self._ended = False
+        # close() (or terminate() with nothing to terminate) ended the runtime: its worker
+        # was not killed, unless it had died before.
+        self._closing = False
+        self._kill_recorded = False
+        # Held while spawn() runs (from a thread, for the async driver), so close() can wait.
+        self._spawning = threading.Lock()
 
     # -- lifetime --------------------------------------------------------------------
     def spawn(self) -> WorkerProcess:
         """Start the worker and put it under the monitor's watch. Blocks (staging, the fork),
         so the async driver calls it from a thread: a runtime closed meanwhile (terminate()
         from elsewhere) gets no worker left behind."""
+        with self._spawning:
+            return self._spawn()
+
+    def _spawn(self) -> WorkerProcess:
         options = self.core.options
         self.process = WorkerProcess(worker_config(options))
+        with self._figures_lock:
+            self.figures.record_worker_started()
+            with contextlib.suppress(OSError):
+                self._statm = _platform.open_statm(self.process.pid)
+        log.debug("pydeno: worker %d started", self.process.pid, extra={"kind": None, "pid": self.process.pid})
         self.watch = Watch(
             pid=self.process.pid,
             kill=self.process.signal_kill,
@@ -159,8 +208,14 @@ class Supervisor:
             _warn_once("pydeno: sandbox='best_effort' started a worker without: " + "; ".join(gaps))
 
     def close(self) -> None:
-        """Close the runtime and end the worker. Idempotent."""
+        """Close the runtime and end the worker, one still being spawned in another thread
+        too: it returns only once no worker of this runtime is left. Idempotent."""
+        if not self.core.closed:
+            self._closing = True
         self.core.close()
+        # A spawn under way sees the runtime closed as it ends, and kills what it started.
+        with self._spawning:
+            pass
 
     def process_open(self) -> WorkerProcess:
         """The worker process of an open runtime; RuntimeError once it is closed."""
@@ -171,6 +226,7 @@ class Supervisor:
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command (Core.finish), read as the kernel saw it."""
+        self.commands += 1
         try:
             return self.core.finish(command)
         except JavaScriptError:
@@ -179,7 +235,101 @@ class Supervisor:
             refused = self._threads_refused(self.process) if self.process is not None else None
             if refused is None:
                 raise
-            raise self.core.fail(refused) from None
+            failure = self.core.fail(refused)
+            self.failed(failure)
+            raise failure from None
+
+    def abandon(self, command: Command, exc: BaseException) -> None:
+        """A command's step failed or was interrupted (Core.abandon): it counts as finished,
+        once, and if that ended the runtime, its worker counts as killed under exc's kind."""
+        if command in self.core.commands:
+            self.commands += 1
+        self.core.abandon(command, exc)
+        if self.core.closed:
+            self.failed(exc)
+
+    def failed(self, exc: BaseException) -> None:
+        """The runtime ended with exc (a limit, a death, a cancellation, ...): count and log
+        its worker as killed under exc's kind. Nothing if there was no worker, the runtime
+        was closed by close(), or the worker's end is already counted."""
+        process = self.process
+        if process is None or self._closing:
+            return
+        self._killed(classify_error(exc).kind, process.pid)
+
+    def _killed(self, kind: str, pid: int) -> None:
+        with self._figures_lock:
+            if self._kill_recorded:
+                return
+            self._kill_recorded = True
+            self.figures.record_worker_killed(kind)
+        log.warning("pydeno: worker %d was killed or died: %s", pid, kind, extra={"kind": kind, "pid": pid})
+
+    # -- figures -----------------------------------------------------------------------
+    def stats(self) -> Stats:
+        """The runtime's figures now: a new Stats. The live worker's CPU time and RSS are read
+        from the kernel here (a clock_gettime and a pread); an ended one's were kept."""
+        with self._figures_lock:
+            self._read_worker(rss=True)
+            figures = self.figures.copy()
+            figures.cpu_seconds = self._cpu_seen
+        figures.commands = self.commands - self.internal_commands
+        figures.host_calls = self.host_calls
+        return figures
+
+    def worker_cpu(self) -> float:
+        """CPU seconds the worker has used: read now while it runs, else as it ended."""
+        with self._figures_lock:
+            self._read_worker(rss=False)
+            return self._cpu_seen
+
+    def worker_rss(self) -> int:
+        """The worker's RSS now, or once it ended, the last read (0: never read)."""
+        with self._figures_lock:
+            self._read_worker(rss=True)
+            return self._last_rss
+
+    def record_queue_wait(self, seconds: float) -> None:
+        with self._figures_lock:
+            self.figures.record_queue_wait(seconds)
+
+    def _read_worker(self, *, rss: bool) -> None:
+        """Fold the kernel's readings of the worker (its CPU time, and its RSS if asked) and
+        the monitor's into the figures, while its pid is surely still its own. Called under
+        _figures_lock."""
+        watch, process = self.watch, self.process
+        if watch is not None:
+            self._cpu_seen = max(self._cpu_seen, watch.last_cpu)
+            self.figures.record_rss(watch.peak_rss)
+        if process is None or self._ended or not _held(process):
+            return
+        with contextlib.suppress(OSError):
+            self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
+        if not rss:
+            return
+        if self._statm is None:
+            return
+        try:
+            resident = _platform.resident_bytes(self._statm)
+        except (OSError, IndexError, ValueError):
+            return
+        if resident:  # a zombie has none left
+            self._last_rss = resident
+            self.figures.record_rss(resident)
+
+    def _worker_ending(self, process: WorkerProcess) -> None:
+        """The worker is ending (it died, or the runtime is closing): take the last readings,
+        and from here on let no other thread read its pid."""
+        with self._figures_lock:
+            if not self._ended:
+                # Figures never stop a close (one at interpreter exit, whose imports fail, say).
+                with contextlib.suppress(Exception):
+                    self._read_worker(rss=True)
+                self._ended = True
+                if self._statm is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(self._statm)
+                    self._statm = None
 
     # -- what the core tells (its Observer) ------------------------------------------
     def command_started(self) -> None:
@@ -205,10 +355,26 @@ class Supervisor:
             self.watch.force_kill_at(deadline, verdict)
 
     def closed(self) -> None:
+        process = self.process
+        if process is not None:
+            self._worker_ending(process)
         if self.watch is not None:
             monitor.unwatch(self.watch)
-        if self.process is not None:
-            self.process.close()
+        if process is not None:
+            if self._closing:
+                self._closed_normally(process)
+            process.close()
+
+    def _closed_normally(self, process: WorkerProcess) -> None:
+        """close() ended the runtime: a worker that had died before (the monitor killed it
+        between commands, say) is counted and logged as killed; else it closed."""
+        watch = self.watch
+        if watch is not None and watch.verdict is not None:
+            self._killed(classify_error(watch.verdict).kind, process.pid)
+        elif process.poll() is not None:
+            self._killed("worker_crashed", process.pid)
+        else:
+            log.debug("pydeno: worker %d closed", process.pid, extra={"kind": None, "pid": process.pid})
 
     # -- bytes -----------------------------------------------------------------------
     def ingest(self, data: bytes | None) -> bool:
@@ -255,6 +421,8 @@ class Supervisor:
         The frame is queued; whoever holds write_lock sends it with or right after its own
         frame, else this call takes the lock and sends it. Should the frame never get out,
         the monitor still kills the worker when the grace ends."""
+        if not self.core.commands and not self.core.closed:
+            self._closing = True  # nothing to terminate: this only closes the runtime
         data = self.core.request_termination()
         if data is None:
             return
@@ -277,6 +445,7 @@ class Supervisor:
         termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
         limit, a death from outside, or a death its guest code caused."""
         process = self.process_open()
+        self._worker_ending(process)
         if self.watch is not None:
             self.watch.release()  # reaping frees the pid: the monitor must not signal it again
         # A worker still running when the host met the end of its output (or a closed input)
@@ -284,6 +453,10 @@ class Supervisor:
         # end of file by a moment, so wait for it a little before deciding.
         ended_alone = process.settled(_EXIT_SETTLE_SECONDS)
         process.kill()
+        if _held(process):
+            # Dead but not yet reaped (a zygote's child): its clock holds its final CPU time.
+            with contextlib.suppress(OSError), self._figures_lock:
+                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
         if self.core.terminate_deadline is not None and self._acknowledged_termination(process):
             # It acknowledged and exited while the driver was busy elsewhere (in a host
             # function, say): the driver met the closed pipe before the acknowledgement, and
@@ -366,3 +539,14 @@ class Supervisor:
         except ProtocolError:
             return False
         return False
+
+
+def _held(process: WorkerProcess) -> bool:
+    """Whether the worker's pid is still surely its own: not yet reaped by this process, or
+    a zygote's child, which the zygote keeps unreaped until the host releases it."""
+    if process.closed:
+        return False
+    popen = process.popen
+    if isinstance(popen, ZygoteChild):
+        return not popen.zygote.gone
+    return popen.returncode is None
