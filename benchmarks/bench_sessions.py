@@ -4,8 +4,8 @@
 Measured in one run, on this machine, with a real SQLite file:
 
 * **create**: N sessions (default 1,000), each leased once and given a little state (one
-  run that sets a global and calls a tool), with ``max_live=50``: every lease past the
-  first 50 evicts the least recently used session;
+  run that sets a global and calls a tool), with ``max_live=50`` and ``warm_workers=2``: every lease past the first 50 evicts the
+  least recently used session;
 * **evicted**: a second round-robin pass over all N: every lease finds its session evicted
   and restores it, a fresh worker replaying its journal (the tool is not called again);
 * **live**: leases of the 50 sessions that are live (a lease, a run, the end of the lease
@@ -92,7 +92,7 @@ def lease(sessions: pydeno.SessionPool, name: str, code: str) -> float:
     return time.perf_counter() - started
 
 
-def run(n: int) -> dict[str, Any]:
+def run(n: int, warm: int) -> dict[str, Any]:
     calls = 0
 
     def lookup(x: int) -> int:
@@ -105,7 +105,9 @@ def run(n: int) -> dict[str, Any]:
         path = Path(tmp) / "sessions.db"
         with (
             pydeno.SQLiteJournalStore(path) as store,
-            pydeno.SessionPool(store, secrets.token_bytes(32), max_live=MAX_LIVE, tools={"lookup": lookup}) as sessions,
+            pydeno.SessionPool(
+                store, secrets.token_bytes(32), max_live=MAX_LIVE, warm_workers=warm, tools={"lookup": lookup}
+            ) as sessions,
         ):
             created = [lease(sessions, name, FIRST_RUN % i) for i, name in enumerate(names)]
             evicted = [lease(sessions, name, NEXT_RUN) for name in names]
@@ -119,6 +121,7 @@ def run(n: int) -> dict[str, Any]:
     return {
         "sessions": n,
         "max_live": MAX_LIVE,
+        "warm_workers": warm,
         "create": summary(created),
         "evicted": summary(evicted),
         "live": summary(live),
@@ -133,7 +136,7 @@ def report(out: dict[str, Any]) -> str:
     mem = r["memory"]
     lines = [
         f"machine: {m['cpu_count']} CPUs ({m.get('cpu_model')}), python {m['python']}, {m.get('platform')}",
-        f"{r['sessions']} sessions, max_live={r['max_live']}, SQLite store",
+        f"{r['sessions']} sessions, max_live={r['max_live']}, warm_workers={r['warm_workers']}, SQLite store",
         "lease (with one run and the journal written)   p50 ms    p90 ms    p99 ms",
     ]
     for key, label in (("create", "new session"), ("evicted", "evicted session (replay)"), ("live", "live session")):
@@ -150,9 +153,10 @@ def report(out: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--warm-workers", type=int, default=2)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args()
-    out = {"machine": machine_info(), "result": run(args.sessions)}
+    out = {"machine": machine_info(), "result": run(args.sessions, args.warm_workers)}
     print(report(out))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(out, indent=2) + "\n")

@@ -14,6 +14,7 @@ this file is the source of both pools (pydeno/_sessions.py is generated from it)
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -27,6 +28,7 @@ from ._errors import JournalError, StoreError
 from ._journal_store import JournalStore
 from ._options import RuntimeOptions
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
+from ._stats import Stats
 
 __all__ = ["AsyncSessionPool"]
 
@@ -90,6 +92,10 @@ class AsyncSessionPool:
         self._max_pause = max_pause
         self._runtime_kwargs = runtime_kwargs
         self._cond = backend.Condition()
+        # The figures of the workers closed so far, and the leases' waits: under a plain
+        # lock, never held across an await, as stats() may come from any thread.
+        self._figures_lock = threading.Lock()
+        self._retired = Stats()
         self._waited = {"count": 0, "total": 0.0, "max": 0.0}
         self._background = backend.Background(self._reap, "pydeno-sessions")
         # unasync: self._background.start()
@@ -205,9 +211,14 @@ class AsyncSessionPool:
         return rt
 
     async def _discard(self, entry: Entry) -> None:
-        """Close a session's worker (and end the warm pool's checkout it came from)."""
-        if entry.sandbox is not None:
-            await entry.sandbox.close()
+        """Close a session's worker (and end the warm pool's checkout it came from, whose
+        figures the warm pool keeps; the others' are kept here)."""
+        sandbox, entry.sandbox = entry.sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
+            if entry.checkout is None:
+                with self._figures_lock:
+                    self._retired.merge(sandbox._rt._stats())
         checkout, entry.checkout = entry.checkout, None
         if checkout is not None:
             await checkout.__aexit__(None, None, None)
@@ -291,15 +302,30 @@ class AsyncSessionPool:
             self._cond.notify_all()
 
     def stats(self) -> dict[str, Any]:
-        """The pool's figures: live, leased and idle sessions, leases, restores (journals
-        replayed), evictions, expirations, and the time leases waited."""
-        return {**self._book.counts(), "queue_wait_seconds": dict(self._waited)}
+        """The pool's figures (docs/observability.md): those of every worker it started, as
+        ``Runtime.stats()`` has them, with ``queue_wait_seconds`` the time leases waited;
+        and live, leased and idle sessions, leases, created, restores (journals replayed),
+        evictions and expirations."""
+        with self._figures_lock:
+            total = self._retired.copy()
+        # One C-level copy of the values: safe against a lease changing the book meanwhile.
+        for entry in list(self._book.live.values()):
+            sandbox = entry.sandbox
+            if sandbox is not None and entry.checkout is None:
+                total.merge(sandbox._rt._stats())
+        if self._warm is not None:
+            total.merge(self._warm.stats())
+        figures = total.as_dict()
+        with self._figures_lock:
+            figures["queue_wait_seconds"] = dict(self._waited)
+        return {**figures, **self._book.counts()}
 
     def _count_wait(self, seconds: float) -> None:
-        waited = self._waited
-        waited["count"] += 1
-        waited["total"] += seconds
-        waited["max"] = max(waited["max"], seconds)
+        with self._figures_lock:
+            waited = self._waited
+            waited["count"] += 1
+            waited["total"] += seconds
+            waited["max"] = max(waited["max"], seconds)
 
     async def _reap(self) -> None:
         """Close the workers of sessions idle past idle_ttl, as they expire."""

@@ -579,6 +579,22 @@ def test_two_pools_on_one_file_cannot_silently_overwrite_each_others_journal(tmp
             assert agent.run("by") == "second"
 
 
+def test_the_pools_stats_count_every_worker_it_started_and_how_they_ended(store: pydeno.MemoryJournalStore) -> None:
+    with pydeno.SessionPool(store, KEY, max_live=1, timeout=1) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.x = 1")
+        with pytest.raises(pydeno.RuntimeTimeout), sessions.lease("b") as agent:  # evicts a
+            agent.run("while (true) {}")
+        with sessions.lease("a") as agent:  # restored
+            agent.run("x")
+        stats = sessions.stats()
+    assert stats["workers_started"] == 3
+    assert stats["workers_killed"] == {"timeout": 1}
+    assert stats["commands"] >= 4 and stats["cpu_seconds"] > 0 and stats["peak_rss_bytes"] > 0
+    assert (stats["leases"], stats["created"], stats["restores"], stats["evictions"]) == (3, 2, 1, 1)
+    assert stats["queue_wait_seconds"]["count"] == 3
+
+
 def test_closing_the_pool_kills_every_worker_and_a_lease_after_it_is_closed(store: pydeno.MemoryJournalStore) -> None:
     sessions = pydeno.SessionPool(store, KEY)
     for name in "ab":
