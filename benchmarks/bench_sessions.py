@@ -4,8 +4,8 @@
 Measured in one run, on this machine, with a real SQLite file:
 
 * **create**: N sessions (default 1,000), each leased once and given a little state (one
-  run that sets a global and calls a tool), with ``max_live=50`` and ``warm_workers=2``: every lease past the first 50 evicts the
-  least recently used session;
+  run that sets a global and calls a tool), with ``max_live=50`` and ``warm_workers=2``:
+  every lease past the first 50 evicts the least recently used session;
 * **evicted**: a second round-robin pass over all N: every lease finds its session evicted
   and restores it, a fresh worker replaying its journal (the tool is not called again);
 * **live**: leases of the 50 sessions that are live (a lease, a run, the end of the lease
