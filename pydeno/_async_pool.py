@@ -46,6 +46,10 @@ class AsyncSandboxPool:
     the pool started, checked out, idle or still starting.
     """
 
+    # What each new worker evaluates before anyone checks it out (a subclass that knows its
+    # workers' first commands may warm more: a SessionPool's warms top-level await's path).
+    _warm_code = WARM_UP
+
     def __init__(
         self,
         size: int = 2,
@@ -173,7 +177,7 @@ class AsyncSandboxPool:
             return _start_failed(start_failed(type(exc).__name__))
         self._starting.add(rt)
         try:
-            await rt._warm_up(WARM_UP)
+            await rt._warm_up(self._warm_code)
         except BaseException as exc:
             await rt.close()
             if isinstance(exc, PydenoError):

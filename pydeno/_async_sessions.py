@@ -27,10 +27,20 @@ from ._checks import count
 from ._errors import JournalError, StoreError
 from ._journal_store import JournalStore
 from ._options import RuntimeOptions
+from ._pool_core import WARM_UP_AWAIT
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 from ._stats import Stats
 
 __all__ = ["AsyncSessionPool"]
+
+
+class _WarmWorkers(AsyncSandboxPool):
+    """The warm workers of a session pool. A session's tools and most agent code use await,
+    which a worker evaluates on a path whose first use costs more than the rest of a
+    restore: that first use is made before a session takes the worker."""
+
+    _warm_code = WARM_UP_AWAIT
+
 
 # How long the idle reaper sleeps when no session will expire: it is woken sooner by any
 # lease's end.
@@ -86,7 +96,7 @@ class AsyncSessionPool:
         RuntimeOptions(**options)
         warm = count("warm_workers", warm_workers, 0)
         # The warm workers are a pool's, started as a session's runtime would be.
-        self._warm = AsyncSandboxPool(warm, **options) if warm else None
+        self._warm = _WarmWorkers(warm, **options) if warm else None
         self._tools = tools
         self._max_tool_calls = max_tool_calls
         self._max_pause = max_pause

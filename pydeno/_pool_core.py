@@ -141,6 +141,10 @@ class PoolCore(Generic[R]):
 # evaluation in a fresh worker pays for code paths that are cold on both sides (about 2 ms
 # here, against 0.1 ms warm). It runs no guest code and leaves no state behind.
 WARM_UP: Final = "void 0"
+# A warm-up for workers whose first commands will use await (a SessionPool's): a worker
+# evaluates code with await on another path, whose first use costs several milliseconds.
+# Kept here, out of the drivers' source, whose sync twin is generated without awaits.
+WARM_UP_AWAIT: Final = "await undefined"
 
 
 def alive(rt: Any) -> bool:
