@@ -118,8 +118,10 @@ class JavaScriptError(PydenoError):
         self.stack = stack
         super().__init__(f"{self.PREFIX}{name}: {message}" if name else f"{self.PREFIX}{message}")
 
-    def __reduce__(self) -> tuple[type[JavaScriptError], tuple[str, str, str]]:
-        return (type(self), (self.name, self.message, self.stack))
+    def __reduce__(self) -> tuple[type[JavaScriptError], tuple[str, str, str], dict[str, object]]:
+        # The state too: its kind, hint and every note (a retry loop's as well) cross a
+        # process as they are, not as a fresh construction would make them.
+        return (type(self), (self.name, self.message, self.stack), dict(self.__dict__))
 
 
 class WorkerCrashed(PydenoError):

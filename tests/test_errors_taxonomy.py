@@ -441,6 +441,57 @@ def unknown(env: Env) -> BaseException:
     return KeyError("x")
 
 
+# A cluster of its own, in a child process: a Ray driver keeps threads and descriptors after
+# ray.shutdown(), which the leak guard would rightly count. The child pickles the exception
+# RayPool.eval raised (pickling keeps a pydeno error's kind, hint and notes) and checks that
+# nothing of Ray's outlived the cluster.
+RAY_ACTOR_KILLED = """
+import base64, pickle, sys, threading, time
+import psutil, ray
+import pydeno.ray
+
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+failed = []
+try:
+    with pydeno.ray.RayPool(actors=1, timeout=60) as pool:
+        def run():
+            try:
+                pool.eval("await new Promise(r => setTimeout(r, 60000))")
+            except Exception as exc:
+                failed.append(exc)
+        thread = threading.Thread(target=run)
+        thread.start()
+        while not pool.stats()["per_actor"][0]["running"]:
+            time.sleep(0.02)
+        ray.kill(pool._actors.slots[0].handle)
+        thread.join()
+finally:
+    ray.shutdown()
+deadline = time.monotonic() + 10
+def left():
+    return [p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+while left() and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert not left(), left()
+sys.stdout.write(base64.b64encode(pickle.dumps(failed[0])).decode())
+"""
+
+
+def ray_actor_killed_mid_eval(env: Env) -> BaseException:
+    import base64
+    import pickle
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", RAY_ACTOR_KILLED], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert child.returncode == 0, child.stderr
+    exc = pickle.loads(base64.b64decode(child.stdout))
+    assert isinstance(exc, BaseException)
+    return exc
+
+
 HOST_WAIT = r"host callbacks kept the guest waiting for more than 0\.2s in one command \(max_host_wait\); worker killed"
 DATA_WORKER = "new Worker('data:application/javascript,setInterval(() => {}, 1000)', {type: 'module'})"
 
@@ -780,6 +831,15 @@ TABLE = [
             r"journal store /\S+\.db failed: DatabaseError: file is not a database",
         ),
         id="store_failed: a file that is not a SQLite database",
+    ),
+    pytest.param(
+        Case(
+            "actor_died",
+            pydeno.ActorDied,
+            ray_actor_killed_mid_eval,
+            r"Ray actor 0 died running eval: The actor died unexpectedly before finishing this task\.[\s\S]*",
+        ),
+        id="actor_died: a Ray actor killed with ray.kill during RayPool.eval",
     ),
     pytest.param(
         Case(
