@@ -42,6 +42,7 @@ def test_every_example_is_tested_and_listed_in_the_readme() -> None:
         "formula_service",
         "journal_resume",
         "mcp_code_mode",
+        "ray_pool",
         "trio_agent",
     ]
     readme = (EXAMPLES / "README.md").read_text()
@@ -236,3 +237,13 @@ def test_the_mcp_code_mode_example_runs_read_only_tools_of_its_server_and_refuse
             "tool_calls": ["tickets.close_ticket refused"],
         },
     ]
+
+
+def test_the_ray_example_evaluates_on_a_local_cluster_and_classifies_each_failure() -> None:
+    out = [json.loads(line) for line in lines(run_example("ray_pool"))]
+    by_formula = {o["formula"]: o for o in out if "formula" in o}
+    assert by_formula["2 ** 10"] == {"formula": "2 ** 10", "ok": True, "value": 1024}
+    assert by_formula["null.price"]["kind"] == "js_error"
+    assert by_formula["while (true) {}"]["kind"] == "timeout"
+    assert {"ref": "ObjectRef", "value": "submitted: 42"} in out
+    assert out[-1]["workers_killed"] == {"timeout": 1}
