@@ -164,6 +164,16 @@ def percentile(samples: list[int] | list[float], pct: float) -> float:
     return float(ordered[rank - 1])
 
 
+def summary(samples_s: list[float]) -> dict[str, float]:
+    """Latency samples in seconds as their count and p50/p90/p99 in milliseconds."""
+    return {
+        "n": len(samples_s),
+        "p50_ms": percentile(samples_s, 50) * 1e3,
+        "p90_ms": percentile(samples_s, 90) * 1e3,
+        "p99_ms": percentile(samples_s, 99) * 1e3,
+    }
+
+
 def _summary(samples_ns: list[int], unit: str) -> dict[str, Any]:
     scale = {"us": 1e3, "ms": 1e6}[unit]
     return {

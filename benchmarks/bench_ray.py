@@ -36,7 +36,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_eval import machine_info, percentile  # noqa: E402  (one source for every script)
+from bench_eval import machine_info, summary  # noqa: E402  (one source for every script)
 
 import pydeno  # noqa: E402
 
@@ -45,15 +45,6 @@ PROGRAM = "1 + 1"
 WORKERS = 2
 # A pause long enough for a pool to have started its next spare worker.
 PACE_S = 0.25
-
-
-def summary(samples_s: list[float]) -> dict[str, float]:
-    return {
-        "n": len(samples_s),
-        "p50_ms": percentile(samples_s, 50) * 1e3,
-        "p90_ms": percentile(samples_s, 90) * 1e3,
-        "p99_ms": percentile(samples_s, 99) * 1e3,
-    }
 
 
 def checked(value: Any) -> None:

@@ -42,7 +42,7 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_eval import machine_info, percentile  # noqa: E402  (one source for both scripts)
+from bench_eval import machine_info, summary  # noqa: E402  (one source for every script)
 
 import pydeno  # noqa: E402
 
@@ -50,15 +50,6 @@ DEFAULT_OUTPUT = HERE / "results" / "bench_sessions.json"
 MAX_LIVE = 50
 FIRST_RUN = "globalThis.turns = [await tools.lookup(%d)]"
 NEXT_RUN = "turns.push(turns.length); turns.length"
-
-
-def summary(samples_s: list[float]) -> dict[str, float]:
-    return {
-        "n": len(samples_s),
-        "p50_ms": percentile(samples_s, 50) * 1e3,
-        "p90_ms": percentile(samples_s, 90) * 1e3,
-        "p99_ms": percentile(samples_s, 99) * 1e3,
-    }
 
 
 def workers() -> list[psutil.Process]:
