@@ -494,12 +494,14 @@ def test_with_retries_a_worker_killed_mid_eval_runs_again_but_a_guest_error_does
     for pid in processes_of(actor_infos(pool), "deno"):
         os.kill(pid, signal.SIGKILL)
     thread.join()
-    assert outcome == {"value": "survived"}
-    assert pool.stats()["commands"] == 2
+    assert outcome == {"value": "survived"}, outcome
+    # Two attempts at least: a spare killed while it started fails the retry's checkout too.
+    answered = pool.stats()["commands"]
+    assert answered >= 2
     with pytest.raises(pydeno.JavaScriptError) as raised:
         pool.eval("null.x")
     assert not any("attempt" in note for note in raised.value.__notes__)
-    assert pool.stats()["commands"] == 3
+    assert pool.stats()["commands"] == answered + 1
     assert pool.stats()["actors_replaced"] == 0
 
 
