@@ -121,6 +121,7 @@ from ._runtime import Runtime
 from ._sandbox import sandbox_status
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
+from ._version import about, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -372,8 +373,16 @@ def _doctor(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
+    facts = about()
     status = sandbox_status()
-    print(json.dumps(status.to_dict(), indent=2) if args.json else status)
+    if args.json:
+        print(json.dumps({"pydeno": facts, **status.to_dict()}, indent=2))
+    else:
+        print(f"{facts['project']}, version {facts['version']}, in {facts['location']}")
+        warning = mixed_install(facts)
+        if warning:
+            print(warning)
+        print(status)
     return 0 if status.require_would_start else 1
 
 

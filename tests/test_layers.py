@@ -24,6 +24,8 @@ FOUNDATION: Final = frozenset(
         "pydeno._determinism",
         # The figures stats() adds up: plain counting, read by the supervisor and the pools.
         "pydeno._stats",
+        # The project's name and version, for the CLI and the notes.
+        "pydeno._version",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).
         "pydeno.host._protocol",
     }
