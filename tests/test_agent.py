@@ -22,6 +22,9 @@ import pytest
 
 import pydeno
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
 SCRIPTS = Path(__file__).parent / "agent_scripts"

@@ -17,6 +17,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
+@pytest.mark.slow
 async def test_eval_returns_values_and_keeps_declarations() -> None:
     async with pydeno.AsyncRuntime() as rt:
         assert await rt.eval("let a = 40; a + 1") == 41
@@ -24,6 +25,7 @@ async def test_eval_returns_values_and_keeps_declarations() -> None:
         assert await rt.eval("a + b") == 82
 
 
+@pytest.mark.slow
 async def test_a_long_array_result_sent_in_parts_arrives_whole() -> None:
     async with pydeno.AsyncRuntime() as rt:
         value = await rt.eval("Array.from({length: 9000}, (_, i) => i % 3000 ? {i} : [i, undefined])")
@@ -31,6 +33,7 @@ async def test_a_long_array_result_sent_in_parts_arrives_whole() -> None:
         assert await rt.eval("Array.from({length: 9000}, (_, i) => i).at(-1)") == 8999
 
 
+@pytest.mark.slow
 async def test_a_runtime_used_without_async_with_starts_on_first_use() -> None:
     rt = pydeno.AsyncRuntime()
     try:
@@ -40,6 +43,7 @@ async def test_a_runtime_used_without_async_with_starts_on_first_use() -> None:
     assert rt.closed
 
 
+@pytest.mark.slow
 async def test_sync_and_async_host_functions_are_called() -> None:
     async def slow_mul(a: int, b: int) -> int:
         await anyio.sleep(0.01)
@@ -51,6 +55,7 @@ async def test_sync_and_async_host_functions_are_called() -> None:
         assert await rt.eval("await mul(6, 7) + await add(1, 2)") == 45
 
 
+@pytest.mark.slow
 async def test_a_js_function_handle_is_awaitable() -> None:
     async with pydeno.AsyncRuntime() as rt:
         inc = await rt.eval("(x) => x + 1")
@@ -60,6 +65,7 @@ async def test_a_js_function_handle_is_awaitable() -> None:
             await inc(1)
 
 
+@pytest.mark.slow
 async def test_a_host_function_may_evaluate_on_the_same_runtime() -> None:
     async with pydeno.AsyncRuntime() as rt:
 
@@ -70,6 +76,7 @@ async def test_a_host_function_may_evaluate_on_the_same_runtime() -> None:
         assert await rt.eval("inner()") == 42
 
 
+@pytest.mark.slow
 async def test_javascript_errors_are_raised() -> None:
     async with pydeno.AsyncRuntime() as rt:
         with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: Error: no\n"):
@@ -77,6 +84,7 @@ async def test_javascript_errors_are_raised() -> None:
         assert await rt.eval("1") == 1
 
 
+@pytest.mark.slow
 async def test_the_sandbox_deadline_raises_runtime_timeout_and_closes() -> None:
     async with pydeno.AsyncRuntime() as rt:
         with pytest.raises(pydeno.RuntimeTimeout):
@@ -86,6 +94,7 @@ async def test_the_sandbox_deadline_raises_runtime_timeout_and_closes() -> None:
             await rt.eval("1")
 
 
+@pytest.mark.slow
 async def test_an_outer_deadline_raises_timeout_error_and_kills_the_worker() -> None:
     async with pydeno.AsyncRuntime() as rt:
         with pytest.raises(TimeoutError):
@@ -94,6 +103,7 @@ async def test_an_outer_deadline_raises_timeout_error_and_kills_the_worker() -> 
         assert rt.closed
 
 
+@pytest.mark.slow
 async def test_concurrent_tasks_on_one_runtime_are_serialised() -> None:
     async with pydeno.AsyncRuntime() as rt:
         await rt.eval("let n = 0")
@@ -108,6 +118,7 @@ async def test_concurrent_tasks_on_one_runtime_are_serialised() -> None:
         assert sorted(results) == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.slow
 async def test_other_tasks_keep_running_while_a_command_is_in_flight() -> None:
     # The driver looks at the pipe again at each turn of the loop for a moment after it
     # sends: each look must yield, so a task that only sleeps briefly keeps its pace.
@@ -131,6 +142,7 @@ async def test_other_tasks_keep_running_while_a_command_is_in_flight() -> None:
     assert moved >= 50
 
 
+@pytest.mark.slow
 async def test_console_output_reaches_the_handler() -> None:
     seen: list[tuple[str, str]] = []
     async with pydeno.AsyncRuntime(on_console=lambda level, text: seen.append((level, text))) as rt:

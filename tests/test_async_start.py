@@ -23,7 +23,7 @@ import pytest
 import pydeno
 from pydeno.host._supervisor import Supervisor
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 # The most the loop's thread may work between two turns of the loop.
 TURN: Final = 0.002

@@ -326,6 +326,7 @@ def test_the_tool_budget_is_per_execution(cm: pydeno.CodeMode) -> None:
     assert cm.execute("await tools.add_comment({issue: 1, text: 't'})").ok
 
 
+@pytest.mark.slow
 def test_a_limit_is_a_failed_result_and_the_next_execution_gets_a_fresh_worker(cm: pydeno.CodeMode) -> None:
     result = cm.execute("while (true) {}", timeout=0.5)
     assert result.error is not None
@@ -452,6 +453,7 @@ def test_bad_code_mode_arguments_are_refused(kwargs: dict[str, Any], error: type
     assert str(exc_info.value) == message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_the_async_code_mode_runs_tools_under_both_event_loops(backend: str) -> None:
     async def main() -> pydeno.ExecutionResult:
@@ -483,6 +485,7 @@ def deno_check(tmp_path: Path, declarations: str, program: str) -> subprocess.Co
     )
 
 
+@pytest.mark.slow
 def test_the_declarations_type_check_with_deno_and_catch_a_wrong_call(tmp_path: Path, cm: pydeno.CodeMode) -> None:
     declarations = cm.typescript()
     assert "interface GithubSearchIssuesInput {" in declarations
@@ -515,6 +518,7 @@ def test_the_prompt_names_every_tool_and_what_is_not_there(cm: pydeno.CodeMode) 
 # --- type checking before running ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_program_with_a_type_error_is_refused_before_anything_runs(cm: pydeno.CodeMode) -> None:
     result = cm.execute(
         "await tools.add_comment({ issue: 1, text: 'runs' });\n"
@@ -535,11 +539,13 @@ def test_a_program_with_a_type_error_is_refused_before_anything_runs(cm: pydeno.
     assert "/tmp" not in str(result) and "file://" not in str(result)
 
 
+@pytest.mark.slow
 def test_a_program_that_type_checks_runs(cm: pydeno.CodeMode) -> None:
     result = cm.execute("const done: boolean = await tools.add_comment({ issue: 1, text: 'x' });\ndone", typecheck=True)
     assert result.ok and result.value is True
 
 
+@pytest.mark.slow
 def test_a_tool_without_arguments_is_declared_so_that_its_programs_type_check() -> None:
     @pydeno.tool
     def now() -> str:
@@ -658,6 +664,7 @@ def test_a_program_without_calls_that_ask_finishes_in_start() -> None:
     assert isinstance(result, pydeno.ExecutionResult) and result.value == 2
 
 
+@pytest.mark.slow
 def test_a_limit_reached_after_a_resume_is_a_failed_result_and_the_worker_is_replaced() -> None:
     with pydeno.CodeMode([add_comment], approve="ask") as cm:
         paused = cm.start("await tools.add_comment({ issue: 1, text: 'x' }); while (true) {}", timeout=1)

@@ -189,6 +189,7 @@ def runtime() -> Iterator[pydeno.Runtime]:
         yield rt
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=VALUES)
 def test_a_value_built_in_the_guest_arrives_exactly_or_is_refused(runtime: pydeno.Runtime, case: Case) -> None:
@@ -200,6 +201,7 @@ def test_a_value_built_in_the_guest_arrives_exactly_or_is_refused(runtime: pyden
     assert exactly(got, case.expected), f"{case.js} gave {got!r}, expected {case.expected!r}"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=VALUES)
 def test_a_value_a_guest_passes_to_a_host_function_arrives_exactly_or_is_refused(

@@ -55,6 +55,7 @@ def test_a_spawn_failure_is_worker_crashed_from_its_os_error(
     assert pydeno.classify_error(info.value).kind == kind
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
@@ -71,6 +72,7 @@ def test_a_failing_pipe_write_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch, 
         assert rt.closed
 
 
+@pytest.mark.slow
 def test_a_failing_pipe_read_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     with pydeno.Runtime() as rt:
         real_read = os.read

@@ -98,6 +98,7 @@ def test_a_code_mode_execution_repeats_exactly_with_a_seed_and_a_clock() -> None
     assert results[0].value[1] == 1767225600000
 
 
+@pytest.mark.slow
 def test_an_agent_session_takes_its_seed_and_clock_and_keeps_them_in_its_journal() -> None:
     key = b"k" * 32
     with pydeno.AgentSandbox(random_seed=5, clock=0) as session:

@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 KEY_VARIABLE = "PYDENO_EXAMPLE_KEY"

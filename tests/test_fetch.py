@@ -21,6 +21,9 @@ import pytest
 
 import pydeno
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 SECRET = "Bearer s3cret-token-0123456789"
 # A self-signed certificate for the name fetch.test (and no other), valid until 2126.
 TLS = Path(__file__).parent / "fetch_tls"

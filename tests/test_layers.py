@@ -116,12 +116,14 @@ def test_no_module_of_pydeno_imports_itself_back_through_others() -> None:
     assert circles(graph()) == []
 
 
+@pytest.mark.slow
 def test_the_foundation_imports_nothing_above_it() -> None:
     edges = graph()
     for name in sorted(FOUNDATION):
         assert edges[name] <= FOUNDATION, f"{name} imports {sorted(edges[name] - FOUNDATION)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n in modules() if n.startswith("pydeno.host.")))
 def test_the_host_layer_imports_only_itself_and_the_foundation(name: str) -> None:
     above = {m for m in graph()[name] if not m.startswith("pydeno.host") and m not in FOUNDATION}

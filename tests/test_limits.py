@@ -23,6 +23,9 @@ import pytest
 import pydeno
 from pydeno.host import _spawner
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 MiB = 2**20
 BLOB_WORKER = (
     "new Worker(URL.createObjectURL(new Blob(['setInterval(() => {}, 1000)'], "

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from pydeno import _cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SERVER = [sys.executable, "-m", "pydeno", "mcp"]
 FOREVER = "await new Promise(() => {})"

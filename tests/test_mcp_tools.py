@@ -19,7 +19,7 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 import pydeno
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 

@@ -47,6 +47,7 @@ def test_evals_import_added_modules_with_import(rt: pydeno.Runtime) -> None:
     assert rt.eval_module("export const d = (await import('utils')).twice(5);") == {"d": 10}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "source",
     [
@@ -135,6 +136,7 @@ def test_a_module_that_does_not_parse_is_a_syntax_error_at_its_position(rt: pyde
     assert exc.message.startswith("broken: ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("specifier", "error", "message"),
     [

@@ -27,6 +27,9 @@ from pydeno.host import _spawner
 from pydeno.host._command import WorkerConfig
 from pydeno.host._process import WorkerProcess
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 Launcher = Callable[..., None]
 BACKENDS = ["asyncio", "trio"]
 # The wait given to checkouts that may have to start a worker cold, where the test is not

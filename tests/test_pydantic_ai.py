@@ -145,6 +145,7 @@ async def test_approve_read_only_lets_read_only_tools_run_and_refuses_the_others
     assert model.returns[0].splitlines()[0] == ('ok: [709000, "tools.weather() was refused by the approval policy"]')
 
 
+@pytest.mark.slow
 async def test_each_run_has_its_own_worker_which_is_gone_when_the_run_ends() -> None:
     during: list[set[int]] = []
 

@@ -10,6 +10,9 @@ import pytest
 
 from pydeno.host._staging import find_deno
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

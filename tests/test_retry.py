@@ -49,6 +49,7 @@ def test_a_dead_worker_is_retried_on_a_fresh_runtime() -> None:
     assert all(rt.closed for rt in fn.runtimes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", ["js", "timeout"])
 def test_a_failure_that_is_not_retryable_is_raised_after_one_attempt(failure: str) -> None:
     fn = Attempts(failure, failure)
@@ -58,6 +59,7 @@ def test_a_failure_that_is_not_retryable_is_raised_after_one_attempt(failure: st
     assert not pydeno.classify_error(info.value).retryable
 
 
+@pytest.mark.slow
 def test_after_max_attempts_the_last_error_is_raised_with_a_note() -> None:
     fn = Attempts("crash", "crash", "crash")
     with pytest.raises(pydeno.WorkerCrashed) as info:
@@ -66,18 +68,21 @@ def test_after_max_attempts_the_last_error_is_raised_with_a_note() -> None:
     assert "pydeno: failed on attempt 3 of 3, each on a fresh runtime" in info.value.__notes__
 
 
+@pytest.mark.slow
 def test_include_widens_the_policy_to_a_named_kind() -> None:
     fn = Attempts("timeout")
     assert pydeno.run_with_retry(fn, include=["timeout"]) == "done"
     assert len(fn.runtimes) == 2
 
 
+@pytest.mark.slow
 def test_include_by_class_name_matches_subclasses() -> None:
     fn = Attempts("js")
     assert pydeno.run_with_retry(fn, include=["PydenoError"]) == "done"
     assert len(fn.runtimes) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exclude", [["worker_crashed"], ["WorkerCrashed"], ["PydenoError"]])
 def test_exclude_stops_a_retry_the_default_would_make(exclude: list[str]) -> None:
     fn = Attempts("crash")
@@ -86,6 +91,7 @@ def test_exclude_stops_a_retry_the_default_would_make(exclude: list[str]) -> Non
     assert len(fn.runtimes) == 1
 
 
+@pytest.mark.slow
 def test_exclude_wins_over_include() -> None:
     fn = Attempts("timeout")
     with pytest.raises(pydeno.RuntimeTimeout):
@@ -93,6 +99,7 @@ def test_exclude_wins_over_include() -> None:
     assert len(fn.runtimes) == 1
 
 
+@pytest.mark.slow
 def test_backoff_doubles_up_to_its_cap() -> None:
     slept: list[float] = []
     fn = Attempts("crash", "crash", "crash", "crash")
@@ -128,6 +135,7 @@ def test_bad_retry_arguments_are_refused(kwargs: dict[str, Any], error: type[Exc
         pydeno.run_with_retry(lambda rt: None, **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_the_async_helper_retries_a_dead_worker_on_a_fresh_runtime(backend: str) -> None:
     pids: list[int] = []

@@ -19,6 +19,7 @@ def rt() -> Iterator[pydeno.Runtime]:
 
 
 # -- evaluation semantics ------------------------------------------------------------------
+@pytest.mark.slow
 def test_eval_returns_the_value_of_the_last_expression(rt: pydeno.Runtime) -> None:
     assert rt.eval("1 + 1") == 2
 
@@ -28,6 +29,7 @@ def test_let_const_function_and_class_declarations_persist_between_evals(rt: pyd
     assert rt.eval("a + b + f() + new C().v()") == 10
 
 
+@pytest.mark.slow
 def test_top_level_await_works_and_its_declarations_persist(rt: pydeno.Runtime) -> None:
     assert rt.eval("const x = await Promise.resolve(20); x + 1") == 21
     assert rt.eval("x * 2") == 40
@@ -39,6 +41,7 @@ def test_declarations_from_an_await_eval_are_visible_to_a_plain_eval_and_back(rt
     assert rt.eval("awaited + plain") == 11
 
 
+@pytest.mark.slow
 def test_a_returned_promise_is_awaited(rt: pydeno.Runtime) -> None:
     assert rt.eval("new Promise(r => setTimeout(() => r('late'), 10))") == "late"
 
@@ -55,6 +58,7 @@ def test_redeclaring_a_let_in_a_plain_eval_is_a_javascript_error(rt: pydeno.Runt
     assert rt.eval("once") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["Deno", "process", "require"])
 def test_the_guest_sees_no_deno_process_or_require(rt: pydeno.Runtime, name: str) -> None:
     assert rt.eval(f"typeof {name}") == "undefined"
@@ -68,11 +72,13 @@ def test_the_guest_cannot_read_the_host_environment_or_files(rt: pydeno.Runtime)
     assert "root:" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_the_inspector_permission_is_revoked_before_guest_code_runs(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError):
         rt.eval("const { Session } = await import('node:inspector'); new Session().connect()")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["Deno", "process", "require"])
 def test_the_guest_still_sees_no_deno_process_or_require_after_a_top_level_await(rt: pydeno.Runtime, name: str) -> None:
     # The first top-level-await eval loads Deno's node:process, which needs the Deno global
@@ -89,6 +95,7 @@ def test_a_guest_global_named_deno_survives_the_first_top_level_await(rt: pydeno
 
 
 # -- the worker's read loop: synchronous reads only when nothing else can run ----------------
+@pytest.mark.slow
 def test_a_command_waiting_on_a_host_call_still_runs_its_timers(rt: pydeno.Runtime) -> None:
     rt.bind_function("slow", lambda: "host")
     code = "let ticks = 0; const t = setInterval(() => ticks++, 1); slow().then(v => { clearInterval(t); return v })"
@@ -113,6 +120,7 @@ def test_a_chain_of_microtasks_after_a_host_call_completes(rt: pydeno.Runtime) -
         assert rt.eval(code) == 4
 
 
+@pytest.mark.slow
 def test_an_unhandled_rejection_is_reported_by_the_next_command_without_a_timer() -> None:
     seen: list[tuple[str, str]] = []
     with pydeno.Runtime(on_console=lambda level, text: seen.append((level, text))) as runtime:
@@ -122,6 +130,7 @@ def test_an_unhandled_rejection_is_reported_by_the_next_command_without_a_timer(
 
 
 # -- errors ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_thrown_error_becomes_javascript_error_with_name_message_and_stack(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError) as info:
         rt.eval("function boom() { throw new RangeError('too far') }\nboom()")
@@ -132,6 +141,7 @@ def test_a_thrown_error_becomes_javascript_error_with_name_message_and_stack(rt:
     assert "main.ts" not in err.stack and "ext:core" not in err.stack
 
 
+@pytest.mark.slow
 def test_a_syntax_error_is_a_javascript_error(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError) as info:
         rt.eval("let = = 1")
@@ -145,6 +155,7 @@ def test_throwing_a_non_error_value_keeps_the_host_prefix(rt: pydeno.Runtime) ->
     assert info.value.name == ""
 
 
+@pytest.mark.slow
 def test_a_rejected_promise_becomes_javascript_error(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError, match=r"^Evaluation failed: TypeError: nope\n"):
         rt.eval("Promise.reject(new TypeError('nope'))")
@@ -157,6 +168,7 @@ def test_an_error_whose_properties_throw_is_still_reported(rt: pydeno.Runtime) -
     assert info.value.name == "Error"
 
 
+@pytest.mark.slow
 def test_an_error_thrown_from_a_timer_is_reported_and_not_fatal(rt: pydeno.Runtime) -> None:
     seen: list[tuple[str, str]] = []
     with pydeno.Runtime(on_console=lambda level, text: seen.append((level, text))) as runtime:
@@ -166,6 +178,7 @@ def test_an_error_thrown_from_a_timer_is_reported_and_not_fatal(rt: pydeno.Runti
     del rt
 
 
+@pytest.mark.slow
 def test_an_unhandled_rejection_is_reported_and_not_fatal() -> None:
     seen: list[tuple[str, str]] = []
     with pydeno.Runtime(on_console=lambda level, text: seen.append((level, text))) as runtime:
@@ -201,12 +214,14 @@ def test_console_goes_to_the_pydeno_console_logger_by_default(
 
 
 # -- host functions -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_bound_function_is_an_async_guest_global(rt: pydeno.Runtime) -> None:
     rt.bind_function("add", lambda a, b: a + b)
     assert rt.eval("add(2, 3) instanceof Promise") is True
     assert rt.eval("await add(2, 3)") == 5
 
 
+@pytest.mark.slow
 def test_an_async_bound_function_is_awaited(rt: pydeno.Runtime) -> None:
     async def twice(x: int) -> int:
         return 2 * x
@@ -264,12 +279,14 @@ def test_several_host_calls_in_flight_all_complete(rt: pydeno.Runtime) -> None:
     assert rt.eval("Promise.all(Array.from({length: 32}, (_, i) => ident(i)))") == list(range(32))
 
 
+@pytest.mark.slow
 def test_rebinding_a_name_replaces_the_function(rt: pydeno.Runtime) -> None:
     rt.bind_function("f", lambda: 1)
     rt.bind_function("f", lambda: 2)
     assert rt.eval("f()") == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "fn", "error", "match"),
     [
@@ -308,12 +325,14 @@ def test_runtime_refuses_bad_options_before_starting_a_worker(
         pydeno.Runtime(**kwargs)
 
 
+@pytest.mark.slow
 def test_eval_refuses_code_that_is_not_a_string(rt: pydeno.Runtime) -> None:
     with pytest.raises(TypeError, match="code must be a str"):
         rt.eval(b"1")  # type: ignore[arg-type]
     assert rt.eval("1") == 1
 
 
+@pytest.mark.slow
 def test_a_deadline_kills_the_worker_and_closes_the_runtime(rt: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.RuntimeTimeout, match=r"^command exceeded timeout=0\.3s; worker killed\n"):
         rt.eval("while (true) {}", timeout=0.3)
@@ -322,6 +341,7 @@ def test_a_deadline_kills_the_worker_and_closes_the_runtime(rt: pydeno.Runtime) 
         rt.eval("1")
 
 
+@pytest.mark.slow
 def test_the_deadline_covers_promises_that_never_settle() -> None:
     with pydeno.Runtime(timeout=0.3) as runtime, pytest.raises(pydeno.RuntimeTimeout):
         runtime.eval("new Promise(() => {})")
@@ -419,6 +439,7 @@ def _worker_rss(runtime: pydeno.Runtime) -> int:
     return int(psutil.Process(process.pid).memory_info().rss)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_evals_of_new_code_do_not_grow_the_worker_and_what_it_declared_survives(sandbox: Any) -> None:
     # Each eval of new code used to leave its whole script in V8's compilation cache: about

@@ -77,6 +77,7 @@ def test_a_bad_sandbox_value_is_refused_with_the_choices(value: Any, error: type
     assert re.fullmatch(message, str(info.value))
 
 
+@pytest.mark.slow
 def test_require_is_the_default_and_every_probe_is_refused_here() -> None:
     gaps, hello = started()
     assert gaps == []
@@ -86,6 +87,7 @@ def test_require_is_the_default_and_every_probe_is_refused_here() -> None:
 # --- require fails closed -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", LAYERS)
 def test_require_refuses_to_start_when_any_layer_is_missing(launch: Launcher, layer: str) -> None:
     launch(missing_layers={layer: MISSING})
@@ -96,6 +98,7 @@ def test_require_refuses_to_start_when_any_layer_is_missing(launch: Launcher, la
     assert "python -m pydeno doctor" in exc.hint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("silent", "through"),
     [
@@ -124,6 +127,7 @@ def test_require_refuses_a_worker_whose_self_test_gets_through(
     assert pydeno.classify_error(exc).kind == "sandbox_unavailable"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("reading", "limit", "options"),
     [
@@ -292,6 +296,7 @@ def test_sandbox_status_says_when_only_the_host_monitor_enforces_the_limits(monk
     assert status.require_would_start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", ["namespaces", "seccomp"])
 def test_sandbox_status_reports_a_missing_layer_and_the_exact_refusal(launch: Launcher, layer: str) -> None:
     launch(missing_layers={layer: MISSING})
@@ -313,12 +318,16 @@ def test_sandbox_status_checks_the_running_worker_not_the_launchers_word(launch:
     )
 
 
-def test_doctor_prints_one_line_per_layer_and_exits_zero_where_require_starts() -> None:
+def test_doctor_names_the_project_then_prints_one_line_per_layer_and_exits_zero_where_require_starts() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pydeno", "doctor"], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    about, *lines = result.stdout.splitlines()
+    assert (
+        about
+        == f"pydeno: supervised Deno worker processes, version {pydeno.__version__}, in {Path(pydeno.__file__).parent}"
+    )
     assert [line.split("  ")[0] for line in lines[: len(LAYERS)]] == LAYERS
     assert all(" applied " in line for line in lines[:-1])
     assert lines[-1] == "sandbox='require' would start here: every layer applies and the self-test passes"
@@ -331,6 +340,7 @@ def test_doctor_exits_one_with_the_refusal_where_require_would_refuse(
     assert _cli.main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["require_would_start"] is False
+    assert report["pydeno"]["version"] == pydeno.__version__
     assert {"name": "landlock", "state": "missing", "reason": MISSING} in report["layers"]
     assert (
         report["refusal"] == f"worker failed to start: an OS sandbox is required but landlock is unavailable: {MISSING}"

@@ -19,6 +19,9 @@ import pytest
 
 import pydeno
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 KEY = b"k" * 32
 
 

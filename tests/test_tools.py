@@ -166,6 +166,7 @@ def keyword_only(*, x: int) -> int:
     return x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -189,6 +190,7 @@ def test_a_call_that_does_not_fit_the_signature_gives_the_guest_a_tool_error_nam
     assert pydeno.classify_error(exc_info.value).kind == "tool_failed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("result", "detail"),
     [
@@ -220,6 +222,7 @@ def test_an_unserialisable_tool_result_gives_the_guest_a_type_error_and_the_work
 # --- the guest's view -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("attempt", "error"),
     [
@@ -262,6 +265,7 @@ def test_the_hidden_host_function_is_not_reachable_as_a_global(rt: pydeno.Runtim
     assert str(exc_info.value) == "Evaluation failed: ReferenceError: __pydeno_tool_call is not defined"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_bridge", [True, False])
 def test_attaching_a_second_bridge_to_a_runtime_raises_runtime_error(rt: pydeno.Runtime, same_bridge: bool) -> None:
     first = pydeno.ToolBridge({"add": add})
@@ -352,6 +356,7 @@ def test_identifier_names_with_dollar_and_underscore_are_accepted(rt: pydeno.Run
     assert rt.eval("[await tools.$get(), await tools._get2()]") == ["dollar", "underscore"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_bridge_attaches_to_an_async_runtime_by_awaiting(backend: str) -> None:
     calls: list[str] = []
@@ -452,6 +457,7 @@ def tagged_search(query: str, *tags: str) -> list[str]:
     return []
 
 
+@pytest.mark.slow
 def test_typescript_output_type_checks_with_deno_including_a_rest_parameter(tmp_path: Path) -> None:
     declarations = pydeno.ToolBridge({**TYPED_TOOLS, "tagged_search": tagged_search}).typescript()
     source = tmp_path / "tools.ts"

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "unasync.py"
 
 
@@ -20,6 +22,7 @@ def generator() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_every_sync_twin_is_what_its_async_source_generates() -> None:
     assert generator().stale() == []
 

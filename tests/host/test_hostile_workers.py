@@ -27,6 +27,9 @@ import pytest
 import pydeno
 from pydeno.host._protocol import PROTOCOL_VERSION, W_HELLO
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 FakeWorker = Callable[..., None]
 
 MALFORMED = "worker sent a malformed frame ("

@@ -40,6 +40,7 @@ def _status(rt: pydeno.Runtime) -> dict[str, str]:
     return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
 
 
+@pytest.mark.slow
 def test_the_confined_worker_evaluates_awaits_and_calls_the_host(confined: pydeno.Runtime) -> None:
     confined.bind_function("add", lambda a, b: a + b)
     assert confined.eval("1 + 1") == 2
@@ -115,6 +116,7 @@ def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_t
         assert (staged.entry.parent / module).read_bytes() == (hidden / module).read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_deno_reads_the_worker_s_files_through_a_descriptor_under_urls_that_name_no_host_directory(
     sandbox: str,
@@ -135,6 +137,7 @@ def test_deno_reads_the_worker_s_files_through_a_descriptor_under_urls_that_name
         assert rt.eval("await 0; 6 * 7") == 42
 
 
+@pytest.mark.slow
 def test_a_runtime_made_in_a_thread_that_then_ends_keeps_its_worker() -> None:
     # The parent-death signal follows the thread that forked the worker, not the process.
     made: list[pydeno.Runtime] = []
@@ -146,6 +149,7 @@ def test_a_runtime_made_in_a_thread_that_then_ends_keeps_its_worker() -> None:
         assert rt.eval("6 * 7") == 42
 
 
+@pytest.mark.slow
 def test_a_busy_worker_dies_with_its_host() -> None:
     # Busy in a loop, the worker never reads the closed pipe: only the parent-death signal
     # can end it.

@@ -126,6 +126,7 @@ def test_the_v8_heap_is_sized_from_max_memory(max_memory: int, jitless: bool, ex
     assert expected in _config(max_memory=max_memory, jitless=jitless).argv("deno", Path("/w/main.ts"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["off", "best_effort", "require"])
 def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.MonkeyPatch, sandbox: Any) -> None:
     # It gets only the location of pydeno's own deno cache, never the host user's, the
@@ -142,6 +143,7 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
         assert not any(b"hunter2" in e for e in entries)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_deno_runs_with_deno_as_its_argv0_whatever_file_it_runs_from(sandbox: Any) -> None:
     # The guest reads argv[0] back (node:process's argv0); the binary's path would name the
@@ -183,6 +185,7 @@ def test_the_stderr_ring_keeps_only_the_tail(monkeypatch: pytest.MonkeyPatch) ->
         assert tail.endswith(b"line 99\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_signal_kill_ends_the_worker_and_leaves_the_reaping_to_its_owner(sandbox: str) -> None:
     # The monitor's way to kill: a zygote's child through its pidfd, a child of the host by

@@ -64,6 +64,7 @@ def run_child(layers: str, probe: str, *argv: str) -> Any:
 # --- no_new_privs -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_no_new_privs_shows_as_set_in_proc_status(layered: bool) -> None:
     layers = "L.set_no_new_privs()\n" if layered else ""
@@ -100,6 +101,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_parent_death_signal_kills_the_child_when_its_parent_exits(layered: bool) -> None:
     arm = "L.set_parent_death_signal(os.getppid())" if layered else ""
@@ -156,6 +158,7 @@ print(json.dumps(outcome(loopback)))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_a_fresh_network_namespace_has_no_loopback_to_connect_to(layered: bool) -> None:
     layers = "L.unshare_namespaces()\n" if layered else ""
@@ -188,6 +191,7 @@ def test_namespaces_work_without_root_through_a_user_namespace() -> None:
 # --- privilege drop ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_dropped_privileges_leave_nobody_unable_to_become_root_again(layered: bool) -> None:
     layers = "L.drop_privileges()\n" if layered else ""
@@ -235,6 +239,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_landlock_allows_only_the_granted_reads_and_no_tcp(layered: bool, tmp_path: Path) -> None:
     layers = "L.set_no_new_privs()\nL.restrict_filesystem([sys.prefix, sys.argv[1]], [])\n" if layered else ""
@@ -322,6 +327,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_but_not_threads(layered: bool) -> None:
     # The namespaces come first so that the unfiltered run's mount stays in a private tree.
@@ -337,6 +343,7 @@ def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_bu
         assert result == {**opened, **allowed}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_the_launchers_process_probe_finds_what_the_filter_lets_through(layered: bool) -> None:
     # Without the filter the probe forks for real (its child exits at once) and execve runs;
@@ -384,6 +391,7 @@ def test_seccomp_still_lets_the_worker_send_itself_the_harmless_signals() -> Non
     assert set(result.values()) == {"ok"}, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_a_process_that_kills_itself_dies_only_without_the_filter(layered: bool) -> None:
     layers = "L.set_no_new_privs()\nL.install_seccomp_filter()\n" if layered else ""
@@ -436,6 +444,7 @@ L.exec_confined([deno, "eval", "console.log(1+1)"], {})
 """
 
 
+@pytest.mark.slow
 def test_deno_runs_under_every_layer_at_once() -> None:
     deno = os.path.realpath(find_deno())
     loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")

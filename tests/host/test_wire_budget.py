@@ -136,6 +136,7 @@ def charged_exactly(decoder: Codec, data: bytes) -> tuple[Any, int]:
 
 
 # -- properties ----------------------------------------------------------------------------------
+@pytest.mark.slow
 @BOUNDED
 @given(value=VALUES | EMPTIES)
 def test_decoding_a_frame_never_builds_more_than_it_is_charged(value: Any) -> None:
@@ -147,6 +148,7 @@ def test_decoding_a_frame_never_builds_more_than_it_is_charged(value: Any) -> No
     del decoded
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(value=VALUES | EMPTIES)
 def test_a_frame_is_never_charged_more_than_its_most_unread(value: Any) -> None:
@@ -162,6 +164,7 @@ def test_any_bytes_are_charged_without_an_error(data: bytes) -> None:
     assert frame_cost(data, MiB, []) >= 0
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(value=VALUES)
 def test_a_frame_within_its_allowance_decodes_exactly(value: Any) -> None:
@@ -172,6 +175,7 @@ def test_a_frame_within_its_allowance_decodes_exactly(value: Any) -> None:
     assert conn.take(1) == expected(value)
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(value=_JSON)
 def test_a_json_payload_is_charged_from_its_brackets_as_the_worker_counts_them(value: Any) -> None:
@@ -215,6 +219,7 @@ def _mutate(data: bytes, flip: int, where: int) -> bytes:
     return cut
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(stream=_frames(), ratio=st.sampled_from([1, 8, 40]))
 def test_whatever_bytes_arrive_the_connection_gives_events_or_a_protocol_error(stream: bytes, ratio: int) -> None:
@@ -229,6 +234,7 @@ def test_whatever_bytes_arrive_the_connection_gives_events_or_a_protocol_error(s
         pass
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     item=st.sampled_from([b"\x80", b"\x90", b"\x91\xc0", b"\x81\x00\xc0", b"\xf6", b"\xd5\x04\x91\x00"]),

@@ -141,6 +141,7 @@ def test_a_layer_refused_in_a_zygote_child_is_the_launchers_refusal(launch: Laun
     assert info.value.kind == "sandbox_unavailable"
 
 
+@pytest.mark.slow
 def test_the_zygote_retires_when_idle_and_the_next_runtime_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_spawner.spawner(), "idle_seconds", 0.3)
     with pydeno.Runtime() as rt:
@@ -177,6 +178,7 @@ def test_waiting_on_a_worker_whose_zygote_died_does_not_hang(runtime: pydeno.Run
     assert worker.popen.wait(timeout=10) == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_a_hung_zygote_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     with pydeno.Runtime() as rt:
         assert rt.eval("1") == 1
@@ -218,6 +220,7 @@ def test_without_a_zygote_the_one_off_launcher_starts_the_worker(
     assert spawner.zygote is None
 
 
+@pytest.mark.slow
 def test_runtimes_started_from_many_threads_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     results: list[object] = []
     errors: list[BaseException] = []
@@ -246,6 +249,7 @@ def test_runtimes_started_from_many_threads_at_once(monkeypatch: pytest.MonkeyPa
         results.clear()
 
 
+@pytest.mark.slow
 def test_the_zygote_and_its_workers_die_with_a_killed_host() -> None:
     script = (
         "import os, threading, time, pydeno\n"
@@ -262,6 +266,7 @@ def test_the_zygote_and_its_workers_die_with_a_killed_host() -> None:
     assert _eventually(lambda: _gone(zygote) and _gone(worker))
 
 
+@pytest.mark.slow
 def test_a_forked_host_starts_its_own_zygote() -> None:
     # The child of a fork has neither the spawner thread nor any claim on the parent's zygote.
     script = (

@@ -25,6 +25,9 @@ import pydeno
 from pydeno.host._codec import Codec
 from pydeno.host._wire import Connection, ProtocolError, frame
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 FakeWorker = Callable[..., None]
 
 LINUX_X86_64: Final = sys.platform == "linux" and os.uname().machine == "x86_64"

@@ -15,6 +15,9 @@ import pytest
 
 import pydeno
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 SPIN = "while (true) {}"
 
 

@@ -25,9 +25,10 @@ from pydeno.host import _cgroup
 MiB = 2**20
 HELD_SECONDS = 5.0
 
-pytestmark = pytest.mark.skipif(
-    _cgroup.mechanism().version is None, reason="this system lets no per-worker cgroup be made"
-)
+pytestmark = [
+    pytest.mark.skipif(_cgroup.mechanism().version is None, reason="this system lets no per-worker cgroup be made"),
+    pytest.mark.slow,
+]
 
 # Samples a process's resident size until it is gone (or the file says stop), then prints
 # the largest it saw.

@@ -21,6 +21,9 @@ import pytest
 import pydeno
 from pydeno.host import _monitor as monitor
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 GUEST_DIED = "worker died running guest code ("
 
 

@@ -24,6 +24,9 @@ import pytest
 import pydeno
 from pydeno.host import _staging
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 LINUX_X86_64: Final = sys.platform == "linux" and os.uname().machine == "x86_64"
 MODES: Final = [
     pytest.param("require", marks=pytest.mark.skipif(not LINUX_X86_64, reason="the OS layers are Linux x86_64 only")),
