@@ -57,7 +57,7 @@ from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._tool import Tool, tool
 from ._tools import ToolBridge
 from ._values import Undefined, undefined
-from ._version import __version__
+from ._version import __version__ as __version__
 
 __all__ = [
     "ActorDied",

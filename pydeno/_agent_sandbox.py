@@ -27,17 +27,20 @@ from ._agent import (
     decode_journal,
 )
 from ._backends import _sync as backend
-from ._checks import code_text
+from ._checks import NeedsWith, code_text, size
 from ._errors import JavaScriptError, ReplayDivergence
-from ._options import RuntimeKwargs
+from ._options import RuntimeKwargs, check_option_names
 from ._runtime import Runtime
 from .host._core import Command
 from .host._wire import HostCall
 
 __all__ = ["AgentSandbox"]
 
+# A runtime option a session does not take: it bounds tool waits with max_pause=.
+_NOT_HERE = ("max_host_wait",)
 
-class AgentSandbox(SessionDriver):
+
+class AgentSandbox(SessionDriver, NeedsWith):
     """``AgentSandbox(tools=..., max_tool_calls=None, max_pause=None, **runtime_kwargs)``.
 
     ``max_tool_calls`` bounds the session's tool calls (a journal carries what is spent);
@@ -54,6 +57,7 @@ class AgentSandbox(SessionDriver):
         max_pause: float | None = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
+        check_option_names(type(self), runtime_kwargs, without=_NOT_HERE)
         self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
 
     @classmethod
@@ -123,12 +127,13 @@ class AgentSandbox(SessionDriver):
         key: bytes,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         max_pause: float | None = None,
-        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> AgentSandbox:
         """Restore a dumped session on a fresh worker by replaying its runs with the recorded
         tool results (no tool is called). A snapshot comes back paused at the same call."""
-        parsed = decode_journal(journal, key, max_journal_bytes)
+        check_option_names(cls.load, runtime_kwargs, without=_NOT_HERE)
+        parsed = decode_journal(journal, key, size("max_journal_bytes", max_journal_bytes, 1))
         return cls._replayed(parsed, tools, max_pause, dict(runtime_kwargs))
 
     @classmethod

@@ -27,8 +27,9 @@ from typing import Any, Unpack
 
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
+from ._checks import NeedsAsyncWith
 from ._errors import PydenoError, start_failed
-from ._options import RuntimeKwargs, RuntimeOptions
+from ._options import RuntimeKwargs, checked_options
 from ._pool_core import WARM_UP, PoolCore, alive
 from ._stats import Stats
 from ._taxonomy import classify_error
@@ -38,7 +39,7 @@ __all__ = ["AsyncSandboxPool"]
 log = logging.getLogger("pydeno.pool")
 
 
-class AsyncSandboxPool:
+class AsyncSandboxPool(NeedsAsyncWith):
     """``AsyncSandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``.
 
     ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
@@ -58,7 +59,7 @@ class AsyncSandboxPool:
         checkout_timeout: float = 30.0,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        RuntimeOptions(**runtime_kwargs)  # a bad option fails here, not in the background
+        checked_options(type(self), runtime_kwargs)  # a bad option fails here, not in the background
         self._core: PoolCore[AsyncRuntime] = PoolCore(size, max_workers, checkout_timeout)
         self._options = runtime_kwargs
         self._cond = backend.Condition()
@@ -180,11 +181,12 @@ class AsyncSandboxPool:
             await rt._warm_up(self._warm_code)
         except BaseException as exc:
             await rt.close()
-            if isinstance(exc, PydenoError):
-                return _start_failed(exc)
             if not isinstance(exc, Exception):
                 raise
-            return _start_failed(start_failed(type(exc).__name__))
+            failure = exc if isinstance(exc, PydenoError) else start_failed(type(exc).__name__)
+            # close() kills a worker that is still starting: that is the pool ending, not a
+            # start that failed, so nothing is logged for it.
+            return failure if self._core.closed else _start_failed(failure)
         finally:
             self._starting.discard(rt)
         with self._figures_lock:

@@ -17,10 +17,10 @@ from typing import Any, Unpack
 import anyio
 
 from ._backends import _anyio as backend
-from ._checks import Lang, code_text, is_typescript, module_specifier, source_text
+from ._checks import Lang, NeedsAsyncWith, code_text, is_typescript, module_specifier, source_text
 from ._determinism import prelude
 from ._function import JsFunction, function_id
-from ._options import RuntimeKwargs, RuntimeOptions
+from ._options import RuntimeKwargs, checked_options
 from ._stats import Stats
 from .host._core import NEED_DATA, Command
 from .host._monitor import Watch
@@ -82,7 +82,7 @@ class Meter:
         return max(0.0, cpu), peak or sup.worker_rss(), sup.host_calls - self._host_calls
 
 
-class AsyncRuntime:
+class AsyncRuntime(NeedsAsyncWith):
     """A JavaScript runtime in its own deno worker process.
 
     ``AsyncRuntime(timeout=30.0, max_memory=512 MiB, ...)``: docs/limits.md describes every
@@ -94,7 +94,7 @@ class AsyncRuntime:
 
     def __init__(self, **options: Unpack[RuntimeKwargs]) -> None:
         self._sup = Supervisor(
-            RuntimeOptions(**options),
+            checked_options(type(self), options),
             make_function=lambda fid: JsFunction(self, fid),
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )

@@ -20,8 +20,9 @@ the value as one line of JSON on stdout and exits. Exit codes:
 * 2: anything else (a limit, a crash, no sandbox, no deno, undecodable stdin): on stderr
   ``pydeno: <exception type>: <message>``, then the exception's own note (``Kind:`` with
   whether a retry can help, ``Fix:`` its ``.hint``), ``Option:`` the command-line option
-  that raises the limit where there is one, and ``Docs:`` its page, with the command that
-  prints it (``pydeno errors <kind>``). Nothing on stdout. A bad option exits 2 as well.
+  that raises the limit where there is one, and ``Docs:`` where its page is read (the
+  command that prints it, ``pydeno errors <kind>``, and the docs site's page when the
+  package names a site). Nothing on stdout. A bad option exits 2 as well.
 * 130: interrupted (Ctrl-C); the worker is killed.
 
 Nothing is printed while the code runs, so stdout stays pipeable: the guest's console
@@ -31,12 +32,13 @@ error (exit 2, usage on stderr).
 
 * ``--timeout S``: seconds the eval may take (a positive float; default: the runtime's 30).
 * ``--max-memory SIZE``: bytes (``268435456``), or a number with ``K``, ``M`` or ``G``
-  (optionally ``KiB``/``MiB``/``GiB``; case-insensitive; powers of 1024): ``256M``, ``1.5G``.
-  A fraction of a byte is dropped. At least 32M (the runtime's minimum); default 512M.
+  (or ``KB``/``KiB``, ``MB``/``MiB``, ``GB``/``GiB``; case-insensitive; all powers of 1024):
+  ``256M``, ``1.5G``, as ``max_memory=`` takes it. A size that is not a whole number of bytes
+  (``1.3M``) is refused, never rounded. At least 32M (the runtime's minimum); default 512M.
 * ``--sandbox {require,best_effort,off}``: the runtime's ``sandbox=`` (default ``require``).
 * ``--json``: the outcome as one JSON object on stdout, with the same exit codes:
   ``{"ok": true, "value": V}`` or ``{"ok": false, "error": E, "classification":
-  classify_error(exc).to_dict(), "hint": ..., "docs": "docs/errors/<kind>.md",
+  classify_error(exc).to_dict(), "hint": ..., "docs": "pydeno errors <kind>" (``exc.docs``),
   "option": "--timeout" | null}``. ``E`` is ``{"type": <exception class>, "message":
   str(exc)}``; for a JavaScriptError ``message`` is the guest's own ``.message`` and ``E``
   adds ``"name"`` and ``"stack"`` (the JavaScript error object's three fields).
@@ -72,7 +74,7 @@ unambiguous should come from values JSON holds. The JSON is UTF-8 whatever the l
 -----------------
 ``pydeno errors`` prints the kind table (kind, retryable, larger limits, summary) from the
 catalog (:data:`pydeno._taxonomy.Catalog`); ``pydeno errors KIND`` prints that kind's page,
-the same text as ``docs/errors/KIND.md`` (which scripts/gen_error_docs.py generates from the
+the same text as the docs' ``errors/KIND.md`` (which scripts/gen_error_docs.py generates from the
 same catalog) without its generated-file comment. An unknown kind exits 2 and lists the
 kinds. ``--json`` prints the rows (or the one row) as JSON instead.
 
@@ -109,11 +111,11 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
+from . import _checks
 from ._errors import JavaScriptError, PydenoError
 from ._function import JsFunction
 from ._options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
@@ -206,18 +208,19 @@ def _write_json(value: Any, *, indent: int | None = None) -> None:
 
 # -- option values ---------------------------------------------------------------------
 
-_SIZE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmg])(?:ib)?)?", re.IGNORECASE)
-_UNITS: Final = {"k": 2**10, "m": 2**20, "g": 2**30}
-SIZE_FORMS: Final = "bytes (268435456) or a number with K, M or G, powers of 1024 (256M, 1.5G, 512MiB)"
+SIZE_FORMS: Final = (
+    "bytes (268435456) or a number with K, M or G (or KB/KiB, MB/MiB, GB/GiB), all powers of 1024 (256M, 1.5G, 512MiB)"
+)
 
 
 def parse_size(text: str) -> int:
-    """``--max-memory``'s value in bytes: ``268435456``, ``256M``, ``1.5G``, ``512MiB``."""
-    found = _SIZE.fullmatch(text.strip())
-    if found is None or (found.group(2) is None and "." in found.group(1)):
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: give {SIZE_FORMS}")
-    number, unit = found.groups()
-    return int(float(number) * _UNITS[unit.lower()]) if unit else int(number)
+    """``--max-memory``'s value in bytes, read as ``max_memory=`` reads a str
+    (:func:`pydeno._checks.parse_size`): ``268435456``, ``256M``, ``1.5G``, ``512MiB``."""
+    try:
+        return _checks.parse_size(text)
+    except _checks.SizeError as exc:
+        problem = f"give {SIZE_FORMS}" if exc.exact is None else exc.explain().removeprefix("is ")
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: {problem}") from None
 
 
 def _seconds(text: str) -> float:
@@ -316,12 +319,12 @@ def _fail(exc: BaseException, as_json: bool) -> int:
         print("\n".join(lines), file=sys.stderr)
     else:
         # The note every PydenoError carries (Kind, Fix, Docs), with the option that raises
-        # the limit and the command that prints the docs page.
+        # the limit before the pointer to the docs page.
         *note, docs = note_for(info, hint).splitlines()
         lines = [f"pydeno: {type(exc).__name__}: {exc}", *note]
         if info.kind in OPTIONS:
             lines.append(f"Option: {OPTIONS[info.kind]}")
-        lines.append(f"{docs} (or run: pydeno errors {info.kind})")
+        lines.append(docs)
         print("\n".join(lines), file=sys.stderr)
     return status
 

@@ -16,7 +16,7 @@ from typing import Any, Unpack
 
 from ._agent import UNANSWERED, PausedToolCall
 from ._backends import _sync as backend
-from ._checks import code_text, optional_seconds
+from ._checks import NeedsWith, code_text, optional_seconds
 from ._errors import JavaScriptError, ToolError
 from ._execution import (
     _OPEN,
@@ -30,7 +30,7 @@ from ._execution import (
     program,
     type_errors,
 )
-from ._options import RuntimeKwargs, RuntimeOptions
+from ._options import RuntimeKwargs, checked_options
 from ._runtime import Runtime
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
 from .host._core import Command
@@ -39,7 +39,7 @@ from .host._wire import HostCall
 __all__ = ["CodeMode"]
 
 
-class CodeMode:
+class CodeMode(NeedsWith):
     """``CodeMode(tools, *, max_tool_calls=None, max_output_chars=20000, approve=None,
     clock=None, random_seed=None, **runtime_kwargs)``.
 
@@ -68,7 +68,7 @@ class CodeMode:
         self.max_output_chars = check_output_chars(max_output_chars)
         options: dict[str, Any] = dict(runtime_kwargs)
         self._user_console = options.pop("on_console", None)
-        checked = RuntimeOptions(**options)  # refuse a bad option now, not at the first execution
+        checked = checked_options(type(self), options)  # refuse a bad option now, not at the first execution
         self._sandbox: str = checked.sandbox
         self._check_timeout = checked.timeout if checked.timeout is not None else 60.0
         self._options = options

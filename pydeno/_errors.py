@@ -29,16 +29,19 @@ or cancellation::
 or the guest only ever follows the host's prefix, so the start of a message can be trusted.
 
 Every one of them also carries ``.kind`` (see :func:`pydeno.classify_error`), ``.hint`` (the
-fix, naming the limit and its current value where one applies) and ``.docs`` (its page), and
-shows them in tracebacks as a PEP 678 note.
+fix, naming the limit and its current value where one applies, a byte limit also in MiB or
+GiB) and ``.docs`` (where its page is read: ``pydeno errors <kind>``, and the docs site's
+page when the package names one), and shows them in tracebacks as a PEP 678 note.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import ClassVar, Final, TypeVar
 
+from ._checks import limit_text
 from ._taxonomy import Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "TypeCheckError",
     "WorkerCrashed",
     "guest_error",
+    "worker_reported",
 ]
 
 
@@ -371,7 +375,7 @@ def over_memory(used: int, max_memory: int) -> WorkerCrashed:
     """A worker stopped over max_memory, by the monitor or by the kernel."""
     return WorkerCrashed(
         f"worker used {used} bytes, over max_memory={max_memory}; killed",
-        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
+        hint=f"raise max_memory= (now {limit_text(max_memory)}), or reduce what the code keeps alive",
         _kind="memory_limit",
     )
 
@@ -380,7 +384,7 @@ def over_memory(used: int, max_memory: int) -> WorkerCrashed:
 def heap_exhausted(max_memory: int) -> WorkerCrashed:
     return WorkerCrashed(
         f"worker ran out of its V8 heap (sized from max_memory={max_memory}) and was stopped",
-        hint=f"raise max_memory= (now {max_memory}), or reduce what the code keeps alive",
+        hint=f"raise max_memory= (now {limit_text(max_memory)}), or reduce what the code keeps alive",
         _kind="memory_limit",
     )
 
@@ -487,3 +491,32 @@ def force_killed(grace: float) -> RuntimeForceKilled:
         hint=f"nothing to fix if the guest was busy; raise terminate_grace= (now {grace}) to wait longer",
         _kind="force_killed",
     )
+
+
+# The worker's refusal to send a value larger than a frame may be: the result, or a host
+# call's arguments (which the guest meets as a TypeError it may leave uncaught). Only the
+# hint is read from it, with the host's own limit, never the number in the text: the kind
+# stays js_error, so a guest that writes such text gains nothing.
+_OVER_FRAME: Final = re.compile(
+    r"(?:result|arguments to (\S+)\(\)) could not be converted: value is larger than max_message_bytes="
+)
+
+
+def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: int) -> JavaScriptError:
+    """The JavaScriptError for an error the worker reported; a value over max_message_bytes
+    gets a fix that names that limit instead of the generic one."""
+    exc = JavaScriptError(name, message, stack)
+    found = _OVER_FRAME.match(message)
+    if found is None or getattr(exc, "kind", None) != "js_error":
+        return exc
+    what = f"pass less to {found.group(1)}()" if found.group(1) else "return less from the code"
+    hint = (
+        f"{what} (a smaller value, or the rest in later calls), "
+        f"or raise max_message_bytes= (now {limit_text(max_message_bytes)})"
+    )
+    # The note made at construction is the one that names the fix: it is replaced.
+    info = info_of("js_error")
+    notes = exc.__notes__
+    notes[notes.index(note_for(info, Catalog["js_error"].fix))] = note_for(info, hint)
+    exc.hint = hint  # type: ignore[attr-defined]
+    return exc

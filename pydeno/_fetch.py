@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
-from ._checks import count, seconds
+from ._checks import count, limit_text, seconds, size
 from ._errors import FetchFailed, FetchRefused, FetchTimeout
 from ._fetch_policy import (
     BAD_VALUE,
@@ -152,8 +152,8 @@ class HttpFetch:
         headers: Mapping[str, str] | None = None,
         timeout: float = 30.0,
         max_redirects: int = 5,
-        max_request_bytes: int = 2**20,
-        max_response_bytes: int = 4 * 2**20,
+        max_request_bytes: int | str = 2**20,
+        max_response_bytes: int | str = 4 * 2**20,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if isinstance(allow, (str, bytes)):
@@ -175,8 +175,8 @@ class HttpFetch:
             raise ValueError("methods is empty: allow at least one method, e.g. methods=['GET']")
         self.timeout = seconds("timeout", timeout)
         self.max_redirects = count("max_redirects", max_redirects, 0)
-        self.max_request_bytes = count("max_request_bytes", max_request_bytes, 0)
-        self.max_response_bytes = count("max_response_bytes", max_response_bytes, 0)
+        self.max_request_bytes = size("max_request_bytes", max_request_bytes, 0)
+        self.max_response_bytes = size("max_response_bytes", max_response_bytes, 0)
         injected = [*self._headers, *(pair for e in self._entries for pair in e.headers)]
         self._secrets = tuple({value for _, value in injected if value.strip()})
         from . import _fetch_transport
@@ -354,7 +354,11 @@ class HttpFetch:
         if data is not None and len(data) > self.max_request_bytes:
             raise FetchRefused(
                 f"fetch refused: {where}: the body of {len(data)} bytes is over "
-                f"max_request_bytes={self.max_request_bytes}"
+                f"max_request_bytes={self.max_request_bytes}",
+                hint=(
+                    "send a smaller body, or raise HttpFetch(max_request_bytes=) "
+                    f"(now {limit_text(self.max_request_bytes)})"
+                ),
             )
         return _Request(url, method, headers, data, redirect)
 
@@ -482,15 +486,16 @@ class HttpFetch:
     def _body(self, response: httpx.Response, where: str, method: str) -> bytes:
         cap = self.max_response_bytes
         over = f"fetch failed: {where}: the response is over max_response_bytes={cap}"
+        hint = f"fetch something smaller, or raise HttpFetch(max_response_bytes=) (now {limit_text(cap)})"
         declared = response.headers.get("content-length")
         if method != "HEAD" and declared is not None and declared.isdigit() and int(declared) > cap:
-            raise FetchFailed(over)
+            raise FetchFailed(over, hint=hint)
         chunks: list[bytes] = []
-        size = 0
+        received = 0
         for chunk in response.iter_raw():
-            size += len(chunk)
-            if size > cap:
-                raise FetchFailed(over)
+            received += len(chunk)
+            if received > cap:
+                raise FetchFailed(over, hint=hint)
             chunks.append(chunk)
         return b"".join(chunks)
 

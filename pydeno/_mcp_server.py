@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._async_code_mode import AsyncCodeMode
 from ._async_pool import AsyncSandboxPool
+from ._checks import optional_size
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet
 from ._options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
 
@@ -88,7 +89,7 @@ def _size(n: int) -> str:
 
 def tool_description(config: ServerConfig) -> str:
     """What a model reads about run_javascript: what a program can do and what comes back."""
-    memory = config.runtime.get("max_memory", DEFAULT_MAX_MEMORY)
+    memory = optional_size("max_memory", config.runtime.get("max_memory", DEFAULT_MAX_MEMORY), 0)
     limits = f"at most {config.timeout:g} s per call (the `timeout` argument may lower it, never raise it)"
     if memory is not None:
         limits += f", {_size(memory)} of memory"

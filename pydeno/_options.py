@@ -2,17 +2,20 @@
 
 ``RuntimeKwargs`` is what :class:`pydeno.Runtime`, :class:`pydeno.AsyncRuntime`, the pools,
 the agent sandboxes and the command line accept; ``RuntimeOptions`` checks them once, so a bad
-option fails where it is passed, before any worker starts. A leaf: it imports nothing of
-pydeno above the argument checks, so every layer may use it.
+option fails where it is passed, before any worker starts, and :func:`checked_options` does it
+for a public class, so that a name it does not take is refused in that class's name. A leaf:
+it imports nothing of pydeno above the argument checks, so every layer may use it.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+import difflib
+import inspect
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Literal, TypedDict
 
-from ._checks import count, optional_count, optional_seconds, seconds
+from ._checks import count, optional_count, optional_seconds, optional_size, seconds, size
 from ._determinism import check_clock, check_seed
 from .host._protocol import DEFAULT_DECODE_RATIO
 
@@ -21,11 +24,14 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_STARTUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "OPTION_NAMES",
     "SANDBOX_MODES",
     "ConsoleHandler",
     "RuntimeKwargs",
     "RuntimeOptions",
     "SandboxMode",
+    "check_option_names",
+    "checked_options",
 ]
 
 DEFAULT_TIMEOUT: Final = 30.0
@@ -41,18 +47,19 @@ ConsoleHandler = Callable[[str, str], Any]
 
 class RuntimeKwargs(TypedDict, total=False):
     """The keyword arguments of :class:`pydeno.Runtime` and :class:`pydeno.AsyncRuntime`;
-    docs/limits.md says exactly what each bounds."""
+    docs/limits.md says exactly what each bounds. A byte count is an int or a size as text
+    (``"256M"``, ``"1.5GiB"``: powers of 1024)."""
 
     timeout: float | None
     cpu_limit: float | None
-    max_memory: int | None
+    max_memory: int | str | None
     max_threads: int | None
     max_host_calls: int | None
     max_host_wait: float | None
     max_inflight_host_calls: int
-    max_message_bytes: int
+    max_message_bytes: int | str
     max_decode_ratio: int
-    max_console_bytes: int
+    max_console_bytes: int | str
     jitless: bool
     startup_timeout: float
     terminate_grace: float
@@ -71,14 +78,14 @@ class RuntimeOptions:
         *,
         timeout: float | None = DEFAULT_TIMEOUT,
         cpu_limit: float | None = None,
-        max_memory: int | None = DEFAULT_MAX_MEMORY,
+        max_memory: int | str | None = DEFAULT_MAX_MEMORY,
         max_threads: int | None = 64,
         max_host_calls: int | None = 10_000,
         max_host_wait: float | None = None,
         max_inflight_host_calls: int = 32,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_message_bytes: int | str = DEFAULT_MAX_MESSAGE_BYTES,
         max_decode_ratio: int = DEFAULT_DECODE_RATIO,
-        max_console_bytes: int = 1 << 20,
+        max_console_bytes: int | str = 1 << 20,
         jitless: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         terminate_grace: float = 1.0,
@@ -90,14 +97,14 @@ class RuntimeOptions:
     ) -> None:
         self.timeout = optional_seconds("timeout", timeout)
         self.cpu_limit = optional_seconds("cpu_limit", cpu_limit)
-        self.max_memory = optional_count("max_memory", max_memory, 32 * 2**20)
+        self.max_memory = optional_size("max_memory", max_memory, 32 * 2**20)
         self.max_threads = optional_count("max_threads", max_threads, 1)
         self.max_host_calls = optional_count("max_host_calls", max_host_calls, 0)
         self.max_host_wait = optional_seconds("max_host_wait", max_host_wait)
         self.max_inflight_host_calls = count("max_inflight_host_calls", max_inflight_host_calls, 1)
-        self.max_message_bytes = count("max_message_bytes", max_message_bytes, 1024)
+        self.max_message_bytes = size("max_message_bytes", max_message_bytes, 1024)
         self.max_decode_ratio = count("max_decode_ratio", max_decode_ratio, 1)
-        self.max_console_bytes = count("max_console_bytes", max_console_bytes, 0)
+        self.max_console_bytes = size("max_console_bytes", max_console_bytes, 0)
         if not isinstance(jitless, bool):
             raise TypeError(f"jitless must be True or False, got {type(jitless).__name__}")
         self.jitless = jitless
@@ -119,3 +126,48 @@ class RuntimeOptions:
         self.sandbox: SandboxMode = sandbox
         self.random_seed = check_seed(random_seed)
         self.clock_ms = check_clock(clock)
+
+
+OPTION_NAMES: Final = frozenset(RuntimeKwargs.__optional_keys__ | RuntimeKwargs.__required_keys__)
+
+
+def check_option_names(
+    called: Callable[..., Any], options: Mapping[str, Any], *, without: Collection[str] = ()
+) -> None:
+    """Refuse a keyword that neither ``called`` (a public class, or a method such as
+    ``AgentSandbox.load``, whose **kwargs are runtime options) nor the runtime accepts, as
+    Python would, but in the name of what the user called and with the closest name it takes:
+    ``Runtime() got an unexpected keyword argument 'timeot'; did you mean 'timeout'?``.
+    ``without`` are runtime options ``called`` does not take (an agent session's
+    max_host_wait)."""
+    unknown = next((name for name in options if name not in OPTION_NAMES), None)
+    if unknown is None:
+        return
+    label, own = _signature(called)
+    accepted = sorted((OPTION_NAMES - set(without)) | own)
+    close = difflib.get_close_matches(unknown, accepted, n=1)
+    message = f"{label}() got an unexpected keyword argument {unknown!r}"
+    if close:
+        raise TypeError(f"{message}; did you mean {close[0]!r}?")
+    # The accepted names, since none is close: a path to a docs file would not exist where
+    # pydeno is installed from a wheel.
+    raise TypeError(f"{message}; it accepts: {', '.join(accepted)}")
+
+
+def _signature(called: Callable[..., Any]) -> tuple[str, set[str]]:
+    """What the user called, as they wrote it (``SandboxPool``, ``AgentSandbox.load``), and
+    the keywords it takes besides the runtime's options."""
+    if isinstance(called, type):
+        public = next((c for c in called.__mro__ if not c.__name__.startswith("_")), called)
+        label, function = public.__name__, inspect.signature(public)
+    else:
+        label, function = called.__qualname__, inspect.signature(called)
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for p in function.parameters.values() if p.kind in kinds}
+    return label, names - {"self", "cls"}
+
+
+def checked_options(called: Callable[..., Any], options: Mapping[str, Any]) -> RuntimeOptions:
+    """``RuntimeOptions(**options)``, refusing an unknown name in the name of ``called``."""
+    check_option_names(called, options)
+    return RuntimeOptions(**options)

@@ -28,8 +28,9 @@ from collections.abc import Iterator
 from typing import Any, Unpack
 
 from ._backends import _sync as backend
+from ._checks import NeedsWith
 from ._errors import PydenoError, start_failed
-from ._options import RuntimeKwargs, RuntimeOptions
+from ._options import RuntimeKwargs, checked_options
 from ._pool_core import WARM_UP, PoolCore, alive
 from ._runtime import Runtime
 from ._stats import Stats
@@ -40,7 +41,7 @@ __all__ = ["SandboxPool"]
 log = logging.getLogger("pydeno.pool")
 
 
-class SandboxPool:
+class SandboxPool(NeedsWith):
     """``SandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``.
 
     ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
@@ -60,7 +61,7 @@ class SandboxPool:
         checkout_timeout: float = 30.0,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        RuntimeOptions(**runtime_kwargs)  # a bad option fails here, not in the background
+        checked_options(type(self), runtime_kwargs)  # a bad option fails here, not in the background
         self._core: PoolCore[Runtime] = PoolCore(size, max_workers, checkout_timeout)
         self._options = runtime_kwargs
         self._cond = backend.Condition()
@@ -181,11 +182,12 @@ class SandboxPool:
             rt._warm_up(self._warm_code)
         except BaseException as exc:
             rt.close()
-            if isinstance(exc, PydenoError):
-                return _start_failed(exc)
             if not isinstance(exc, Exception):
                 raise
-            return _start_failed(start_failed(type(exc).__name__))
+            failure = exc if isinstance(exc, PydenoError) else start_failed(type(exc).__name__)
+            # close() kills a worker that is still starting: that is the pool ending, not a
+            # start that failed, so nothing is logged for it.
+            return failure if self._core.closed else _start_failed(failure)
         finally:
             self._starting.discard(rt)
         with self._figures_lock:

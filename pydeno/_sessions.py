@@ -24,10 +24,10 @@ from typing import Any
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._agent_sandbox import AgentSandbox
 from ._backends import _sync as backend
-from ._checks import count
+from ._checks import NeedsWith, count, limit_text, size
 from ._errors import JournalError, StoreError
 from ._journal_store import JournalStore
-from ._options import RuntimeOptions
+from ._options import RuntimeOptions, check_option_names
 from ._pool import SandboxPool
 from ._pool_core import WARM_UP_AWAIT
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
@@ -49,7 +49,7 @@ class _WarmWorkers(SandboxPool):
 _NO_EXPIRY = 3600.0
 
 
-class SessionPool:
+class SessionPool(NeedsWith):
     """``SessionPool(store, key, *, max_live=64, idle_ttl=None, lease_timeout=30.0,
     max_live_per_owner=None, max_bytes_per_owner=None, **agent_kwargs)``.
 
@@ -76,8 +76,8 @@ class SessionPool:
         idle_ttl: float | None = None,
         lease_timeout: float = 30.0,
         max_live_per_owner: int | None = None,
-        max_bytes_per_owner: int | None = None,
-        max_journal_bytes: int = DEFAULT_MAX_JOURNAL_BYTES,
+        max_bytes_per_owner: int | str | None = None,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
         warm_workers: int = 0,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         max_tool_calls: int | None = None,
@@ -92,8 +92,9 @@ class SessionPool:
         self._store = store
         self._key = check_key(key)
         self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
-        self._max_journal_bytes = count("max_journal_bytes", max_journal_bytes, 1)
+        self._max_journal_bytes = size("max_journal_bytes", max_journal_bytes, 1)
         # A bad option fails here, not in the first lease.
+        check_option_names(type(self), runtime_kwargs, without=("max_host_wait",))
         options, _, _ = runtime_options(runtime_kwargs, max_pause)
         RuntimeOptions(**options)
         warm = count("warm_workers", warm_workers, 0)
@@ -264,7 +265,11 @@ class SessionPool:
             # Stored, it could never be read back: the last stored journal stays the session's.
             raise JournalError(
                 f"the journal of session {shown(session_id)} is {len(record)} bytes, over "
-                f"max_journal_bytes={self._max_journal_bytes}; the session's last stored journal is kept"
+                f"max_journal_bytes={self._max_journal_bytes}; the session's last stored journal is kept",
+                hint=(
+                    "make the session's runs return and keep less, or raise max_journal_bytes= "
+                    f"(now {limit_text(self._max_journal_bytes)}) of the SessionPool"
+                ),
             )
         if owner is not None and self._book.max_bytes_per_owner is not None:
             stored = backend.blocking(lambda: self._store.owner_bytes(owner))

@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 
 import msgpack
 
-from ._checks import count, optional_count, optional_seconds, seconds
+from ._checks import count, limit_text, optional_count, optional_seconds, optional_size, seconds
 from ._errors import JournalError, LeaseTimeout, SessionLimitError, closed_error
 
 __all__ = ["Entry", "LeaseBook", "check_owner", "check_session_id", "open_record", "other_owner", "seal", "shown"]
@@ -163,7 +163,7 @@ class LeaseBook:
         return cls(
             count("max_live", max_live, 1),
             optional_count("max_live_per_owner", max_live_per_owner, 1),
-            optional_count("max_bytes_per_owner", max_bytes_per_owner, 1),
+            optional_size("max_bytes_per_owner", max_bytes_per_owner, 1),
             optional_seconds("idle_ttl", idle_ttl),
             seconds("lease_timeout", lease_timeout),
         )
@@ -256,7 +256,11 @@ class LeaseBook:
         if total > self.max_bytes_per_owner:
             raise SessionLimitError(
                 f"owner {shown(owner)} would store {total} bytes of journals, over "
-                f"max_bytes_per_owner={self.max_bytes_per_owner}; the session's last stored journal is kept"
+                f"max_bytes_per_owner={self.max_bytes_per_owner}; the session's last stored journal is kept",
+                hint=(
+                    "delete the owner's other sessions, or raise max_bytes_per_owner= "
+                    f"(now {limit_text(self.max_bytes_per_owner)}) of the SessionPool"
+                ),
             )
 
     # -- idle sessions ---------------------------------------------------------------------

@@ -23,10 +23,14 @@ How a kind is chosen, in order:
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.metadata
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
+
+from ._version import __version__
 
 __all__ = [
     "KINDS",
@@ -35,6 +39,7 @@ __all__ = [
     "Kind",
     "classify_error",
     "docs_page",
+    "docs_site",
     "info_of",
     "kind_page",
     "note_for",
@@ -388,10 +393,9 @@ def kind_page(kind: str) -> str:
     )
     return (
         f"# `{kind}`\n\n{row.summary}\n\n"
-        f"| | |\n|---|---|\n"
-        f"| retryable | {yes_no(row.retryable)} |\n"
-        f"| retry with larger limits | {yes_no(row.retry_with_larger_limits)} |\n"
-        f"| raised as | {row.raised_as} |\n\n"
+        f"- **Retryable:** {yes_no(row.retryable)}\n"
+        f"- **Retry with larger limits:** {yes_no(row.retry_with_larger_limits)}\n"
+        f"- **Raised as:** {row.raised_as}\n\n"
         f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
         f"## Fix\n\n{row.fix}\n\n"
         f"## Example\n\n```python\n{row.example}\n```\n\n"
@@ -587,7 +591,39 @@ def note_for(info: ErrorInfo, hint: str) -> str:
 
 
 def docs_page(kind: str) -> str:
-    return f"docs/errors/{kind}.md"
+    """Where a user reads a kind's page from anywhere (``exc.docs``, the note's ``Docs:``):
+    the command that prints it, ``pydeno errors <kind>``, then ``or <url>`` of the page on the
+    docs site when the installed package's metadata names one."""
+    site = docs_site()
+    command = f"pydeno errors {kind}"
+    return f"{command} or {site}/errors/{kind}/" if site else command
+
+
+def _installed_metadata() -> importlib.metadata.PackageMetadata | None:
+    """The installed distribution's metadata (what tests replace to fake one)."""
+    try:
+        return importlib.metadata.metadata("pydeno")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def docs_site() -> str | None:
+    """The docs site's URL, without a trailing slash: the ``Project-URL: Documentation, ...``
+    of the installed metadata, read once, at the first error that needs it. None without one,
+    and for metadata of another version than this code: another project is named pydeno on
+    PyPI, and its site is not this one's."""
+    try:
+        found = _installed_metadata()
+        if found is None or found["Version"] != __version__:
+            return None
+        for entry in found.get_all("Project-URL") or []:
+            label, _, url = str(entry).partition(",")
+            if label.strip().lower() == "documentation" and url.strip():
+                return url.strip().rstrip("/")
+    except Exception:  # noqa: BLE001 - a pointer to the docs never fails the error it explains
+        return None
+    return None
 
 
 def classify_error(exc: BaseException, *, via_agent: bool = False) -> ErrorInfo:

@@ -30,10 +30,11 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from ._async_code_mode import AsyncCodeMode
+from ._checks import NeedsAsyncWith
 from ._errors import ToolError
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
 from ._mcp_tools import js_name
-from ._options import RuntimeKwargs
+from ._options import RuntimeKwargs, check_option_names
 from ._tool import Tool
 
 __all__ = ["CodeModeToolset"]
@@ -55,7 +56,7 @@ _PARAMETERS: Final = {
 }
 
 
-class CodeModeToolset(AbstractToolset[Any]):
+class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
     """``CodeModeToolset(tools=(), *, name="run_code", description=None, id=None,
     max_retries=1, max_tool_calls=None, max_output_chars=20000,
     approve=None, **runtime_kwargs)``: one code tool for a pydantic-ai agent.
@@ -86,6 +87,7 @@ class CodeModeToolset(AbstractToolset[Any]):
         approve: ApprovePolicy = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
+        check_option_names(type(self), runtime_kwargs)
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
             raise ValueError(f"name must be 1 to 64 letters, digits, _ or -, got {name!r}")
         if description is not None and not isinstance(description, str):

@@ -40,10 +40,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final, Unpack
 
-from ._checks import code_text, count, optional_count, optional_seconds, seconds
+from ._checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
 from ._errors import ActorDied
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, Execution, ExecutionResult, ToolSet, check_output_chars
-from ._options import RuntimeKwargs, RuntimeOptions
+from ._options import RuntimeKwargs, checked_options
 from ._retry_policy import RetryPolicy, delay, gave_up, retry_policy
 from ._stats import Stats, merge_dicts
 
@@ -370,7 +370,7 @@ def _number(name: str, value: Any, *, positive: bool, alternative: str = "") -> 
     return float(value)
 
 
-class _RayPoolBase:
+class _RayPoolBase(NeedsWith):
     """What RayPool and RayCodeMode share: the arguments, the actors, stats() and close()."""
 
     _method: str = "eval"
@@ -414,7 +414,7 @@ class _RayPoolBase:
         extra = dict(actor_options or {})
         if owned := sorted(_OWN_OPTIONS & set(extra)):
             raise ValueError(f"actor_options may not set {', '.join(owned)}: the pool decides them")
-        RuntimeOptions(**runtime_kwargs)  # a bad option fails here, before any actor starts
+        checked_options(type(self), runtime_kwargs)  # a bad option fails here, before any actor starts
         options: dict[str, Any] = {
             "num_cpus": cpus,
             "max_concurrency": limit,

@@ -34,12 +34,15 @@ def index() -> str:
         "# Error kinds\n",
         "`pydeno.classify_error(exc)` maps every error to one of these kinds. The kinds are a",
         "public contract: they are only ever added to. See [the error reference](../errors.md).\n",
+        # The class lets the site's stylesheet keep each kind on one line.
+        '<div class="pydeno-kinds" markdown>\n',
         "| kind | retryable | larger limits | meaning |",
         "|---|---|---|---|",
     ]
     for kind, row in Catalog.items():
         retry, larger = yes_no(row.retryable), yes_no(row.retry_with_larger_limits)
         lines.append(f"| [`{kind}`]({kind}.md) | {retry} | {larger} | {row.summary} |")
+    lines.append("\n</div>")
     return "\n".join(lines) + "\n"
 
 

@@ -46,6 +46,9 @@ NAMES: Final = {
     "AsyncSessionPool": "SessionPool",
     "AsyncRuntime": "Runtime",
     "run_with_retry_async": "run_with_retry",
+    # The mixin whose __enter__ says "use async with" becomes the one whose __aenter__ says
+    # "use with": the twin's own __aenter__ is renamed __enter__ below.
+    "NeedsAsyncWith": "NeedsWith",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
     "AsyncIterator": "Iterator",

@@ -51,7 +51,7 @@ def test_a_factory_names_a_kind_of_the_table_and_explains_it(name: str) -> None:
     exc = made(name)
     assert exc.kind in pydeno.KINDS
     assert pydeno.classify_error(exc).kind == exc.kind
-    assert exc.docs == f"docs/errors/{exc.kind}.md"
+    assert exc.docs == f"pydeno errors {exc.kind}"
     if isinstance(exc, pydeno.PydenoError):
         assert len(exc.__notes__) == 1
         assert exc.__notes__[0].startswith(f"Kind: {exc.kind} (")

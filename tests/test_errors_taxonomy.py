@@ -39,7 +39,11 @@ import pytest
 import trio
 
 import pydeno
+from pydeno._taxonomy import docs_page
 from pydeno.host import _child, _monitor, _spawner
+
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
 
 FakeWorker = Callable[..., None]
 Launcher = Callable[..., None]
@@ -877,7 +881,7 @@ def assert_explained(exc: BaseException, kind: str, *, via_agent: bool = False) 
         own = pydeno.classify_error(exc).kind
         assert exc.kind == own
         assert isinstance(exc.hint, str) and exc.hint
-        assert exc.docs == f"docs/errors/{own}.md"
+        assert exc.docs == docs_page(own) == f"pydeno errors {own}"
         note = exc.__notes__[0]
         assert note.startswith(f"Kind: {own} (")
         assert f"\nFix: {exc.hint}\n" in note

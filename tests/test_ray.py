@@ -34,6 +34,9 @@ from pydeno import _errors
 from pydeno._pool_core import PoolCore
 from pydeno._retry_policy import gave_up
 
+# Real workers by the hundred: outside the fast subset (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 SLOW: str = "await new Promise(r => setTimeout(r, {ms})); {value}"
 RAY_KILLED = r"Ray actor {index} died running {what}: The actor died unexpectedly before finishing this task\.[\s\S]*"
 
@@ -439,7 +442,7 @@ def test_an_actor_killed_with_ray_kill_mid_eval_raises_actor_died_and_the_pool_r
         "actor_died",
         True,
         "actor_died",
-        "docs/errors/actor_died.md",
+        "pydeno errors actor_died",
     )
     assert isinstance(exc.__cause__, ray.exceptions.RayActorError)
     assert still_running(processes_of([info], "deno")) == []

@@ -152,6 +152,7 @@ def test_the_commands_the_host_runs_for_itself_are_not_counted() -> None:
         assert rt.stats()["commands"] == 1
 
 
+@pytest.mark.slow
 def test_a_timeout_counts_its_worker_as_killed_under_timeout_and_logs_it(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="pydeno.runtime")
     rt = pydeno.Runtime(timeout=0.3)
@@ -242,6 +243,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_async_runtime_counts_commands_host_calls_cpu_and_queue_waits() -> None:
     rt = pydeno.AsyncRuntime()
@@ -280,6 +282,7 @@ async def test_an_async_runtime_counts_commands_host_calls_cpu_and_queue_waits()
     assert_shape(stats)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_async_timeout_is_counted_under_timeout() -> None:
     rt = pydeno.AsyncRuntime(timeout=0.3)
@@ -289,6 +292,7 @@ async def test_an_async_timeout_is_counted_under_timeout() -> None:
     assert rt.stats()["workers_killed"] == {"timeout": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_async_runtime_cancelled_mid_command_counts_its_worker_as_killed_cancelled() -> None:
     rt = pydeno.AsyncRuntime()
@@ -303,6 +307,7 @@ async def test_an_async_runtime_cancelled_mid_command_counts_its_worker_as_kille
 # -- pools -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_pool_counts_checkouts_waits_and_the_figures_of_its_workers() -> None:
     with pydeno.SandboxPool(size=1, max_workers=1, checkout_timeout=30) as pool:
         deadline = time.monotonic() + 30
@@ -365,6 +370,7 @@ def test_a_pool_counts_a_worker_it_lost_while_idle() -> None:
     assert stats["workers_killed"] == {"worker_crashed": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_async_pool_counts_checkouts_and_the_figures_of_its_workers() -> None:
     async with pydeno.AsyncSandboxPool(size=1) as pool:
@@ -388,6 +394,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@pytest.mark.slow
 def test_an_execution_reports_the_cpu_rss_and_host_calls_of_its_own_run() -> None:
     with pydeno.CodeMode([add]) as cm:
         quick = cm.execute("await tools.add({ a: 1, b: 2 })")
@@ -414,9 +421,22 @@ def test_a_result_of_a_call_that_never_ran_reports_zero_figures() -> None:
     assert result.to_dict()["peak_rss_bytes"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_async_execution_reports_its_figures() -> None:
     async with pydeno.AsyncCodeMode([add]) as cm:
         result = await cm.execute(f"{BUSY}; await tools.add({{ a: 1, b: 2 }})")
     assert result.ok and result.host_calls == 1
     assert result.cpu_seconds >= 0.05 and result.peak_rss_bytes > 10 * MiB
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.02, 0.05, 0.1])
+def test_closing_a_pool_while_its_workers_start_logs_no_start_failure(
+    caplog: pytest.LogCaptureFixture, pause: float
+) -> None:
+    caplog.set_level(logging.WARNING, logger="pydeno")
+    for _ in range(3):
+        pool = pydeno.SandboxPool(size=2)
+        time.sleep(pause)
+        pool.close()
+    assert [r.getMessage() for r in caplog.records if "could not start" in r.getMessage()] == []

@@ -46,7 +46,7 @@ from typing import Any, Final
 
 import msgpack
 
-from .._errors import JavaScriptError, protocol_broken
+from .._errors import protocol_broken, worker_reported
 from ._budget import DecodeRefused, join_cost
 from ._codec import Codec, ValueRefused
 from ._protocol import (
@@ -349,7 +349,8 @@ class Connection:
         if kind == W_ERROR and n == 5 and type(item[1]) is int and all(type(x) is str for x in item[2:]):
             self._parts.pop(item[1], None)
             name, message, stack = (clean_text(x) for x in item[2:])
-            self._complete(item[1], Outcome(error=JavaScriptError(name, message, stack)))
+            error = worker_reported(name, message, stack, max_message_bytes=self.max_message_bytes)
+            self._complete(item[1], Outcome(error=error))
             return Completed(item[1])
         if kind == W_HOSTCALL and n == 4 and type(item[1]) is int and type(item[2]) is str and type(item[3]) is list:
             call_id, name = item[1], item[2]
