@@ -398,9 +398,11 @@ def kind_page(kind: str) -> str:
         f"- **Raised as:** {row.raised_as}\n\n"
         f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
         f"## Fix\n\n{row.fix}\n\n"
-        f"## Example\n\n```python\n{row.example}\n```\n\n"
-        f"## Classifying it\n\n```python\ninfo = pydeno.classify_error(exc)\n"
-        f"assert info.kind == {kind!r}\n```\n"
+        # The example is a call and its outcome in words, not a script; the classifying
+        # block needs the exception a reader caught, so it says it is a fragment.
+        f"## Example\n\n```text\n{row.example}\n```\n\n"
+        f"## Classifying it\n\n```python\n# fragment: exc is what you caught\n"
+        f"info = pydeno.classify_error(exc)\nassert info.kind == {kind!r}\n```\n"
     )
 
 

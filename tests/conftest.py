@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psutil
 import pytest
@@ -122,3 +122,28 @@ def fake_worker(launch: Callable[..., None]) -> Callable[..., None]:
         launch(command=lambda config: [sys.executable, str(script), *args])
 
     return use
+
+
+# -- the browser check: deselected, and said so, where there is no browser ----------------
+
+CHROMIUM: Final = Path("/usr/bin/chromium")
+_deselected_browser: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if CHROMIUM.exists():
+        return
+    browser = [item for item in items if item.get_closest_marker("browser")]
+    if browser:
+        _deselected_browser.extend(item.nodeid for item in browser)
+        items[:] = [item for item in items if not item.get_closest_marker("browser")]
+        config.hook.pytest_deselected(items=browser)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _deselected_browser:
+        terminalreporter.write_line(
+            f"deselected {len(_deselected_browser)} browser tests: {CHROMIUM} is not installed "
+            "(apt-get install chromium; .ci/run installs it)",
+            yellow=True,
+        )
