@@ -123,7 +123,7 @@ from ._runtime import Runtime
 from ._sandbox import sandbox_status
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
-from ._version import about, mixed_install
+from ._version import PROJECT, __version__, about, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -269,6 +269,8 @@ def _eval_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("code", metavar="CODE", help='JavaScript to evaluate, or "-" to read it from stdin')
+    # Another project is named pydeno on PyPI: the version line says which one this is.
+    parser.add_argument("--version", action="version", version=f"{PROJECT}, version {__version__}")
     parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds the eval may take (default 30)")
     parser.add_argument(
         "--max-memory", type=parse_size, metavar="SIZE", help=f"the worker's memory cap: {SIZE_FORMS}; default 512M"

@@ -282,3 +282,10 @@ def test_parse_size_refuses(text: str) -> None:
 def test_parse_size_refuses_a_fraction_of_a_byte_with_the_whole_number_to_give(text: str, whole: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=rf"not a whole number of bytes: give {whole} "):
         _cli.parse_size(text)
+
+
+def test_version_names_this_project_and_its_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"pydeno: supervised Deno worker processes, version {pydeno.__version__}\n"

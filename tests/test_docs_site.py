@@ -63,6 +63,7 @@ def nav_pages() -> list[str]:
     return _nav_pages(config["nav"])
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(
