@@ -9,7 +9,7 @@ Journal format (version 1): a msgpack array ``["pydeno-journal", 1, kind, body, 
 ``kind`` being ``"journal"`` or ``"snapshot"`` (a session dumped while a run was paused),
 ``body`` the canonical msgpack encoding of the session (maps with their keys sorted by
 encoding, sets sorted, the journal's own extension types for undefined, big integers, dates,
-sets and functions) and ``mac`` its HMAC-SHA256 under the caller's key, over a domain tag,
+sets, functions and Error values) and ``mac`` its HMAC-SHA256 under the caller's key, over a domain tag,
 the format version, the kind and the body. A journal is refused (:class:`JournalError`)
 unless every byte checks; a snapshot whose MAC fails raises
 :class:`SnapshotAuthenticationError`.
@@ -67,6 +67,9 @@ _JOURNAL_BIGINT: Final = 1
 _JOURNAL_DATE: Final = 2
 _JOURNAL_FUNCTION_MARK: Final = 3
 _JOURNAL_SET: Final = 4
+# A JavaScriptError value: the canonical encoding of [name, message, stack, has_cause, cause,
+# errors, properties].
+_JOURNAL_ERROR: Final = 5
 
 
 # --- canonical values -----------------------------------------------------------------------
@@ -96,6 +99,9 @@ def _canonical(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         pairs = sorted((_pack(_canonical(k, depth + 1)), _canonical(v, depth + 1)) for k, v in value.items())
         return _SortedMap(pairs)
+    if isinstance(value, JavaScriptError):
+        parts = [value.name, value.message, value.stack, value.has_cause, value.cause, value.errors, value.properties]
+        return msgpack.ExtType(_JOURNAL_ERROR, _pack(_canonical(parts, depth + 1)))
     if isinstance(value, (JsFunction, FunctionMark)):
         # A handle into one worker means nothing in another: journaled as "a function was
         # here", which a replay compares but cannot call.
@@ -164,6 +170,14 @@ def _ext_hook(code: int, data: bytes) -> Any:
         unpacker = _unpacker()
         unpacker.feed(data)
         return set(unpacker)
+    if code == _JOURNAL_ERROR:
+        unpacker = _unpacker()
+        unpacker.feed(data)
+        parts = unpacker.unpack()
+        if not isinstance(parts, list) or len(parts) != 7 or not isinstance(parts[6], dict):
+            raise ValueError("a malformed JavaScriptError")
+        name, message, stack, has_cause, cause, errors, properties = parts
+        return JavaScriptError._value(name, message, stack, cause, bool(has_cause), errors, properties)
     raise ValueError(f"unknown extension type {code}")
 
 

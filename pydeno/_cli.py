@@ -63,6 +63,8 @@ rest, with the rule that makes the choice:
 * a Set -> an array, sorted by each element's JSON text (Python sets keep no order).
 * a function (a ``JsFunction`` handle) -> the string ``"<function>"``; it cannot be called
   once the process exits.
+* an Error object (a ``JavaScriptError`` value) -> ``{"$error": {"name": ..., "message": ...,
+  "stack": ...}}``, with ``cause``, ``errors`` and ``properties`` where it has them.
 * a Map key that is not a string -> a string: a Date's ISO string, anything else the JSON
   text of the key (``1`` -> ``"1"``, ``true`` -> ``"true"``, ``null`` -> ``"null"``,
   NaN -> ``"NaN"``). Keys that collide that way keep the last value.
@@ -116,7 +118,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from . import _checks
-from ._errors import JavaScriptError, PydenoError
+from ._errors import JavaScriptError, PydenoError, error_fields
 from ._function import JsFunction
 from ._options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
@@ -186,6 +188,8 @@ def to_json_value(value: Any) -> Any:
         return sorted((to_json_value(item) for item in value), key=_compact)
     if isinstance(value, JsFunction):
         return FUNCTION_TEXT
+    if isinstance(value, JavaScriptError):
+        return {"$error": {key: to_json_value(part) for key, part in error_fields(value).items()}}
     # No other type comes back from an eval; never fail on output all the same.
     return repr(value)
 
@@ -247,7 +251,8 @@ exit codes:
   2  any other failure: its kind, hint and docs page on stderr (or a bad argument)
 
 Values JSON cannot hold: undefined, NaN and Infinity -> null; a Date -> its ISO string;
-bytes -> {"$bytes": base64}; a Set -> a sorted array; a function -> "<function>".
+bytes -> {"$bytes": base64}; a Set -> a sorted array; a function -> "<function>";
+an Error -> {"$error": {name, message, stack, ...}}.
 The guest's console output goes to stderr. Code that starts with "-" or is literally
 "doctor", "errors" or "mcp" goes through stdin ("pydeno -") or after "--".
 """

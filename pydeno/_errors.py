@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar, Final, TypeVar
 
 from ._checks import limit_text
 from ._taxonomy import Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
+    "error_fields",
     "ActorDied",
     "CheckoutTimeout",
     "JavaScriptError",
@@ -104,28 +105,128 @@ def _explain(exc: Exception, hint: str | None, kind: str | None, *, note: bool =
         exc.add_note(note_for(info, exc.hint))  # type: ignore[attr-defined]
 
 
+# JavaScriptError's default cause: none at all, which is not a cause of None (null).
+_NO_CAUSE: Final = object()
+
+
 class JavaScriptError(PydenoError):
-    """The guest code threw, or failed to compile.
+    """The guest code threw, or failed to compile; or a JavaScript ``Error`` object as a value.
 
     ``name`` and ``message`` are the guest error's own (``name`` is empty when the guest
     threw something that is not an object), ``stack`` its stack with the worker's frames
     removed. ``str()`` is ``"Evaluation failed: Name: message"``.
+
+    An ``Error`` object that the guest returns, passes to a host function or puts inside
+    either arrives as a JavaScriptError too, as a value (not raised), whose ``str()`` is
+    ``"JavaScript Error value: Name: message"`` and whose kind is always ``js_error``,
+    whatever its name or message say (docs/values.md). Besides ``name``, ``message`` and
+    ``stack`` it has ``cause`` (the converted ``cause``, possibly another JavaScriptError;
+    None without one, and ``has_cause`` tells ``cause: null`` from no cause at all),
+    ``errors`` (an AggregateError's list, else None) and ``properties`` (a dict of its other
+    own properties, such as ``code``). A thrown error has no cause, no errors and no
+    properties.
+
+    Any JavaScriptError passed to JavaScript (an argument, a host function's result, an
+    item of either) becomes a real ``Error`` with the same name, message, stack, cause,
+    errors and properties, of the built-in class its name names (``TypeError``...) or else
+    an ``Error`` with that name; build one with
+    ``JavaScriptError("TypeError", "bad input", cause=..., properties={"code": 7})``.
     """
 
     KIND_RULE = ("guest", "")
 
     PREFIX = "Evaluation failed: "
+    VALUE_PREFIX = "JavaScript Error value: "
+    # What cause, errors and properties may not name: the attributes of their own.
+    RESERVED: Final = frozenset({"name", "message", "stack", "cause", "errors"})
 
-    def __init__(self, name: str, message: str, stack: str = "") -> None:
+    cause: object
+    has_cause: bool
+    errors: list[object] | None
+    properties: dict[str, object]
+
+    def __init__(
+        self,
+        name: str,
+        message: str,
+        stack: str = "",
+        *,
+        cause: object = _NO_CAUSE,
+        errors: Iterable[object] | None = None,
+        properties: Mapping[str, object] | None = None,
+    ) -> None:
+        self._parts(name, message, stack, cause, errors, properties)
+        super().__init__(f"{self.PREFIX}{name}: {message}" if name else f"{self.PREFIX}{message}")
+
+    def _parts(
+        self,
+        name: str,
+        message: str,
+        stack: str,
+        cause: object,
+        errors: Iterable[object] | None,
+        properties: Mapping[str, object] | None,
+    ) -> None:
         self.name = name
         self.message = message
         self.stack = stack
-        super().__init__(f"{self.PREFIX}{name}: {message}" if name else f"{self.PREFIX}{message}")
+        self.has_cause = cause is not _NO_CAUSE
+        self.cause = None if cause is _NO_CAUSE else cause
+        self.errors = None if errors is None else list(errors)
+        self.properties = {} if properties is None else dict(properties)
+        for key in self.properties:
+            if type(key) is not str:
+                raise TypeError(f"JavaScriptError properties must have str keys, not {type(key).__name__}")
+            if key in self.RESERVED:
+                raise ValueError(f"JavaScriptError properties may not name {key!r}: pass it as its own argument")
 
-    def __reduce__(self) -> tuple[type[JavaScriptError], tuple[str, str, str], dict[str, object]]:
+    @classmethod
+    def _value(
+        cls,
+        name: str,
+        message: str,
+        stack: str,
+        cause: object,
+        has_cause: bool,
+        errors: list[object] | None,
+        properties: dict[str, object],
+    ) -> JavaScriptError:
+        """An Error object the guest sent as a value: kind js_error, whatever its text, and
+        no note (it is not a failure; it gets one only if it is raised and classified)."""
+        exc = cls.__new__(cls)
+        Exception.__init__(exc, f"{cls.VALUE_PREFIX}{name}: {message}" if name else f"{cls.VALUE_PREFIX}{message}")
+        exc._parts(name, message, stack, cause if has_cause else _NO_CAUSE, errors, None)
+        # Taken as decoded, not copied: the codec built it for this error alone.
+        exc.properties = properties
+        _explain(exc, None, "js_error", note=False)
+        return exc
+
+    def __reduce__(self) -> tuple[Callable[..., JavaScriptError], tuple[object, ...]]:
         # The state too: its kind, hint and every note (a retry loop's as well) cross a
-        # process as they are, not as a fresh construction would make them.
-        return (type(self), (self.name, self.message, self.stack), dict(self.__dict__))
+        # process as they are, not as a fresh construction would make them; and its text,
+        # which is not always the one __init__ would write.
+        return (_rebuild_javascript_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def error_fields(exc: JavaScriptError) -> dict[str, object]:
+    """An Error's parts as a JSON writer shows them: name, message, stack, and cause, errors
+    and properties where the error has them; the values unconverted."""
+    fields: dict[str, object] = {"name": exc.name, "message": exc.message, "stack": exc.stack}
+    if exc.has_cause:
+        fields["cause"] = exc.cause
+    if exc.errors is not None:
+        fields["errors"] = exc.errors
+    if exc.properties:
+        fields["properties"] = exc.properties
+    return fields
+
+
+def _rebuild_javascript_error(
+    cls: type[JavaScriptError], args: tuple[object, ...], state: dict[str, object]
+) -> JavaScriptError:
+    exc = cls.__new__(cls, *args)
+    exc.__dict__.update(state)
+    return exc
 
 
 class WorkerCrashed(PydenoError):

@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 from ._checks import count, optional_count
-from ._errors import JavaScriptError, ToolBudgetError, ToolError, ToolNotFoundError, TypeCheckError, guest_error
+from ._errors import (
+    JavaScriptError,
+    ToolBudgetError,
+    ToolError,
+    ToolNotFoundError,
+    TypeCheckError,
+    error_fields,
+    guest_error,
+)
 from ._function import JsFunction
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._taxonomy import Catalog, classify_error
@@ -554,6 +562,8 @@ def jsonable(value: Any) -> Any:
         return {"$type": "date", "iso": value.isoformat()}
     if isinstance(value, JsFunction):
         return {"$type": "function"}
+    if isinstance(value, JavaScriptError):
+        return {"$type": "error", **{key: jsonable(part) for key, part in error_fields(value).items()}}
     return {"$type": type(value).__name__}
 
 

@@ -11,6 +11,7 @@ import {
   DEFAULT_DECODE_RATIO,
   EXT_BIGINT,
   EXT_DATE,
+  EXT_ERROR,
   EXT_FUNCTION,
   EXT_JSON,
   EXT_SET,
@@ -101,6 +102,188 @@ const decodeUtf8 = uncurry(TextDecoder.prototype.decode);
 const ErrorCtor = Error;
 const TypeErrorCtor = TypeError;
 const RangeErrorCtor = RangeError;
+const ReflectApply = Reflect.apply;
+const ReflectConstruct = Reflect.construct;
+const FunctionToString = uncurry(Function.prototype.toString);
+const StringIndexOf = uncurry(String.prototype.indexOf);
+const StringEndsWith = uncurry(String.prototype.endsWith);
+const EMPTY: any[] = [];
+
+// -- Objects whose state the rule of own enumerable keys would lose ------------------------------
+// V8's brands, none of which a prototype can fake or hide, and none of which throws: an Error
+// ([[ErrorData]]) crosses faithfully; the others are refused.
+const IsError: (v: any) => boolean = (ErrorCtor as any).isError ?? denoCore.isNativeError;
+const IsWeakMap: (v: any) => boolean = denoCore.isWeakMap;
+const IsWeakSet: (v: any) => boolean = denoCore.isWeakSet;
+const IsRegExp: (v: any) => boolean = denoCore.isRegExp;
+const IsBoxedPrimitive: (v: any) => boolean = denoCore.isBoxedPrimitive;
+const IsStringObject: (v: any) => boolean = denoCore.isStringObject;
+const IsNumberObject: (v: any) => boolean = denoCore.isNumberObject;
+const IsBooleanObject: (v: any) => boolean = denoCore.isBooleanObject;
+const IsBigIntObject: (v: any) => boolean = denoCore.isBigIntObject;
+const IsGeneratorObject: (v: any) => boolean = denoCore.isGeneratorObject;
+const IsMapIterator: (v: any) => boolean = denoCore.isMapIterator;
+const IsSetIterator: (v: any) => boolean = denoCore.isSetIterator;
+
+// The built-in classes by the prototype their instances inherit from, named: the global ones,
+// Intl's and WebAssembly's, and the iterators'. Deno defines many of its web classes (Headers,
+// Response, TextEncoder...) lazily, behind a getter on globalThis: calling them all would load
+// their code into every worker, so their getters are kept, by name, and a class is looked up
+// only when an object whose constructor has its name comes to be converted (resolveLazy).
+const BUILTINS = new MapCtor();
+const LAZY: any = ObjectCreate(null);
+// The native error classes by name, and their prototypes' names as they were at the start.
+const ERROR_CTORS: any = ObjectCreate(null);
+const ERROR_NAMES = new MapCtor();
+
+function noteClass(f: any, name: string): void {
+  if (typeof f !== "function") return;
+  const d = ObjectGetOwnPropertyDescriptor(f, "prototype");
+  if (d === undefined || !ObjectHasOwn(d, "value")) return;
+  const proto = d.value;
+  if (typeof proto !== "object" || proto === null || proto === ObjectPrototype) return;
+  if (MapGet(BUILTINS, proto) === undefined) MapSet(BUILTINS, proto, name);
+}
+
+function noteClasses(ns: any, prefix: string, lazy: boolean): void {
+  const names = ObjectGetOwnPropertyNames(ns);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    const c = StringCharCodeAt(name, 0);
+    if (c < 0x41 || c > 0x5a) continue; // a class's name starts with a capital
+    const d = ObjectGetOwnPropertyDescriptor(ns, name)!;
+    if (ObjectHasOwn(d, "value")) noteClass(d.value, prefix + name);
+    else if (lazy && typeof d.get === "function") LAZY[name] = d.get;
+  }
+}
+
+noteClasses(globalThis, "", true);
+// Neither namespace is there in every configuration (jitless V8 has no WebAssembly).
+if (typeof (globalThis as any).Intl === "object") noteClasses((globalThis as any).Intl, "Intl.", false);
+if (typeof (globalThis as any).WebAssembly === "object") noteClasses((globalThis as any).WebAssembly, "WebAssembly.", false);
+{
+  const asyncGenerator = ObjectGetPrototypeOf((async function* () {}).prototype);
+  MapSet(BUILTINS, ObjectGetPrototypeOf(asyncGenerator), "AsyncIterator");
+  MapSet(BUILTINS, TypedArrayProto, "TypedArray");
+  const errors = [
+    ErrorCtor, TypeErrorCtor, RangeErrorCtor, ReferenceError, SyntaxError, EvalError, URIError,
+    AggregateError, (globalThis as any).SuppressedError,
+  ];
+  for (let i = 0; i < errors.length; i++) {
+    const ctor = errors[i];
+    if (typeof ctor !== "function") continue;
+    const name = ctor.prototype.name;
+    ERROR_CTORS[name] = ctor;
+    MapSet(ERROR_NAMES, ctor.prototype, name);
+  }
+}
+
+/** Makes the lazily defined global class named name known to BUILTINS, once. */
+function resolveLazy(name: string): void {
+  const get = LAZY[name];
+  LAZY[name] = undefined;
+  let cls: any;
+  try { cls = ReflectApply(get, globalThis, EMPTY); } catch { return; }
+  noteClass(cls, name);
+}
+
+/** The name of a function, from its own data property, or "". */
+function ownName(f: any): string {
+  const d = ObjectGetOwnPropertyDescriptor(f, "name");
+  return d !== undefined && ObjectHasOwn(d, "value") && typeof d.value === "string" ? d.value : "";
+}
+
+/** Why v, an object of one of V8's brands that cannot cross, is refused; or null. */
+function brandRefusal(v: any): string | null {
+  if (IsWeakMap(v)) return "is a WeakMap, whose entries cannot be listed; send a Map";
+  if (IsWeakSet(v)) return "is a WeakSet, whose items cannot be listed; send a Set";
+  if (IsRegExp(v)) return "is a RegExp; send its source and flags as strings";
+  if (IsBoxedPrimitive(v)) {
+    const what = IsStringObject(v) ? "String" : IsNumberObject(v) ? "Number" : IsBooleanObject(v) ? "Boolean"
+      : IsBigIntObject(v) ? "BigInt" : "";
+    return what === ""
+      ? "is a Symbol object, and symbols cannot be converted"
+      : `is a ${what} object (a wrapper); send the primitive ${what === "BigInt" ? "BigInt" : what.toLowerCase()} instead`;
+  }
+  if (IsGeneratorObject(v)) return "is a generator; collect its items into an Array first";
+  if (IsMapIterator(v) || IsSetIterator(v)) return "is an iterator; collect its items into an Array first";
+  return null;
+}
+
+/** Why an object that inherits from proto is refused, or null when its own enumerable keys
+ * are all it holds: proto and what it inherits from, up to Object.prototype, are looked at
+ * for a built-in class (by the prototype itself) and for the class each one's own
+ * "constructor" names, by its source: a built-in one, or a class that declares private
+ * members ("#" in its source), whose state reflection cannot read. A prototype's
+ * "constructor" is the guest's to change: one that lies only gets its own value refused, or
+ * converted by its own keys, as {...value} would be. */
+function classRefusal(proto: any): string | null {
+  for (let p = proto; p !== null && p !== ObjectPrototype; p = ObjectGetPrototypeOf(p)) {
+    let builtin = MapGet(BUILTINS, p);
+    const d = ObjectGetOwnPropertyDescriptor(p, "constructor");
+    const ctor = d !== undefined && ObjectHasOwn(d, "value") && typeof d.value === "function" ? d.value : undefined;
+    const name = ctor === undefined ? "" : ownName(ctor);
+    if (builtin === undefined && name !== "" && LAZY[name] !== undefined) {
+      resolveLazy(name);
+      builtin = MapGet(BUILTINS, p);
+    }
+    if (builtin !== undefined) return builtinRefusal(builtin);
+    if (ctor === undefined) continue;
+    const source = FunctionToString(ctor);
+    if (StringEndsWith(source, "{ [native code] }")) {
+      const what = name === "" ? "a built-in class" : `${name}, a built-in class`;
+      return `is an instance of ${what} whose state cannot be read; send plain data instead`;
+    }
+    if (StringIndexOf(source, "#") >= 0) {
+      return `is an instance of class ${name || "(anonymous)"}, which has private fields that cannot cross; return a plain object`;
+    }
+  }
+  return null;
+}
+
+function builtinRefusal(name: string): string {
+  if (name === "WeakRef") return "is a WeakRef; send what its deref() returns";
+  if (name === "FinalizationRegistry") return "is a FinalizationRegistry, which cannot be converted";
+  if (name === "Iterator" || name === "AsyncIterator") return "is an iterator; collect its items into an Array first";
+  if (ERROR_CTORS[name] !== undefined) return `inherits from ${name}.prototype but is not an Error; make it with new ${name}()`;
+  return `is an instance of ${name}, a built-in class whose state cannot be read; send plain data instead`;
+}
+
+// What an Error property reads as when the Error does not have it.
+const ABSENT: any = ObjectCreate(null);
+// The properties of an Error that cross as its own parts, not among its other properties.
+const ERROR_PARTS: any = ObjectCreate(null);
+ERROR_PARTS.name = ERROR_PARTS.message = ERROR_PARTS.stack = ERROR_PARTS.cause = ERROR_PARTS.errors = true;
+const ERROR_TEXTS = ["name", "message", "stack"];
+
+/** What a property descriptor of the object v holds: its value, or what its getter returns. */
+function described(d: PropertyDescriptor, v: any): any {
+  if (ObjectHasOwn(d, "value")) return d.value;
+  const get = d.get;
+  return get === undefined ? undefined : ReflectApply(get, v, EMPTY);
+}
+
+/** The own property key of the Error v, read once: from c, the copy of its own enumerable
+ * properties, else from its descriptor; ABSENT if it has none. */
+function ownPart(v: any, c: any, key: string): any {
+  if (ObjectHasOwn(c, key)) return c[key];
+  const d = ObjectGetOwnPropertyDescriptor(v, key);
+  return d === undefined ? ABSENT : described(d, v);
+}
+
+/** The name, message or stack the Error v inherits: from the first prototype that has it, where
+ * a native error class's prototype answers with what it held when the worker started (its
+ * name, or "" for the others), so that a getter the guest put there never runs and changes
+ * nothing. Object.prototype is not read. */
+function inheritedPart(v: any, key: string): any {
+  for (let p = ObjectGetPrototypeOf(v); p !== null && p !== ObjectPrototype; p = ObjectGetPrototypeOf(p)) {
+    const native = MapGet(ERROR_NAMES, p);
+    if (native !== undefined) return key === "name" ? native : "";
+    const d = ObjectGetOwnPropertyDescriptor(p, key);
+    if (d !== undefined) return described(d, v);
+  }
+  return undefined;
+}
 
 
 // The range of Python's datetime (years 1 to 9999), in ms since the epoch.
@@ -116,6 +299,8 @@ ObjectDefineProperty(CodecError.prototype, "name", { __proto__: null, value: "Ty
 export interface EncodeHooks {
   /** Registers a guest function and returns its handle id. */
   registerFunction(fn: (...args: any[]) => any): number;
+  /** An Error's stack as the host shows it: the worker's own frames removed, positions mapped. */
+  errorStack(stack: string): string;
 }
 
 // Where in a value an error happened, rendered from the writer's key stack only on error.
@@ -145,6 +330,8 @@ export class Writer {
   // Null-prototype so a setter the guest puts on Array.prototype cannot intercept them.
   private stack: any = ObjectCreate(null);
   private keys: any = ObjectCreate(null);
+  // classRefusal's answers for the value being encoded, by prototype; made on first use.
+  private verdicts: any = null;
 
   constructor(maxBytes: number, maxDepth: number, hooks: EncodeHooks) {
     this.cap = 1 << 16;
@@ -356,6 +543,7 @@ export class Writer {
    * through value(). */
   top(v: any, depth = 0): void {
     jsonLists = jsonDicts = 0;
+    this.verdicts = null;
     if (typeof v === "object" && v !== null) {
       const copy = jsonCopy(v, depth, this.maxDepth);
       // Checked after the copy, whose getters may have changed the prototypes: the state
@@ -380,6 +568,7 @@ export class Writer {
     // The run's own array counts: copyItems counts only what it holds.
     jsonLists = 1;
     jsonDicts = 0;
+    this.verdicts = null;
     const copy = copyItems(v, from, to, 0, this.maxDepth);
     if (copy !== NOT_JSON && jsonSafe()) {
       this.json(JSONStringify(copy));
@@ -551,7 +740,88 @@ export class Writer {
     if (IsPromise(v)) {
       throw new CodecError(`cannot convert a Promise nested inside ${this.where(depth)}; await it first`);
     }
+    this.other(v, proto, depth);
+  }
+
+  /** An object that inherits from proto, neither Object.prototype nor null, and is none of the
+   * above: an Error, refused (its state is beyond its own keys), or its own enumerable keys. */
+  other(v: any, proto: any, depth: number): void {
+    if (IsError(v)) { this.error(v, depth); return; }
+    let refusal = brandRefusal(v);
+    if (refusal === null) {
+      let verdicts = this.verdicts;
+      if (verdicts === null) verdicts = this.verdicts = new MapCtor();
+      refusal = MapGet(verdicts, proto);
+      if (refusal === undefined) {
+        refusal = classRefusal(proto);
+        MapSet(verdicts, proto, refusal);
+      }
+    }
+    if (refusal !== null) throw new CodecError(`${this.where(depth)} ${refusal}`);
     this.object(v, depth);
+  }
+
+  /** An Error, as a map: the mark, with [name, message, stack], then "cause" and "errors" when
+   * it has them as own properties, then its other own string-keyed properties, enumerable ones
+   * first. Each is read once: the enumerable ones by spread, the others by descriptor (a
+   * getter runs once, and what it returned is what is sent). name, message and stack that are
+   * not its own are inherited (inheritedPart); they must be strings, or absent (""). */
+  error(v: any, depth: number): void {
+    // The mark's array is a level of its own.
+    if (depth + 1 >= this.maxDepth) {
+      throw new CodecError(`${this.where(depth)} is nested deeper than ${this.maxDepth} levels`);
+    }
+    const c = { ...v };
+    const texts: any = ObjectCreate(null);
+    for (let i = 0; i < 3; i++) {
+      const key = ERROR_TEXTS[i];
+      let text = ownPart(v, c, key);
+      if (text === ABSENT) text = inheritedPart(v, key);
+      if (text === undefined) text = "";
+      if (typeof text !== "string") {
+        throw new CodecError(`${this.where(depth)} is an Error whose ${key} is not a string`);
+      }
+      texts[key] = text;
+    }
+    const cause = ownPart(v, c, "cause");
+    const errors = ownPart(v, c, "errors");
+    if (errors !== ABSENT && !ArrayIsArray(errors)) {
+      throw new CodecError(`${this.where(depth)} is an Error whose errors property is not an Array`);
+    }
+    const keys: any = ObjectCreate(null), vals: any = ObjectCreate(null);
+    let n = 0;
+    const enumerable = ObjectKeys(c);
+    for (let i = 0; i < enumerable.length; i++) {
+      const k = enumerable[i];
+      if (ERROR_PARTS[k] === true) continue;
+      keys[n] = k;
+      vals[n++] = c[k];
+    }
+    const names = ObjectGetOwnPropertyNames(v);
+    for (let i = 0; i < names.length; i++) {
+      const k = names[i];
+      if (ERROR_PARTS[k] === true || ObjectHasOwn(c, k)) continue;
+      const d = ObjectGetOwnPropertyDescriptor(v, k);
+      if (d === undefined) continue; // deleted by a getter read before it
+      keys[n] = k;
+      vals[n++] = described(d, v);
+    }
+    this.header(0x80, -1, 0xde, 0xdf, 1 + (cause !== ABSENT ? 1 : 0) + (errors !== ABSENT ? 1 : 0) + n, 15);
+    this.ext(EXT_ERROR, null, 1);
+    this.buf[this.pos++] = 0;
+    this.u8(0x93);
+    this.str(texts.name);
+    this.str(texts.message);
+    this.str(texts.stack === "" ? "" : this.hooks.errorStack(texts.stack));
+    const path = this.keys;
+    if (cause !== ABSENT) { this.str("cause"); path[depth] = "cause"; this.value(cause, depth + 1); }
+    if (errors !== ABSENT) { this.str("errors"); path[depth] = "errors"; this.value(errors, depth + 1); }
+    for (let i = 0; i < n; i++) {
+      const k = keys[i];
+      this.str(k);
+      path[depth] = k;
+      this.value(vals[i], depth + 1);
+    }
   }
 
   /** Refuses a Map or Set two of whose keys are distinct in JavaScript but equal in Python,
@@ -597,6 +867,11 @@ export class Writer {
       this.value(c[k], depth + 1);
     }
   }
+}
+
+/** Defines an Error's own part as its constructor would: writable, configurable, not enumerable. */
+function defineHidden(err: any, key: string, value: any): void {
+  ObjectDefineProperty(err, key, { __proto__: null, value, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
 }
 
 /** A Map key or Set item as an error message names it. */
@@ -773,7 +1048,8 @@ for (let b = 0; b < 256; b++) if (KIND[b] === FIXED) STEP[b] = LEN[b];
 
 /** What an extension value of type code and n payload bytes builds besides its payload. */
 function extCharge(code: number, n: number): number {
-  return code === EXT_BIGINT ? 96 + 2 * n : code === EXT_DATE ? 128 : code === EXT_FUNCTION ? 256 : 0;
+  return code === EXT_BIGINT ? 96 + 2 * n : code === EXT_DATE ? 128 : code === EXT_FUNCTION ? 256
+    : code === EXT_ERROR ? 1024 : 0;
 }
 
 function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): number {
@@ -902,6 +1178,12 @@ export class Reader {
 
   mapOf(n: number, depth: number): any {
     if (depth >= this.maxDepth) throw new CodecError(`value is nested deeper than ${this.maxDepth} levels`);
+    const p = this.pos;
+    if (n > 0 && p + 3 <= this.end && this.buf[p] === 0xd4 && this.buf[p + 1] === EXT_ERROR) {
+      if (this.buf[p + 2] !== 0) throw new ErrorCtor("malformed Error mark from host");
+      this.pos = p + 3;
+      return this.errorOf(n - 1, depth);
+    }
     const keys: any = ObjectCreate(null), vals: any = ObjectCreate(null);
     let allStrings = true;
     for (let i = 0; i < n; i++) {
@@ -924,10 +1206,44 @@ export class Reader {
     return m;
   }
 
+  /** A real Error, of the native class its name names (else an Error with that name as its own),
+   * from a map whose mark was read: [name, message, stack], then n more entries. Its parts are
+   * defined as the constructors define them (not enumerable), its other properties as
+   * enumerable own ones. */
+  errorOf(n: number, depth: number): any {
+    const head = this.value(depth + 1);
+    if (!ArrayIsArray(head) || ArrayLength(head) !== 3 || typeof head[0] !== "string" ||
+        typeof head[1] !== "string" || typeof head[2] !== "string") {
+      throw new ErrorCtor("malformed Error from host");
+    }
+    const name = head[0];
+    const ctor = ERROR_CTORS[name];
+    // Reflect.construct, not the constructor called: AggregateError's would iterate its list.
+    const err = ReflectConstruct(ErrorCtor, EMPTY, ctor === undefined ? ErrorCtor : ctor);
+    if (ctor === undefined) defineHidden(err, "name", name);
+    defineHidden(err, "message", head[1]);
+    defineHidden(err, "stack", head[2]);
+    for (let i = 0; i < n; i++) {
+      const k = this.value(depth + 1);
+      if (typeof k !== "string" || k === "name" || k === "message" || k === "stack") {
+        throw new ErrorCtor("malformed Error from host");
+      }
+      const v = this.value(depth + 1);
+      if (k === "cause" || k === "errors") {
+        if (k === "errors" && !ArrayIsArray(v)) throw new ErrorCtor("malformed Error from host");
+        defineHidden(err, k, v);
+      } else {
+        ObjectDefineProperty(err, k, { __proto__: null, value: v, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      }
+    }
+    return err;
+  }
+
   ext(type: number, n: number, depth: number): any {
     this.need(n);
     const start = this.pos;
     switch (type) {
+      case EXT_ERROR: throw new ErrorCtor("an Error mark from host that is not a map's first key");
       case EXT_UNDEFINED: this.pos += n; return undefined;
       case EXT_BIGINT: {
         const neg = this.buf[start] === 1;

@@ -470,6 +470,9 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
     functions[id] = fn;
     return id;
   },
+  errorStack(stack) {
+    try { return guestStack(stack); } catch { return ""; }
+  },
 });
 writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
 config = {} as WorkerSettings;
@@ -591,30 +594,34 @@ function describe(e: any): [string, string, string] {
     try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; }
     const rewritten = unresolved(message);
     if (rewritten !== null) message = rewritten;
-    try { stack = typeof e.stack === "string" ? mapStack(mapModuleStack(e.stack)) : ""; } catch { stack = ""; }
+    try { stack = typeof e.stack === "string" ? guestStack(e.stack) : ""; } catch { stack = ""; }
     if (name === "" && message === "") {
       try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
     }
   } else {
     try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
   }
-  if (stack !== "") {
-    // Line by line with indexOf, not split/join: those consult Symbol.split and index
-    // setters the guest may have planted.
-    let kept = "", any = false, from = 0;
-    while (from <= stack.length) {
-      let to = StringIndexOf(stack, "\n", from);
-      if (to < 0) to = stack.length;
-      const line = StringSlice(stack, from, to);
-      from = to + 1;
-      if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
-          StringIncludes(line, "ext:deno_node/inspector")) continue;
-      kept = any ? kept + "\n" + line : line;
-      any = true;
-    }
-    stack = kept;
-  }
   return [name, message, stack];
+}
+
+/** A stack as the host shows it (of a thrown error, or of an Error value): positions mapped to
+ * the code as written, the frames that belong to this worker and Deno's core removed. */
+function guestStack(stack: string): string {
+  stack = mapStack(mapModuleStack(stack));
+  // Line by line with indexOf, not split/join: those consult Symbol.split and index
+  // setters the guest may have planted.
+  let kept = "", any = false, from = 0;
+  while (from <= stack.length) {
+    let to = StringIndexOf(stack, "\n", from);
+    if (to < 0) to = stack.length;
+    const line = StringSlice(stack, from, to);
+    from = to + 1;
+    if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
+        StringIncludes(line, "ext:deno_node/inspector")) continue;
+    kept = any ? kept + "\n" + line : line;
+    any = true;
+  }
+  return kept;
 }
 
 // --- Guest-facing globals ----------------------------------------------------------------

@@ -87,6 +87,12 @@ export const EXT_FUNCTION = 3;
 export const EXT_SET = 4;
 /** A plain JSON-shaped value as UTF-8 JSON text (the fast lane of large values). */
 export const EXT_JSON = 5;
+/**
+ * Marks a map as an Error object; a payload of one zero byte. It is the map's first key, and
+ * its value is [name, message, stack]; the map's other keys are strings: "cause" and "errors"
+ * when the Error has them, then its other own properties.
+ */
+export const EXT_ERROR = 6;
 
 // -- The decode budget (pydeno/host/_budget.py), which the worker charges as the host does --
 

@@ -26,7 +26,8 @@ integer                         0 when CPython caches it (-5 to 256), 32 or 48 o
 float                           32
 nil, booleans                   0
 extension of n payload bytes    48 + n for the payload (0 up to 1 byte), and: BigInt
-                                96 + 2n, Date 128, a function handle 256, a Set of k items
+                                96 + 2n, Date 128, a function handle 256, an Error's mark
+                                1024 (the JavaScriptError made of its map), a Set of k items
                                 216 + 112k (its items are charged as an array), JSON below
 ==============================  ===========================================================
 
@@ -61,7 +62,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Final
 
-from ._protocol import EXT_BIGINT, EXT_DATE, EXT_FUNCTION, EXT_JSON, EXT_SET
+from ._protocol import EXT_BIGINT, EXT_DATE, EXT_ERROR, EXT_FUNCTION, EXT_JSON, EXT_SET
 
 __all__ = [
     "DecodeRefused",
@@ -73,8 +74,9 @@ __all__ = [
 ]
 
 
-# BigInt (and its digits, sliced), Date, function handle (and its entry among live ones).
-_EXT_CHARGE: Final = {EXT_BIGINT: 96, EXT_DATE: 128, EXT_FUNCTION: 256}
+# BigInt (and its digits, sliced), Date, function handle (and its entry among live ones),
+# the JavaScriptError an Error's mark stands for (its map and strings are charged as such).
+_EXT_CHARGE: Final = {EXT_BIGINT: 96, EXT_DATE: 128, EXT_FUNCTION: 256, EXT_ERROR: 1024}
 
 
 class DecodeRefused(ValueError):

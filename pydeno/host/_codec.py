@@ -18,10 +18,18 @@ Map                           dict                             object if all key
 Set                           set                              Set (also from frozenset)
 Date                          aware datetime (UTC)             Date
 function                      ``JsFunction`` handle            the same function
+Error (any with V8's brand)   ``JavaScriptError`` value        Error of the same class
 ============================  ===============================  ==========================
 
 Lone UTF-16 surrogates become U+FFFD in both directions. Cycles, symbols, over-deep values
-and values larger than ``max_message_bytes`` are refused with an error naming the problem.
+and values larger than ``max_message_bytes`` are refused with an error naming the problem,
+and so, by the worker, are objects whose state it cannot read (a WeakMap, a class instance
+with private fields...).
+
+An Error travels as a map whose first key is the EXT_ERROR mark and whose value is
+[name, message, stack]; "cause", "errors" and its other properties are the map's other
+keys. The host decodes such maps as dicts, then, only in a frame that held a mark, turns them
+into JavaScriptError values (see _with_errors).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing import Any, Final
 import msgpack
 import msgspec
 
+from .._errors import JavaScriptError
 from .._values import undefined
 from ._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
 from ._protocol import (
@@ -47,6 +56,7 @@ from ._protocol import (
     DEFAULT_DECODE_RATIO,
     EXT_BIGINT,
     EXT_DATE,
+    EXT_ERROR,
     EXT_FUNCTION,
     EXT_JSON,
     EXT_SET,
@@ -62,6 +72,10 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _MS = _dt.timedelta(milliseconds=1)
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
+# The first key of an Error's map: as sent, and as the decoder returns it (a sentinel that
+# no other value decodes to, so only the mark makes a dict an Error).
+_ERROR_KEY: Final = msgpack.ExtType(EXT_ERROR, b"\x00")
+_ERROR_MARK: Final = object()
 
 
 class ValueRefused(ValueError):
@@ -100,15 +114,28 @@ def _has_surrogate(s: str) -> bool:
 
 def check_shape(value: Any, max_depth: int = MAX_DEPTH, root: str = "the value") -> None:
     """Refuse cycles and nesting deeper than max_depth, naming where (``root[0]['k']...``)."""
-    if isinstance(value, _CONTAINERS):
+    if isinstance(value, _WALKED):
         _check(value, max_depth, 0, [], root, "")
 
 
 _CONTAINERS: Final = (list, tuple, dict, set, frozenset)
+# A JavaScriptError nests like the dict it is sent as: its cause, errors and properties.
+_WALKED: Final = (*_CONTAINERS, JavaScriptError)
+
+
+def _error_parts(exc: JavaScriptError) -> Iterator[tuple[str, Any]]:
+    """The parts of exc that are values, each with its path."""
+    if exc.has_cause:
+        yield ".cause", exc.cause
+    if exc.errors is not None:
+        yield ".errors", exc.errors
+    for k, v in exc.properties.items():
+        yield f".properties[{k!r}]", v
 
 
 def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], root: str, path: str) -> None:
-    if depth >= max_depth:
+    # An Error's [name, message, stack] is a level below it on the wire.
+    if depth >= max_depth or (depth + 1 >= max_depth and isinstance(value, JavaScriptError)):
         raise ValueRefused(f"{_path(root, path)} is nested deeper than {max_depth} levels")
     if id(value) in ancestors:
         raise ValueRefused(f"{_path(root, path)} is a cycle (it contains itself)")
@@ -116,11 +143,15 @@ def _check(value: Any, max_depth: int, depth: int, ancestors: list[int], root: s
     # Only containers recurse; scalars, the bulk of any value, cost one type check.
     if type(value) is dict:
         for k, v in value.items():
-            if isinstance(v, _CONTAINERS):
+            if isinstance(v, _WALKED):
                 _check(v, max_depth, depth + 1, ancestors, root, f"{path}[{k!r}]")
+    elif isinstance(value, JavaScriptError):
+        for where, v in _error_parts(value):
+            if isinstance(v, _WALKED):
+                _check(v, max_depth, depth + 1, ancestors, root, f"{path}{where}")
     else:
         for i, v in enumerate(value):
-            if isinstance(v, _CONTAINERS):
+            if isinstance(v, _WALKED):
                 _check(v, max_depth, depth + 1, ancestors, root, f"{path}[{i}]")
     ancestors.pop()
 
@@ -246,6 +277,11 @@ class Codec:
         self._decoding: tuple[_Budget, dict[int, tuple[Any, int]]] = (self._spare, {})
         self._frame_ext_hook = self._frame_hook
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
+        # The JavaScriptErrors packed into the frame being packed (their nesting is checked by
+        # check_shape, which fits_depth does not see into), and whether its strings are being
+        # scrubbed of lone surrogates.
+        self._errors_packed = 0
+        self._scrubbing = False
         self._limits = {
             "max_str_len": max_message_bytes,
             "max_bin_len": max_message_bytes,
@@ -259,6 +295,7 @@ class Codec:
         """Pack ``[*head, value]``. value (with items=True: each item of the list value, as
         for an argument list) may nest max_depth levels; deeper values and cycles are refused
         with ValueRefused naming where, anything unconvertible with TypeError."""
+        self._errors_packed = 0
         try:
             data = self._pack([*head, value])
         except ValueError as exc:
@@ -273,7 +310,7 @@ class Codec:
             lane = self._pack_json_lane(head, value, limit)
             if lane is not None:
                 return lane
-        if not data or (len(data) > limit and not fits_depth(value, limit, _CONTAINERS)):
+        if not data or self._errors_packed or (len(data) > limit and not fits_depth(value, limit, _CONTAINERS)):
             if items:
                 for i, item in enumerate(value):
                     check_shape(item, self.max_depth, f"argument {i + 1}")
@@ -299,7 +336,11 @@ class Codec:
         try:
             data: bytes = self._packer.pack(value)
         except UnicodeEncodeError:
-            data = self._packer.pack(_scrub_surrogates(value))
+            self._scrubbing = True
+            try:
+                data = self._packer.pack(_scrub_surrogates(value))
+            finally:
+                self._scrubbing = False
         return data
 
     def _default(self, obj: Any) -> Any:
@@ -329,11 +370,36 @@ class Codec:
             return msgpack.ExtType(EXT_SET, inner)
         if isinstance(obj, (bytearray, memoryview)):
             return bytes(obj)
+        if isinstance(obj, JavaScriptError):
+            return self._error_map(obj)
         raise TypeError(
             f"cannot convert {type(obj).__module__}.{type(obj).__qualname__} to a JavaScript "
             "value: pass None, bool, int, float, str, bytes, list, tuple, dict, set, an aware "
             "datetime, pydeno.undefined or a JsFunction"
         )
+
+    def _error_map(self, exc: JavaScriptError) -> dict[Any, Any]:
+        """What exc is sent as: the map that the worker makes a real Error of."""
+        parts = [exc.name, exc.message, exc.stack]
+        if any(type(p) is not str for p in parts):
+            raise TypeError("a JavaScriptError's name, message and stack must be str to send it to JavaScript")
+        self._errors_packed += 1
+        wire: dict[Any, Any] = {_ERROR_KEY: parts}
+        if exc.has_cause:
+            wire["cause"] = exc.cause
+        if exc.errors is not None:
+            wire["errors"] = exc.errors
+        # Checked at construction, but a dict attribute can be changed after it.
+        for k in exc.properties:
+            if type(k) is not str or k in JavaScriptError.RESERVED:
+                raise TypeError(f"a JavaScriptError's properties may not have the key {k!r}")
+        wire.update(exc.properties)
+        # The packer met a lone surrogate: the error's strings are scrubbed too (its cause
+        # when it is packed in turn).
+        if self._scrubbing:
+            # Not the mark: an ExtType is a tuple, which the scrub would make a list.
+            return {k if k is _ERROR_KEY else _scrub_surrogates(k): _scrub_surrogates(v) for k, v in wire.items()}
+        return wire
 
     # -- JavaScript -> Python ------------------------------------------------------------
     def allowance(self, n: int) -> int:
@@ -365,6 +431,7 @@ class Codec:
             # No shapes were read, so none is left over: the spare budget serves every such frame.
             budget = self._spare
             budget.left = allowance - cost
+            budget.errors = 0
         # The depths of JSON-lane payloads, measured as they are decoded (see _json_value),
         # so that the depth check below does not walk them again.
         measured: dict[int, tuple[Any, int]] = {}
@@ -385,6 +452,8 @@ class Codec:
             and not fits_depth(value, self.max_depth + 2, measured=measured)
         ):
             raise ValueRefused(f"a value is nested deeper than {self.max_depth} levels")
+        if budget.errors:
+            value = _with_errors(value, measured)
         return value, allowance - budget.left
 
     def _frame_hook(self, code: int, data: bytes) -> Any:
@@ -422,6 +491,8 @@ class Codec:
             def item_ext_hook(code: int, data: bytes) -> Any:
                 if code == EXT_SET:
                     raise ValueError("a Set nested inside a Set")
+                if code == EXT_ERROR:
+                    raise ValueError("an Error inside a Set")
                 return self._ext_hook(code, data, budget)
 
             items = msgpack.unpackb(
@@ -432,6 +503,11 @@ class Codec:
             return set(items)
         if code == EXT_JSON:
             return self._json_value(data, budget, measured)
+        if code == EXT_ERROR:
+            if data != b"\x00":
+                raise ValueError("malformed Error mark")
+            budget.errors += 1
+            return _ERROR_MARK
         raise ValueError(f"unknown extension type {code}")
 
     def _json_value(self, data: bytes, budget: _Budget, measured: dict[int, tuple[Any, int]] | None) -> Any:
@@ -500,15 +576,53 @@ def _replacement(match: re.Match[bytes]) -> bytes:
     return b"\\ufffd" if len(escape) == 6 else escape
 
 
-class _Budget:
-    """What one frame may still build while it is decoded, and the JSON shapes read from
-    it, in the order its payloads come."""
+def _with_errors(value: Any, measured: Mapping[int, tuple[Any, int]]) -> Any:
+    """value with each dict that holds the Error mark turned into a JavaScriptError, inner
+    ones first (a cause is one before the error it is the cause of). The dicts and lists are
+    changed in place: the decoder made them for this value alone. A mark anywhere but as a
+    key is malformed. JSON payloads (``measured``) cannot hold one and are not walked. The
+    frame's nesting was checked before, so the recursion is bounded."""
+    kind = type(value)
+    if (kind is not list and kind is not dict) or id(value) in measured:
+        return value
+    if kind is list:
+        for i, item in enumerate(value):
+            if item is _ERROR_MARK:
+                raise ValueError("an Error mark outside a map's keys")
+            if type(item) is list or type(item) is dict:
+                value[i] = _with_errors(item, measured)
+        return value
+    for k, item in value.items():
+        if item is _ERROR_MARK:
+            raise ValueError("an Error mark outside a map's keys")
+        if type(item) is list or type(item) is dict:
+            value[k] = _with_errors(item, measured)
+    if _ERROR_MARK not in value:
+        return value
+    head = value.pop(_ERROR_MARK)
+    if type(head) is not list or len(head) != 3 or any(type(p) is not str for p in head):
+        raise ValueError("malformed Error: its mark is not followed by [name, message, stack]")
+    has_cause = "cause" in value
+    cause = value.pop("cause", None)
+    errors = value.pop("errors", None)
+    if errors is not None and type(errors) is not list:
+        raise ValueError("malformed Error: its errors are not a list")
+    for k in value:
+        if type(k) is not str or k in JavaScriptError.RESERVED:
+            raise ValueError(f"malformed Error: a property named {k!r}")
+    return JavaScriptError._value(head[0], head[1], head[2], cause, has_cause, errors, value)
 
-    __slots__ = ("left", "shapes")
+
+class _Budget:
+    """What one frame may still build while it is decoded, the JSON shapes read from it, in
+    the order its payloads come, and how many Error marks it held."""
+
+    __slots__ = ("errors", "left", "shapes")
 
     def __init__(self, left: int, shapes: deque[tuple[int, int]]) -> None:
         self.left = left
         self.shapes = shapes
+        self.errors = 0
 
     def charge(self, cost: int, ratio: int) -> None:
         self.left -= cost

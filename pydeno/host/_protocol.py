@@ -95,6 +95,10 @@ EXT_FUNCTION: Final = 3
 EXT_SET: Final = 4
 #: A plain JSON-shaped value as UTF-8 JSON text (the fast lane of large values).
 EXT_JSON: Final = 5
+#: Marks a map as an Error object; a payload of one zero byte. It is the map's first key, and
+#: its value is [name, message, stack]; the map's other keys are strings: "cause" and "errors"
+#: when the Error has them, then its other own properties.
+EXT_ERROR: Final = 6
 
 # -- The decode budget (pydeno/host/_budget.py), which the worker charges as the host does --
 

@@ -241,6 +241,7 @@ AGREEMENT = [
         "Array.from({length: 3000}, (_, i) => [new Date(i), 10n ** 30n, new Set([i, 'x']), undefined, -10, 'é€😀'])",
         id="every extension type",
     ),
+    pytest.param("Array.from({length: 3000}, (_, i) => new Error('e', {cause: i % 2 ? i : []}))", id="Errors"),
     pytest.param(
         "Array.from({length: 3000}, (_, i) => Object.fromEntries("
         "Array.from({length: 20}, (_, k) => ['k' + k, k % 2 ? undefined : i])))",
