@@ -160,6 +160,7 @@ def test_the_latency_chart_shows_the_three_percentiles_of_each_latency_metric() 
     assert "eval with one host call in µs: ours 34/52/99, peer 224/321/523" in alt
 
 
+@pytest.mark.slow
 def test_the_charts_are_the_same_bytes_every_time_and_carry_no_date() -> None:
     first, again = docs_charts.charts(SMALL_RUN), docs_charts.charts(SMALL_RUN)
     assert first == again
@@ -187,6 +188,7 @@ def test_a_figure_or_marker_that_names_nothing_fails_the_build() -> None:
         hooks.render("<!-- chart: nothing.svg -->")
 
 
+@pytest.mark.slow
 def test_the_performance_page_has_every_figure_filled_in_from_the_json() -> None:
     page = hooks.render((DOCS / "performance.md").read_text(encoding="utf-8"))
     assert "{{" not in page

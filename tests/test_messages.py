@@ -206,6 +206,7 @@ def small_frames() -> Iterator[pydeno.Runtime]:
         yield rt
 
 
+@pytest.mark.slow
 def test_a_result_over_max_message_bytes_gets_a_fix_that_names_the_limit(small_frames: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError) as caught:
         small_frames.eval("'x'.repeat(5000)")

@@ -30,6 +30,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_the_wheel_contains_the_worker_program(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     worker = {
@@ -39,6 +40,7 @@ def test_the_wheel_contains_the_worker_program(wheel: Path) -> None:
     assert worker | {"pydeno/__init__.py", "pydeno/host/_protocol.py"} <= names
 
 
+@pytest.mark.slow
 def test_an_installed_wheel_evaluates_without_the_source_tree(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     subprocess.run(

@@ -430,6 +430,7 @@ async def test_an_async_execution_reports_its_figures() -> None:
     assert result.cpu_seconds >= 0.05 and result.peak_rss_bytes > 10 * MiB
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pause", [0.0, 0.02, 0.05, 0.1])
 def test_closing_a_pool_while_its_workers_start_logs_no_start_failure(
     caplog: pytest.LogCaptureFixture, pause: float

@@ -976,6 +976,7 @@ VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=VALUES)
 def test_any_supported_python_value_round_trips_through_an_identity_function(
@@ -984,6 +985,7 @@ def test_any_supported_python_value_round_trips_through_an_identity_function(
     assert_same(ident(value), _expected(value))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=st.lists(VALUES, min_size=17, max_size=40))
 def test_any_long_list_of_supported_values_round_trips_through_an_identity_function(
@@ -1127,6 +1129,7 @@ def test_the_poisoning_probes_give_the_documented_values(unpoisoned: dict[str, A
     assert before["guest view of host function result"] == before["guest view of argument"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("poison", list(POISONS.values()), ids=list(POISONS))
 def test_poisoning_a_builtin_does_not_change_how_values_cross(unpoisoned: dict[str, Any], poison: str) -> None:
     with _probing_runtime() as (rt, ident, view):
@@ -1201,11 +1204,13 @@ def _survives(poison: str) -> None:
         assert rt.eval("await Promise.resolve(3)") == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("poison", list(OUTSIDE_CODEC.values()), ids=list(OUTSIDE_CODEC))
 def test_poisoning_a_builtin_outside_the_codec_does_not_break_the_worker(poison: str) -> None:
     _survives(poison)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="Deno's own JavaScript uses this intrinsic after start-up (see above)")
 @pytest.mark.parametrize("poison", list(DENO_INTERNALS.values()), ids=list(DENO_INTERNALS))
 def test_poisoning_what_deno_itself_uses_breaks_only_the_guests_own_runtime(poison: str) -> None:

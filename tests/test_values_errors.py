@@ -532,6 +532,7 @@ def test_the_poisoning_probes_give_the_documented_outcomes(unpoisoned: dict[str,
     assert unpoisoned["back"] == [True, True, "back", "s", "c", False]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("poison", list(POISONS.values()), ids=list(POISONS))
 def test_poisoning_a_builtin_does_not_change_how_errors_and_refusals_cross(
     unpoisoned: dict[str, Any], poison: str
