@@ -650,13 +650,22 @@ def _count(name: str, minimum: int, *, none: bool) -> list[Any]:
     ]
 
 
+def _size(name: str, minimum: int) -> list[Any]:
+    wrong_type = rf"{name} must be an int of bytes or a size as a str \(268435456, '256M', '1.5G'\), got "
+    return [
+        *(_case(name, value, TypeError, wrong_type + type(value).__name__) for value in (True, 1.5, None)),
+        _case(name, "256 apples", ValueError, rf"{name}='256 apples' is not a size: give a whole number of bytes.*"),
+        _case(name, minimum - 1, ValueError, rf"{name} must be at least {minimum}, got {minimum - 1}"),
+    ]
+
+
 INVALID_OPTIONS = [
     *_seconds("cpu_limit", none=True),
     *_count("max_threads", 1, none=True),
     *_count("max_host_calls", 0, none=True),
     *_seconds("max_host_wait", none=True),
     *_count("max_inflight_host_calls", 1, none=False),
-    *_count("max_console_bytes", 0, none=False),
+    *_size("max_console_bytes", 0),
     *_count("max_decode_ratio", 1, none=False),
     *_seconds("terminate_grace", none=False),
 ]
