@@ -140,13 +140,15 @@ def reachable_by_others(path: str, mode: int) -> bool:
         return False
 
 
-def _install_copy(source: Path, target: Path, mode: int) -> None:
-    """Copy source to target (a hard link when the filesystem allows), atomically: another
-    process may be staging the same file at the same time."""
+def _install_copy(source: Path, target: Path, mode: int, *, link: bool = True) -> None:
+    """Copy source to target (a hard link when ``link`` and the filesystem allows),
+    atomically: another process may be staging the same file at the same time."""
     if target.exists():
         return
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
     try:
+        if not link:
+            raise OSError("a copy was asked for")
         os.link(source, temporary)
     except OSError:
         shutil.copyfile(source, temporary)
@@ -214,7 +216,9 @@ def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=0o755)
         for source in sources:
-            _install_copy(source, folder / source.name, 0o644)
+            # Copied, never linked: the folder is named by these contents, and a link would
+            # change with a source edited in place, under the name of the contents it had.
+            _install_copy(source, folder / source.name, 0o644, link=False)
         entry = folder / entry.name
         cache = base / "deno-dir"
         _no_web_storage(cache)

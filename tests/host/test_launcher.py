@@ -167,3 +167,19 @@ def test_a_busy_worker_dies_with_its_host() -> None:
     while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
         time.sleep(0.05)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_a_staged_worker_file_keeps_the_contents_its_folder_is_named_by_when_the_source_is_edited_in_place(
+    tmp_path: Path,
+) -> None:
+    sources = tmp_path / "worker"
+    sources.mkdir()
+    for source in _staging.worker_entry().parent.glob("*.ts"):
+        shutil.copyfile(source, sources / source.name)
+    (tmp_path / "root").mkdir()
+    staged = _staging.stage(os.path.realpath(_staging.find_deno()), sources / "main.ts", tmp_path / "root")
+    before = staged.entry.read_bytes()
+    with open(sources / "main.ts", "r+b") as edited:  # the same inode, new contents
+        edited.write(b"// edited\n")
+    assert staged.entry.read_bytes() == before
+    assert os.stat(staged.entry).st_ino != os.stat(sources / "main.ts").st_ino
