@@ -10,7 +10,7 @@ both are measured the same way (fresh interpreter, same process tree shape).
 Usage::
 
     python benchmarks/bench_eval.py --peer-python /path/to/peer/bin/python
-    python benchmarks/bench_eval.py --quick          # well under 30 s
+    python benchmarks/bench_eval.py --quick          # one round, fewer samples: about 30 s
     python benchmarks/bench_eval.py --skip-peer      # ours only
 
 The measuring side must only need the standard library (plus the ``pydeno`` under test and,
@@ -26,9 +26,11 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -60,6 +62,8 @@ TIMED_SECTIONS = (
     "two_mb_to_guest",
     "pool_throughput",
     "code_mode",
+    "deno_floor",
+    "deno_floor_jitless",
 )
 SECTION_UNITS = {
     "code_mode": "ms",
@@ -76,6 +80,8 @@ SECTION_UNITS = {
     "warm_eval_unmonitored": "us",
     "warm_eval_async": "us",
     "host_call_async": "us",
+    "deno_floor": "ms",
+    "deno_floor_jitless": "ms",
 }
 
 WARM_CODE = "1+1"
@@ -108,9 +114,18 @@ CODE_MODE_CODE = {
     "peer": CODE_MODE_BODY.format(p="", r="return "),
 }
 POOL_SIZE = 2
-THROUGHPUT_SECONDS = 2.0
 # The peer's IsolatedRuntime kills the worker after 10,000 host calls by default.
 PEER_DEFAULT_MAX_HOST_CALLS = 10_000
+# Issue 20's density and oversubscription figures: this many workers alive at once, and as
+# many runtimes driven at once (more than the machine has cores), and an idle pool's size.
+DENSITY_WORKERS = 8
+OVERSUBSCRIBED_RUNTIMES = 8
+IDLE_POOL_SIZE = 4
+# Before a memory or idle reading: the last start's CPU and V8's post-start work settle.
+SETTLE_SECONDS = 0.5
+# What the bare deno floor runs: an empty script, with the flags our worker passes that spare
+# deno work an empty script does not need (looking for a config file and a lockfile).
+DENO_FLOOR_ARGS = ("run", "--quiet", "--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +138,10 @@ class Params:
     # reading the binaries from disk, which is not what either side is being compared on.
     cold_warmup: int = 2
     big_warmup: int = 2
+    # How long the oversubscribed runtimes are driven, and how long an idle worker or pool is
+    # watched for the CPU it uses.
+    window_s: float = 2.0
+    idle_s: float = 3.0
 
     def argv(self) -> list[str]:
         return [
@@ -138,14 +157,20 @@ class Params:
             str(self.cold_warmup),
             "--big-warmup",
             str(self.big_warmup),
+            "--window",
+            str(self.window_s),
+            "--idle-seconds",
+            str(self.idle_s),
         ]
 
 
 DEFAULT_PARAMS = Params(iterations=2000, warmup=200, cold_runs=15, big_runs=15)
-QUICK_PARAMS = Params(iterations=500, warmup=100, cold_runs=5, big_runs=5, cold_warmup=1, big_warmup=1)
-# Each round measures every side once with the parameters above; ~13 s per round here.
+QUICK_PARAMS = Params(
+    iterations=500, warmup=100, cold_runs=5, big_runs=5, cold_warmup=1, big_warmup=1, window_s=0.5, idle_s=1.0
+)
+# Each round measures every side once with the parameters above.
 DEFAULT_ROUNDS = 3
-QUICK_ROUNDS = 2
+QUICK_ROUNDS = 1
 
 
 class WrongValue(AssertionError):
@@ -215,10 +240,11 @@ def _rss_procfs(pid: int) -> int:
 
 
 def _shared_helpers() -> frozenset[int]:
-    """Pids of our side's per-host helper processes (the zygote that forks confined workers):
-    one per host process whatever the number of workers, so not part of a worker's RSS. The
-    peer side has none that we know of: all its descendants count as workers."""
-    # The spawner module, or in an older layout the process module, names them.
+    """Pids of a side's per-host helper processes: one per host process whatever the number
+    of workers, so not part of a worker's figures. Ours: the zygote that forks confined
+    workers. The peer's: the one spare worker it keeps started ahead (a process that has
+    imported everything and waits to be handed to the next runtime)."""
+    # The spawner module, or in an older layout the process module, names ours.
     for name in ("pydeno.host._spawner", "pydeno.host._process"):
         try:
             module = importlib.import_module(name)
@@ -227,6 +253,13 @@ def _shared_helpers() -> frozenset[int]:
         infrastructure = getattr(module, "infrastructure", None)
         if infrastructure is not None:
             return frozenset(infrastructure().processes)
+    try:
+        isolated = importlib.import_module("pydeno._isolated")
+    except ImportError:
+        return frozenset()
+    spare = getattr(isolated, "_SPARE", None)
+    if spare is not None and getattr(spare[0], "pid", None) is not None:
+        return frozenset([int(spare[0].pid)])
     return frozenset()
 
 
@@ -268,6 +301,303 @@ def process_rss() -> dict[str, Any]:
         "shared_bytes": sum(w["rss_bytes"] for w in shared),
         "shared": shared,
     }
+
+
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+        return fh.read().strip()
+
+
+def smaps_rollup(pid: int) -> tuple[int, int]:
+    """(USS, PSS) of pid in bytes, read from /proc/<pid>/smaps_rollup as psutil's
+    memory_full_info() reads them: USS is the sum of the Private_* lines, PSS the Pss line.
+    The peer's venv has no psutil; this gives it the same figures."""
+    uss = pss = 0
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"Private_"):
+                uss += int(line.split()[1]) * 1024
+            elif line.startswith(b"Pss:"):
+                pss = int(line.split()[1]) * 1024
+    return uss, pss
+
+
+def _anonymous_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"Anonymous:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _running_elsewhere(executables: set[str], ours: set[int]) -> dict[str, int]:
+    """How many processes outside ours run each executable. A page of a binary that another
+    process maps too is not unique to ours, so a lone worker's USS moves with what else runs
+    on the machine (another tenant's deno, say); its anonymous memory does not."""
+    counts = dict.fromkeys(executables, 0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            exe = os.readlink(f"/proc/{entry}/exe")
+        except OSError:  # a kernel thread, or gone
+            continue
+        if exe in counts:
+            counts[exe] += 1
+    return counts
+
+
+def process_memory() -> dict[str, Any]:
+    """USS, PSS and anonymous memory of every descendant of this process, the workers apart
+    from the per-host helpers, and of this process itself."""
+    read: Callable[[int], tuple[int, int]]
+    try:
+        import psutil
+
+        def read(pid: int) -> tuple[int, int]:
+            info = psutil.Process(pid).memory_full_info()
+            return int(info.uss), int(info.pss)
+
+        source = "psutil"
+        gone: tuple[type[BaseException], ...] = (psutil.Error, OSError)
+    except ImportError:
+        read, source, gone = smaps_rollup, "smaps_rollup", (OSError,)
+    helpers = _shared_helpers()
+    workers: list[dict[str, Any]] = []
+    shared: list[dict[str, Any]] = []
+    for pid in _descendants(os.getpid()):
+        try:
+            uss, pss = read(pid)
+            entry = {
+                "pid": pid,
+                "name": _comm(pid),
+                "exe": os.readlink(f"/proc/{pid}/exe"),
+                "uss_bytes": uss,
+                "pss_bytes": pss,
+                "anon_bytes": _anonymous_bytes(pid),
+            }
+        except gone:  # exited while we looked
+            continue
+        (shared if pid in helpers else workers).append(entry)
+    host_uss, host_pss = read(os.getpid())
+    ours = {os.getpid(), *(int(w["pid"]) for w in [*workers, *shared])}
+    return {
+        "source": source,
+        "host_uss_bytes": host_uss,
+        "host_pss_bytes": host_pss,
+        "worker_uss_bytes": sum(w["uss_bytes"] for w in workers),
+        "worker_pss_bytes": sum(w["pss_bytes"] for w in workers),
+        "workers": workers,
+        "shared_uss_bytes": sum(w["uss_bytes"] for w in shared),
+        "shared_pss_bytes": sum(w["pss_bytes"] for w in shared),
+        "shared": shared,
+        "worker_anon_bytes": sum(w["anon_bytes"] for w in workers),
+        "shared_anon_bytes": sum(w["anon_bytes"] for w in shared),
+        "executables_running_elsewhere": _running_elsewhere({str(w["exe"]) for w in workers}, ours),
+    }
+
+
+# clock_getcpuclockid(3) for another process: CPUCLOCK_SCHED of pid, as glibc encodes it.
+_CPUCLOCK_SCHED = 2
+
+
+def cpu_clock_ns(pid: int) -> int:
+    """CPU time pid has used, user plus system, all its threads (exited ones too), in ns: the
+    kernel's own per-process clock. /proc/<pid>/stat has the same total in 10 ms ticks, too
+    coarse for a few thousand evals."""
+    return time.clock_gettime_ns(((~pid) << 3) | _CPUCLOCK_SCHED)
+
+
+def _descendant_clocks() -> dict[int, int]:
+    clocks: dict[int, int] = {}
+    for pid in _descendants(os.getpid()):
+        try:
+            clocks[pid] = cpu_clock_ns(pid)
+        except OSError:  # exited while we looked
+            continue
+    return clocks
+
+
+def _reaped_ns() -> int:
+    times = os.times()
+    return round((times.children_user + times.children_system) * 1e9)
+
+
+def _thread_clocks() -> dict[int, int]:
+    """CPU time of each live thread of this process, in ns (its schedstat's first field)."""
+    clocks: dict[int, int] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as fh:
+                clocks[int(tid)] = int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):  # exited while we looked
+            continue
+    return clocks
+
+
+def by_thread_name(threads_ns: dict[int, int]) -> dict[str, int]:
+    """Per-thread CPU keyed by the name Python gives each thread, largest first."""
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    named: dict[str, int] = {}
+    for tid, ns in threads_ns.items():
+        name = names.get(tid, f"thread {tid} (not a Python thread)")
+        named[name] = named.get(name, 0) + ns
+    return dict(sorted(named.items(), key=lambda item: -item[1]))
+
+
+def cpu_used(body: Callable[[], object]) -> dict[str, Any]:
+    """CPU used while body ran, in ns: by this process (every thread: the caller, and the
+    library's monitor, reader and pool threads), by the worker processes below it, and by
+    the per-host helpers, apart. The host's clock is read inside the walks of /proc for the
+    other processes, so those walks are not charged to it."""
+    before = _descendant_clocks()
+    reaped = _reaped_ns()
+    host = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
+    # Inside the host's window, so that its threads' parts add up to no more than it.
+    threads = _thread_clocks()
+    wall = time.perf_counter_ns()
+    body()
+    wall = time.perf_counter_ns() - wall
+    threads = {tid: ns - threads.get(tid, 0) for tid, ns in _thread_clocks().items()}
+    host = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) - host
+    reaped = _reaped_ns() - reaped
+    after = _descendant_clocks()
+    helpers = _shared_helpers()
+    # A process that started inside the window used all of its CPU there.
+    workers = sum(ns - before.get(pid, 0) for pid, ns in after.items() if pid not in helpers)
+    shared = sum(ns - before.get(pid, 0) for pid, ns in after.items() if pid in helpers)
+    return {
+        "wall_ns": wall,
+        "host_ns": host,
+        # A worker that exited and that this process reaped shows in its children's times.
+        "workers_ns": workers + reaped,
+        "shared_ns": shared,
+        "host_threads_ns": {tid: ns for tid, ns in threads.items() if ns > 0},
+        "worker_processes": sum(1 for pid in after if pid not in helpers),
+        # One that exited in the window and was reaped by another process (a zygote) took
+        # its CPU time with it: a window with any such is missing some.
+        "unaccounted_exits": sum(1 for pid in before if pid not in after),
+    }
+
+
+def idle_cost(seconds: float) -> dict[str, Any]:
+    """CPU per second of wall time used while this process only sleeps for seconds, with
+    the host's part split by thread, so that a busy one shows."""
+    used = cpu_used(lambda: time.sleep(seconds))
+    per_s = 1e9 / float(used["wall_ns"])
+
+    def ms_per_s(ns: int) -> float:
+        return round(ns / 1e6 * per_s, 4)
+
+    return {
+        "seconds": round(used["wall_ns"] / 1e9, 3),
+        "worker_ms_per_s": ms_per_s(used["workers_ns"]),
+        "host_ms_per_s": ms_per_s(used["host_ns"]),
+        "shared_ms_per_s": ms_per_s(used["shared_ns"]),
+        "total_ms_per_s": ms_per_s(used["workers_ns"] + used["host_ns"] + used["shared_ns"]),
+        "host_threads_ms_per_s": {name: ms_per_s(ns) for name, ns in by_thread_name(used["host_threads_ns"]).items()},
+        "worker_processes": used["worker_processes"],
+        "unaccounted_exits": used["unaccounted_exits"],
+    }
+
+
+def evals_per_second(runtimes: list[Any], seconds: float) -> dict[str, Any]:
+    """Warm evals per second with every runtime driven by a thread of its own for seconds."""
+    counts = [0] * len(runtimes)
+    failures: list[BaseException] = []
+    go = threading.Barrier(len(runtimes) + 1)
+    deadline = [0.0]
+
+    def loop(slot: int, rt: Any) -> None:
+        go.wait()
+        n = 0
+        try:
+            while time.monotonic() < deadline[0]:
+                value = rt.eval(WARM_CODE)
+                if value != 2:
+                    raise WrongValue(f"eval({WARM_CODE!r}) returned {value!r} on runtime {slot}")
+                n += 1
+        except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failures.append(exc)
+        counts[slot] = n
+
+    threads = [threading.Thread(target=loop, args=(i, rt)) for i, rt in enumerate(runtimes)]
+    for thread in threads:
+        thread.start()
+    deadline[0] = time.monotonic() + seconds
+    t0 = time.perf_counter_ns()
+    go.wait()
+    for thread in threads:
+        thread.join()
+    elapsed = (time.perf_counter_ns() - t0) / 1e9
+    if failures:
+        raise failures[0]
+    return _rate(counts, elapsed, "threads")
+
+
+def _rate(counts: list[int], elapsed: float, driver: str) -> dict[str, Any]:
+    return {
+        "runtimes": len(counts),
+        "driver": driver,
+        "seconds": round(elapsed, 3),
+        "evals": sum(counts),
+        "evals_per_s": round(sum(counts) / elapsed, 1),
+        "per_runtime": counts,
+    }
+
+
+def async_evals_per_second(make: Callable[[], Any], n: int, seconds: float) -> dict[str, Any]:
+    """The same with n tasks on one asyncio event loop, a runtime of its own each."""
+    import asyncio
+    import contextlib
+
+    async def run() -> dict[str, Any]:
+        async with contextlib.AsyncExitStack() as stack:
+            runtimes = [await stack.enter_async_context(make()) for _ in range(n)]
+            for rt in runtimes:
+                await rt.eval(WARM_CODE)
+            counts = [0] * n
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + seconds
+
+            async def drive(slot: int) -> None:
+                while loop.time() < deadline:
+                    value = await runtimes[slot].eval(WARM_CODE)
+                    if value != 2:
+                        raise WrongValue(f"async eval({WARM_CODE!r}) returned {value!r} on runtime {slot}")
+                    counts[slot] += 1
+
+            t0 = time.perf_counter_ns()
+            await asyncio.gather(*(drive(i) for i in range(n)))
+            return _rate(counts, (time.perf_counter_ns() - t0) / 1e9, "asyncio tasks")
+
+    return asyncio.run(run())
+
+
+def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
+    """The bare deno floor's command lines: deno from the ``deno`` wheel running an empty
+    script, plainly and with the V8 flag our workers run with."""
+    import deno
+
+    binary = str(deno.find_deno_bin())
+    script = workdir / "empty.js"
+    script.write_text("", encoding="utf-8")
+    plain = [binary, *DENO_FLOOR_ARGS, str(script)]
+    return {
+        "deno_floor": plain,
+        "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
+    }
+
+
+def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:
+    """Time from starting argv to its exit (it must succeed), with deno's cache in workdir."""
+    env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+    t0 = time.perf_counter_ns()
+    proc = subprocess.run(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    t1 = time.perf_counter_ns()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited with {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
+    return t1 - t0
 
 
 def _time_evals(rt: Any, code: str, expected: object, n: int) -> list[int]:
@@ -325,21 +655,20 @@ def _factory(side: str, params: Params) -> tuple[Callable[[], Any], dict[str, An
     return make, {"class": "pydeno.IsolatedRuntime", "options": {k: repr(v) for k, v in options.items()}}
 
 
-def _make_pool(side: str) -> Any:
+def _make_pool(side: str, size: int = POOL_SIZE) -> Any:
     import pydeno
 
-    if side == "ours":
-        return pydeno.SandboxPool(size=POOL_SIZE)
-    return pydeno.SandboxPool(size=POOL_SIZE)
+    # The same call on both sides; each package's own pool.
+    return pydeno.SandboxPool(size=size)
 
 
-def _wait_pool_full(side: str, pool: Any, limit: float = 30.0) -> None:
-    """Until the pool has POOL_SIZE ready workers, so a checkout never waits on a start."""
+def _wait_pool_full(side: str, pool: Any, size: int = POOL_SIZE, limit: float = 30.0) -> None:
+    """Until the pool has size ready workers, so a checkout never waits on a start."""
     deadline = time.monotonic() + limit
     if side != "ours":
         pool.wait_ready()
         return
-    while len(pool._core.idle) < POOL_SIZE or pool._core.starting:
+    while len(pool._core.idle) < size or pool._core.starting:
         if time.monotonic() > deadline:
             raise RuntimeError("the pool did not fill up")
         time.sleep(0.01)
@@ -367,6 +696,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             "big_runs": params.big_runs,
             "cold_warmup": params.cold_warmup,
             "big_warmup": params.big_warmup,
+            "window_s": params.window_s,
+            "idle_s": params.idle_s,
         },
         "errors": {},
     }
@@ -405,6 +736,38 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         gc.collect()
         record("host_call", _time_evals(rt, HOST_CALL_CODE, 3, params.iterations))
 
+    def cpu_per_eval() -> None:
+        # The kernel's count of CPU time, the host's threads and the workers' together, over
+        # the same warm loop: what an eval costs the machine, not only the caller's wait.
+        if rt is None:
+            raise RuntimeError("no runtime (warm_eval failed to create one)")
+        n = params.iterations
+        run = rt.eval
+
+        def loop() -> None:
+            for i in range(n):
+                value = run(WARM_CODE)
+                if value != 2:
+                    raise WrongValue(f"eval({WARM_CODE!r}) returned {value!r} (iteration {i})")
+
+        loop()  # the warm-up: the first evals after another loop still settle
+        gc.collect()
+        used = cpu_used(loop)
+        total = used["host_ns"] + used["workers_ns"] + used["shared_ns"]
+        result["cpu_per_eval"] = {
+            "evals": n,
+            "us": round(total / n / 1e3, 3),
+            "host_us": round(used["host_ns"] / n / 1e3, 3),
+            "worker_us": round(used["workers_ns"] / n / 1e3, 3),
+            "shared_us": round(used["shared_ns"] / n / 1e3, 3),
+            "wall_us": round(used["wall_ns"] / n / 1e3, 3),
+            "host_threads_us": {
+                name: round(ns / n / 1e3, 3) for name, ns in by_thread_name(used["host_threads_ns"]).items()
+            },
+            "worker_processes": used["worker_processes"],
+            "unaccounted_exits": used["unaccounted_exits"],
+        }
+
     def rss() -> None:
         if rt is None:
             raise RuntimeError("no runtime (warm_eval failed to create one)")
@@ -431,24 +794,41 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 samples.append(t1 - t0)
         record("big_result", samples)
 
-    def cold_start(make: Callable[[], Any] = make, name: str = "cold_start") -> None:
-        samples: list[int] = []
-        for i in range(params.cold_warmup + params.cold_runs):
-            gc.collect()
-            t0 = time.perf_counter_ns()
-            cold = make()
-            try:
-                value = cold.eval(WARM_CODE)
-                t1 = time.perf_counter_ns()
-            finally:
-                # Teardown is not part of "time to first result", but it must finish before
-                # the next run so a dying worker does not compete for the CPU.
-                cold.close()
-            if value != 2:
-                raise WrongValue(f"cold eval({WARM_CODE!r}) returned {value!r}, expected 2")
-            if i >= params.cold_warmup:
-                samples.append(t1 - t0)
-        record(name, samples)
+    def cold_start(make: Callable[[], Any] = make, name: str = "cold_start", floors: bool = False) -> None:
+        # With floors (ours): the bare deno floor, deno spawned on an empty script, timed just
+        # before each of our starts, so that the two meet the same moment of the machine.
+        workdir = Path(tempfile.mkdtemp(prefix="bench-deno-floor-"))
+        try:
+            commands = deno_floor_commands(workdir) if floors else {}
+            if commands:
+                result["deno_floor_command"] = commands
+            floor_samples: dict[str, list[int]] = {key: [] for key in commands}
+            samples: list[int] = []
+            for i in range(params.cold_warmup + params.cold_runs):
+                for key, argv in commands.items():
+                    gc.collect()
+                    spent = spawn_to_exit_ns(argv, workdir)
+                    if i >= params.cold_warmup:
+                        floor_samples[key].append(spent)
+                gc.collect()
+                t0 = time.perf_counter_ns()
+                cold = make()
+                try:
+                    value = cold.eval(WARM_CODE)
+                    t1 = time.perf_counter_ns()
+                finally:
+                    # Teardown is not part of "time to first result", but it must finish
+                    # before the next run so a dying worker does not compete for the CPU.
+                    cold.close()
+                if value != 2:
+                    raise WrongValue(f"cold eval({WARM_CODE!r}) returned {value!r}, expected 2")
+                if i >= params.cold_warmup:
+                    samples.append(t1 - t0)
+            record(name, samples)
+            for key, taken in floor_samples.items():
+                record(key, taken)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def warm_eval_unmonitored() -> None:
         # Ours only: the same warm loop with no resource limit, so the monitor thread never
@@ -460,6 +840,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             gc.collect()
             record("warm_eval_unmonitored", _time_evals(quiet, WARM_CODE, 2, params.iterations))
             process = quiet._sup.process
+            assert process is not None
             watch = Watch(pid=process.pid, max_memory=1 << 40, max_threads=1 << 20, cpu_limit=None)
             t0 = time.perf_counter_ns()
             for _ in range(200):
@@ -515,7 +896,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             # Evals per second with POOL_SIZE runtimes from the pool, one thread each.
             _wait_pool_full(side, pool)
             counts = [0] * POOL_SIZE
-            stop = time.monotonic() + THROUGHPUT_SECONDS
+            stop = time.monotonic() + params.window_s
 
             def worker(slot: int) -> None:
                 with pool.checkout() as mine:
@@ -530,8 +911,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 thread.join()
             total = sum(counts)
             # As time per eval (lower is better, like every other row), in ns for record().
-            record("pool_throughput", [int(THROUGHPUT_SECONDS * 1e9 / max(1, total))])
-            result["pool_evals_per_second"] = round(total / THROUGHPUT_SECONDS)
+            record("pool_throughput", [int(params.window_s * 1e9 / max(1, total))])
+            result["pool_evals_per_second"] = round(total / params.window_s)
         finally:
             pool.close()
 
@@ -580,11 +961,12 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         fns = {"items": items, "count": count, "echo": count}
         if side == "ours":
             tools = [pydeno.Tool(name, fn, input_schema=CODE_MODE_SCHEMA) for name, fn in fns.items()]
-            runner: Any = pydeno.CodeMode(tools)  # type: ignore[attr-defined]
+            runner: Any = pydeno.CodeMode(tools)
         else:
-            schema_tool: Any = pydeno.SchemaTool  # type: ignore[attr-defined]
-            tools = [schema_tool(name, f"{name}.", CODE_MODE_SCHEMA, fn) for name, fn in fns.items()]
-            runner = pydeno.AgentSandbox(tools=tools)  # type: ignore[call-arg]
+            # The peer's API, which this file is not type-checked against.
+            peer_api: Any = pydeno
+            tools = [peer_api.SchemaTool(name, f"{name}.", CODE_MODE_SCHEMA, fn) for name, fn in fns.items()]
+            runner = peer_api.AgentSandbox(tools=tools)
         code = CODE_MODE_CODE[side]
         try:
             samples: list[int] = []
@@ -625,20 +1007,69 @@ def measure(side: str, params: Params) -> dict[str, Any]:
     def idle_rss() -> None:
         with make() as idle:
             idle.eval(WARM_CODE)
-            time.sleep(0.5)
+            time.sleep(SETTLE_SECONDS)
             gc.collect()
             result["idle_rss"] = process_rss()
+            result["idle_uss"] = process_memory()
+            result["idle_cpu"] = idle_cost(params.idle_s)
+
+    def idle_pool() -> None:
+        pool = _make_pool(side, IDLE_POOL_SIZE)
+        try:
+            _wait_pool_full(side, pool, IDLE_POOL_SIZE)
+            time.sleep(SETTLE_SECONDS)
+            gc.collect()
+            result["idle_pool_cpu"] = {"size": IDLE_POOL_SIZE, **idle_cost(params.idle_s)}
+        finally:
+            pool.close()
+
+    def density() -> None:
+        # DENSITY_WORKERS idle runtimes alive at once: their workers' PSS (each shared page
+        # split between the processes that map it), then the same runtimes driven at once.
+        runtimes: list[Any] = []
+        try:
+            for _ in range(max(DENSITY_WORKERS, OVERSUBSCRIBED_RUNTIMES)):
+                runtimes.append(make())
+                value = runtimes[-1].eval(WARM_CODE)
+                if value != 2:
+                    raise WrongValue(f"eval({WARM_CODE!r}) returned {value!r}")
+            time.sleep(SETTLE_SECONDS)
+            gc.collect()
+            memory = process_memory()
+            pss = memory["worker_pss_bytes"] / DENSITY_WORKERS
+            result["density"] = {
+                "workers": DENSITY_WORKERS,
+                "worker_processes": len(memory["workers"]),
+                "pss_per_worker_bytes": round(pss),
+                "uss_per_worker_bytes": round(memory["worker_uss_bytes"] / DENSITY_WORKERS),
+                "workers_per_gib": round(2**30 / pss, 2),
+                "shared_pss_bytes": memory["shared_pss_bytes"],
+                "memory": memory,
+            }
+            result["oversubscribed"] = evals_per_second(runtimes[:OVERSUBSCRIBED_RUNTIMES], params.window_s)
+        finally:
+            for each in runtimes:
+                each.close()
+
+    def oversubscribed_async() -> None:
+        if side == "ours":
+            make_async: Callable[[], Any] = pydeno.AsyncRuntime
+        else:
+            peer_async: Any = pydeno
+            make_async = peer_async.AsyncIsolatedRuntime
+        result["oversubscribed_async"] = async_evals_per_second(make_async, OVERSUBSCRIBED_RUNTIMES, params.window_s)
 
     section("warm_eval", warm_eval)
     if side == "ours":
         section("warm_eval_unmonitored", warm_eval_unmonitored)
     section("host_call", host_call)
+    section("cpu_per_eval", cpu_per_eval)
     if side == "ours":
         section("async_driver", async_driver)
     section("rss", rss)
     section("close", close_warm)
     section("big_result", big_result)
-    section("cold_start", cold_start)
+    section("cold_start", lambda: cold_start(floors=side == "ours"))
     if side == "ours":
         # The default is sandbox="require"; the difference is what the OS layers and the
         # self-test cost at start-up.
@@ -648,6 +1079,9 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         section("two_mb_to_host", two_mb_to_host)
         section("two_mb_to_guest", two_mb_to_guest)
         section("idle_rss", idle_rss)
+        section("idle_pool", idle_pool)
+        section("density", density)
+        section("oversubscribed_async", oversubscribed_async)
         section("code_mode", code_mode)
     return result
 
@@ -664,6 +1098,27 @@ def run_side(side: str, params: Params, json_out: Path) -> int:
 # ---------------------------------------------------------------------------------------
 
 
+# The issue whose targets --check-targets holds a run to; earlier issues' targets are shown too.
+CURRENT_ISSUE = "issue 20"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    limit: float
+    source: str  # the issue that set it
+    at_least: bool = False  # a floor to reach (a rate), not a ceiling
+    on_value: bool = False  # ours' own figure against the limit (CPU per second), not the ratio
+
+    @property
+    def direction(self) -> str:
+        return ">=" if self.at_least else "<="
+
+    def holds(self, figure: float | None) -> bool | None:
+        if figure is None:
+            return None
+        return figure >= self.limit if self.at_least else figure <= self.limit
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     ratio_key: str
@@ -671,42 +1126,195 @@ class Row:
     section: str
     key: str
     unit: str  # display unit
-    target: float | None = None
-    later_target: float | None = None
+    # Newest first: the first is the target a run is held to, the rest are shown beside it.
+    targets: tuple[Target, ...] = ()
+    # The ratio's denominator as (side, section, key); None: the same figure of the peer
+    # isolated. A side of "ours" makes it a ratio of two of our own figures.
+    over: tuple[str, str, str] | None = None
+    # A rate: the ratio is still ours / theirs, but higher is better and its target a floor.
+    higher_is_better: bool = False
+    has_ratio: bool = True
 
 
+ISSUE7, ISSUE20, CODE_MODE_ISSUE = "issue 7", CURRENT_ISSUE, "Code Mode issue"
 ROWS = (
-    Row("warm_eval_p50", f"warm eval({WARM_CODE!r}) p50", "warm_eval", "p50_us", "us", target=0.4),
+    Row("warm_eval_p50", f"warm eval({WARM_CODE!r}) p50", "warm_eval", "p50_us", "us", targets=(Target(0.4, ISSUE7),)),
     Row("warm_eval_p99", f"warm eval({WARM_CODE!r}) p99", "warm_eval", "p99_us", "us"),
-    Row("host_call_p50", f"host call eval({HOST_CALL_CODE!r}) p50", "host_call", "p50_us", "us", target=0.4),
+    Row(
+        "warm_eval_vs_inprocess",
+        "warm eval p50, against the peer in-process",
+        "warm_eval",
+        "p50_us",
+        "us",
+        targets=(Target(2.0, ISSUE20),),
+        over=("peer_inprocess", "warm_eval", "p50_us"),
+    ),
+    Row(
+        "host_call_p50",
+        f"host call eval({HOST_CALL_CODE!r}) p50",
+        "host_call",
+        "p50_us",
+        "us",
+        targets=(Target(0.2, ISSUE20), Target(0.4, ISSUE7)),
+    ),
     Row("host_call_p99", f"host call eval({HOST_CALL_CODE!r}) p99", "host_call", "p99_us", "us"),
     Row("warm_eval_async_p50", "ours: warm eval, AsyncRuntime (asyncio) p50", "warm_eval_async", "p50_us", "us"),
     Row("host_call_async_p50", "ours: host call, AsyncRuntime (asyncio) p50", "host_call_async", "p50_us", "us"),
-    Row("cold_start_p50", "cold start to first result p50", "cold_start", "p50_ms", "ms", target=0.5),
+    Row(
+        "cpu_per_eval",
+        "CPU per warm eval, host + worker",
+        "cpu_per_eval",
+        "us",
+        "us",
+        targets=(Target(0.35, ISSUE20),),
+    ),
+    Row("cpu_per_eval_host", "  of which the host process", "cpu_per_eval", "host_us", "us"),
+    Row("cpu_per_eval_worker", "  of which the worker process(es)", "cpu_per_eval", "worker_us", "us"),
+    Row(
+        "cold_start_p50",
+        "cold start to first result p50",
+        "cold_start",
+        "p50_ms",
+        "ms",
+        targets=(Target(0.35, ISSUE20), Target(0.5, ISSUE7)),
+    ),
     Row("cold_start_p90", "cold start to first result p90", "cold_start", "p90_ms", "ms"),
     Row("cold_start_off_p50", "cold start, ours with sandbox='off' p50", "cold_start_off", "p50_ms", "ms"),
-    Row("big_result_p50", "20k-object result p50", "big_result", "p50_ms", "ms", target=0.2),
+    Row("deno_floor_p50", "ours: bare deno run of an empty script p50", "deno_floor", "p50_ms", "ms", has_ratio=False),
+    Row("deno_floor_p90", "ours: bare deno run of an empty script p90", "deno_floor", "p90_ms", "ms", has_ratio=False),
+    Row(
+        "deno_floor_jitless_p50",
+        "ours: the same with --v8-flags=--jitless p50",
+        "deno_floor_jitless",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
+        "cold_start_vs_deno_floor",
+        "ours: cold start p50 over the bare deno floor p50",
+        "cold_start",
+        "p50_ms",
+        "ms",
+        targets=(Target(1.3, ISSUE20),),
+        over=("ours", "deno_floor", "p50_ms"),
+    ),
+    Row(
+        "big_result_p50",
+        "20k-object result p50",
+        "big_result",
+        "p50_ms",
+        "ms",
+        targets=(Target(0.15, ISSUE20), Target(0.2, ISSUE7)),
+    ),
     Row("worker_rss", "worker RSS after warm-up", "rss", "worker_bytes", "MiB"),
-    Row("idle_rss", "idle worker RSS", "idle_rss", "worker_bytes", "MiB", target=0.6),
-    Row("idle_rss_shared", "per-host helper RSS (ours: zygote, 1 per host)", "idle_rss", "shared_bytes", "MiB"),
+    Row("idle_rss", "idle worker RSS", "idle_rss", "worker_bytes", "MiB", targets=(Target(0.6, ISSUE7),)),
+    Row("idle_rss_shared", "per-host helper RSS (ours: zygote; peer: spare worker)", "idle_rss", "shared_bytes", "MiB"),
+    Row("idle_uss", "idle worker USS", "idle_uss", "worker_uss_bytes", "MiB", targets=(Target(0.5, ISSUE20),)),
+    Row("idle_uss_anon", "idle worker anonymous memory", "idle_uss", "worker_anon_bytes", "MiB"),
+    Row("idle_uss_shared", "per-host helper USS", "idle_uss", "shared_uss_bytes", "MiB"),
+    Row(
+        "density_pss",
+        f"PSS per worker, {DENSITY_WORKERS} alive",
+        "density",
+        "pss_per_worker_bytes",
+        "MiB",
+        targets=(Target(0.5, ISSUE20),),
+    ),
+    Row(
+        "density_workers_per_gib",
+        f"workers per GiB (GiB / PSS per worker, {DENSITY_WORKERS} alive)",
+        "density",
+        "workers_per_gib",
+        "count",
+        higher_is_better=True,
+    ),
+    Row("density_shared_pss", f"per-host helper PSS, {DENSITY_WORKERS} alive", "density", "shared_pss_bytes", "MiB"),
+    Row(
+        "oversubscribed",
+        f"{OVERSUBSCRIBED_RUNTIMES} runtimes, {OVERSUBSCRIBED_RUNTIMES} threads: evals/s",
+        "oversubscribed",
+        "evals_per_s",
+        "rate",
+        targets=(Target(2.5, ISSUE20, at_least=True),),
+        higher_is_better=True,
+    ),
+    Row(
+        "oversubscribed_async",
+        f"{OVERSUBSCRIBED_RUNTIMES} runtimes, {OVERSUBSCRIBED_RUNTIMES} tasks on one event loop: evals/s",
+        "oversubscribed_async",
+        "evals_per_s",
+        "rate",
+        higher_is_better=True,
+    ),
+    Row(
+        "idle_worker_cpu",
+        "one idle runtime: its worker's CPU",
+        "idle_cpu",
+        "worker_ms_per_s",
+        "ms/s",
+        targets=(Target(1.0, ISSUE20, on_value=True),),
+    ),
+    Row("idle_worker_host_cpu", "one idle runtime: the host's CPU", "idle_cpu", "host_ms_per_s", "ms/s"),
+    Row(
+        "idle_pool_cpu",
+        f"idle pool of {IDLE_POOL_SIZE}: workers + host CPU",
+        "idle_pool_cpu",
+        "total_ms_per_s",
+        "ms/s",
+        targets=(Target(5.0, ISSUE20, on_value=True),),
+    ),
+    Row(
+        "idle_pool_workers_cpu",
+        f"idle pool of {IDLE_POOL_SIZE}: workers' CPU",
+        "idle_pool_cpu",
+        "worker_ms_per_s",
+        "ms/s",
+    ),
+    Row(
+        "idle_pool_host_cpu", f"idle pool of {IDLE_POOL_SIZE}: the host's CPU", "idle_pool_cpu", "host_ms_per_s", "ms/s"
+    ),
     Row("pool_checkout_p50", "pool checkout p50", "pool_checkout", "p50_us", "us"),
-    Row("pool_first_eval_p50", "pool checkout + first eval p50", "pool_first_eval", "p50_us", "us", target=0.5),
+    Row(
+        "pool_first_eval_p50",
+        "pool checkout + first eval p50",
+        "pool_first_eval",
+        "p50_us",
+        "us",
+        targets=(Target(0.5, ISSUE7),),
+    ),
     Row("pool_throughput", f"pool of {POOL_SIZE}, time per eval (2 threads)", "pool_throughput", "p50_us", "us"),
     Row("two_mb_to_host_p50", "2 MB value guest -> host p50", "two_mb_to_host", "p50_ms", "ms"),
     Row("two_mb_to_guest_p50", "2 MB value host -> guest p50", "two_mb_to_guest", "p50_ms", "ms"),
-    Row("code_mode_p50", "Code Mode: 3 tool calls + 1,000 items p50", "code_mode", "p50_ms", "ms", target=0.4),
+    Row(
+        "code_mode_p50",
+        "Code Mode: 3 tool calls + 1,000 items p50",
+        "code_mode",
+        "p50_ms",
+        "ms",
+        targets=(Target(0.4, CODE_MODE_ISSUE),),
+    ),
     Row("code_mode_validation", "ours: schema validation per execution", "code_mode_costs", "validation_us", "us"),
     Row("code_mode_strip", "ours: TypeScript strip per execution", "code_mode_costs", "strip_us", "us"),
 )
 
 
-def _value(side: dict[str, Any] | None, row: Row) -> float | None:
+def _figure(side: dict[str, Any] | None, section: str, key: str) -> float | None:
     if not side:
         return None
-    section = side.get(row.section)
-    if not isinstance(section, dict) or row.key not in section:
+    part = side.get(section)
+    if not isinstance(part, dict) or not isinstance(part.get(key), int | float):
         return None
-    return float(section[row.key])
+    return float(part[key])
+
+
+def _value(side: dict[str, Any] | None, row: Row) -> float | None:
+    return _figure(side, row.section, row.key)
+
+
+def _denominator(results: dict[str, Any], row: Row) -> float | None:
+    side, section, key = row.over or ("peer", row.section, row.key)
+    return _figure(results.get(side), section, key)
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -716,6 +1324,12 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value / 2**20:.1f} MiB"
     if unit == "us":
         return f"{value:.1f} us"
+    if unit == "ms/s":
+        return f"{value:.3f} ms/s"
+    if unit == "rate":
+        return f"{value:,.0f}/s"
+    if unit == "count":
+        return f"{value:.1f}"
     return f"{value:.2f} ms"
 
 
@@ -796,8 +1410,25 @@ def our_versions() -> dict[str, Any]:
     return versions
 
 
+# Sections measured once per round (memory, CPU, rates): the merged result is the median
+# round's, by the figure named here, with that figure of every round beside it.
+MEDIAN_ROUND_SECTIONS = {
+    "rss": "worker_bytes",
+    "rss_at_start": "worker_bytes",
+    "idle_rss": "worker_bytes",
+    "idle_uss": "worker_uss_bytes",
+    "density": "pss_per_worker_bytes",
+    "cpu_per_eval": "us",
+    "oversubscribed": "evals_per_s",
+    "oversubscribed_async": "evals_per_s",
+    "idle_cpu": "worker_ms_per_s",
+    "idle_pool_cpu": "total_ms_per_s",
+}
+
+
 def merge_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One side's rounds as one result: timings pooled, RSS the median round's."""
+    """One side's rounds as one result: timings pooled, memory, CPU and rates the median
+    round's."""
     merged: dict[str, Any] = {k: v for k, v in runs[0].items() if k not in ("samples_ns", "section_seconds")}
     merged["rounds"] = len(runs)
     merged["errors"] = {}
@@ -815,12 +1446,13 @@ def merge_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
             merged[name][f"p50_per_round_{unit}"] = [
                 run[name][f"p50_{unit}"] for run in runs if isinstance(run.get(name), dict)
             ]
-    for key in ("rss", "rss_at_start"):
-        measured = sorted((run[key] for run in runs if key in run), key=lambda rss: int(rss["worker_bytes"]))
+    for key, headline in MEDIAN_ROUND_SECTIONS.items():
+        measured = [run[key] for run in runs if isinstance(run.get(key), dict) and headline in run[key]]
         merged.pop(key, None)
         if measured:
-            merged[key] = dict(measured[(len(measured) - 1) // 2])
-            merged[key]["worker_bytes_per_round"] = [int(rss["worker_bytes"]) for rss in measured]
+            ordered = sorted(measured, key=lambda part: float(part[headline]))
+            merged[key] = dict(ordered[(len(ordered) - 1) // 2])
+            merged[key][f"{headline}_per_round"] = [part[headline] for part in measured]
     merged["wall_seconds"] = round(sum(float(run.get("wall_seconds", 0.0)) for run in runs), 2)
     return merged
 
@@ -857,42 +1489,95 @@ def run_child(side: str, python: str, params: Params, output: Path, label: str) 
     return run_script_side(Path(__file__), side, python, params.argv(), output, f"{label}: ", CHILD_TIMEOUT_S)
 
 
-def compute_ratios(ours: dict[str, Any], peer: dict[str, Any] | None) -> dict[str, float | None]:
+def compute_ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    """Every row's ratio, ours over its denominator (the peer isolated unless the row names
+    another). A rate's ratio is also written the other way round, as time per eval (peer's
+    rate over ours), under ``<key>_time_per_eval`` so it reads like every other row."""
     ratios: dict[str, float | None] = {}
     for row in ROWS:
-        mine, theirs = _value(ours, row), _value(peer, row)
+        if not row.has_ratio:
+            continue
+        mine, theirs = _value(results.get("ours"), row), _denominator(results, row)
         ratios[row.ratio_key] = round(mine / theirs, 4) if mine is not None and theirs else None
+        if row.higher_is_better:
+            ratios[f"{row.ratio_key}_time_per_eval"] = round(theirs / mine, 4) if theirs is not None and mine else None
     return ratios
 
 
-def compute_targets(ratios: dict[str, float | None]) -> dict[str, Any]:
+def _compares(row: Row, target: Target) -> str:
+    if target.on_value:
+        return f"ours, {row.unit}"
+    side, section, _ = row.over or ("peer", row.section, row.key)
+    if side == "ours":
+        return f"ours / ours' {section}"
+    return f"ours / {side.replace('_', ' ')}" + (" (isolated)" if side == "peer" else "")
+
+
+def _target_entry(row: Row, target: Target, figure: float | None) -> dict[str, Any]:
+    bound = "value" if target.on_value else "ratio"
+    return {
+        "source": target.source,
+        "phase": "this issue" if target.source == CURRENT_ISSUE else "earlier",
+        "compares": _compares(row, target),
+        "direction": target.direction,
+        "target": target.limit,
+        f"{'min' if target.at_least else 'max'}_{bound}": target.limit,
+        "value": figure,
+        "met": target.holds(figure),
+    }
+
+
+def compute_targets(results: dict[str, Any], ratios: dict[str, float | None]) -> dict[str, Any]:
+    """metric -> its target (the newest), the figure it is held to, and whether it holds;
+    a target an earlier issue set for the same metric goes under "earlier"."""
     targets: dict[str, Any] = {}
     for row in ROWS:
-        limit = row.target if row.target is not None else row.later_target
-        if limit is None:
+        if not row.targets:
             continue
-        ratio = ratios.get(row.ratio_key)
-        targets[row.ratio_key] = {
-            "max_ratio": limit,
-            "phase": "this issue" if row.target is not None else "later",
-            "met": None if ratio is None else ratio <= limit,
-        }
+        entries = []
+        for target in row.targets:
+            figure = _value(results.get("ours"), row) if target.on_value else ratios.get(row.ratio_key)
+            entries.append(_target_entry(row, target, figure))
+        targets[row.ratio_key] = {"label": row.label, **entries[0], "earlier": entries[1:]}
     return targets
 
 
+def _verdict(met: bool | None) -> str:
+    return "" if met is None else (" ok" if met else " MISS")
+
+
+def _target_cell(row: Row, targets: dict[str, Any]) -> str:
+    entry = targets.get(row.ratio_key)
+    if not entry:
+        return "-"
+    cells = []
+    for part in [entry, *entry["earlier"]]:
+        what = "ours " if part["compares"].startswith("ours,") else ""
+        cell = f"{what}{part['direction']} {part['target']:.2f}{_verdict(part['met'])}"
+        cells.append(cell if part is entry else f"{part['source']}: {cell}")
+    return cells[0] + (f" ({'; '.join(cells[1:])})" if cells[1:] else "")
+
+
+def _ratio_cell(row: Row, ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f} (higher is better)" if row.higher_is_better else f"{ratio:.2f}"
+
+
+def _theirs_cell(results: dict[str, Any], row: Row) -> str:
+    if row.over is None:
+        return _fmt(_value(results.get("peer"), row), row.unit)
+    side, section, _ = row.over
+    figure = _fmt(_denominator(results, row), row.unit)
+    return f"{figure} (ours, {section})" if side == "ours" else f"{figure} ({side.replace('_', ' ')})"
+
+
 def render_table(results: dict[str, Any]) -> str:
-    ours, peer, inproc = results["ours"], results.get("peer"), results.get("peer_inprocess")
+    ours, inproc = results["ours"], results.get("peer_inprocess")
+    targets = results.get("targets") or {}
     header = ["metric", "ours", "peer (isolated)", "ratio", "target", "peer in-process (not like-for-like)"]
     lines: list[list[str]] = []
     for row in ROWS:
-        ratio = results["ratios"].get(row.ratio_key)
-        if row.target is not None:
-            verdict = "" if ratio is None else (" ok" if ratio <= row.target else " MISS")
-            target = f"<= {row.target:.2f}{verdict}"
-        elif row.later_target is not None:
-            target = f"(later <= {row.later_target:.2f})"
-        else:
-            target = "-"
         in_process = _fmt(_value(inproc, row), row.unit)
         if row.section == "rss" and inproc and "rss" in inproc:
             # No worker process exists in-process; the whole interpreter is the honest figure.
@@ -901,9 +1586,9 @@ def render_table(results: dict[str, Any]) -> str:
             [
                 row.label,
                 _fmt(_value(ours, row), row.unit),
-                _fmt(_value(peer, row), row.unit),
-                "-" if ratio is None else f"{ratio:.2f}",
-                target,
+                _theirs_cell(results, row),
+                _ratio_cell(row, results["ratios"].get(row.ratio_key)),
+                _target_cell(row, targets),
                 in_process,
             ]
         )
@@ -916,6 +1601,29 @@ def render_table(results: dict[str, Any]) -> str:
 
     rule = "-+-".join("-" * w for w in widths)
     return "\n".join([fmt_line(header), rule, *(fmt_line(line) for line in lines)])
+
+
+def render_targets(targets: dict[str, Any]) -> str:
+    """Every target of the run, the current issue's first: held or missed."""
+    current = [(k, t) for k, t in targets.items() if t["phase"] == "this issue"]
+    earlier = [(k, t) for k, t in targets.items() if t["phase"] != "this issue"]
+    earlier += [(k, {**e, "label": t["label"]}) for k, t in targets.items() for e in t["earlier"]]
+    lines = []
+    for title, group in ((f"targets of {CURRENT_ISSUE}", current), ("earlier targets", earlier)):
+        if not group:
+            continue
+        held = sum(1 for _, t in group if t["met"])
+        lines.append(f"{title}: {held} of {len(group)} met")
+        width = max(len(t["label"]) for _, t in group)
+        for _, t in group:
+            value = "-" if t["value"] is None else f"{t['value']:.3f}"
+            verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+            source = "" if t["phase"] == "this issue" else f"  [{t['source']}]"
+            lines.append(
+                f"  {t['label'].ljust(width)}  {t['compares']} = {value} {t['direction']} {t['target']:.2f}: "
+                f"{verdict}{source}"
+            )
+    return "\n".join(lines)
 
 
 def peer_interpreter(args: argparse.Namespace) -> str | None:
@@ -965,12 +1673,20 @@ def drive(args: argparse.Namespace, params: Params) -> int:
         if versions["peer"] not in (None, PEER_VERSION):
             print(f"warning: the peer is pydeno {versions['peer']}, not {PEER_VERSION}", file=sys.stderr)
     results["params"] = {**(results["ours"].get("params") or {}), "rounds": args.rounds}
-    results["ratios"] = compute_ratios(results["ours"], peer)
-    results["targets"] = compute_targets(results["ratios"])
+    results["ratios"] = compute_ratios(results)
+    results["targets"] = compute_targets(results, results["ratios"])
+    if hasattr(os, "getloadavg"):
+        machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
 
     print()
     print(render_table(results))
-    print("ratio = ours / peer (isolated); lower is better.")
+    print(
+        "ratio = ours / peer (isolated) unless the peer column names another figure; lower is better "
+        "except where marked (rates: the JSON also has their time-per-eval ratio, peer / ours)."
+    )
+    print()
+    print(render_targets(results["targets"]))
+    print(f"load average at the start {machine.get('loadavg_at_start')}, at the end {machine.get('loadavg_at_end')}")
     ours_result = results["ours"]
     if isinstance(ours_result.get("warm_eval_unmonitored"), dict) and isinstance(ours_result.get("warm_eval"), dict):
         on = ours_result["warm_eval"]["p50_us"]
@@ -1008,13 +1724,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--peer-python", type=Path, help=f"interpreter with pydeno=={PEER_VERSION} installed")
     parser.add_argument("--skip-peer", action="store_true", help="measure only ours")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
-    parser.add_argument("--quick", action="store_true", help="fewer iterations and rounds (under 30 s)")
+    parser.add_argument("--quick", action="store_true", help="one round, fewer samples, shorter windows (about 30 s)")
     parser.add_argument("--iterations", type=int, help="timed warm evals per metric")
     parser.add_argument("--warmup", type=int, help="untimed warm evals before timing")
     parser.add_argument("--cold-runs", type=int, help="cold starts to time")
     parser.add_argument("--big-runs", type=int, help="20k-object results to time")
     parser.add_argument("--cold-warmup", type=int, help="untimed cold starts first")
     parser.add_argument("--big-warmup", type=int, help="untimed 20k-object results first")
+    parser.add_argument("--window", type=float, help="seconds the oversubscribed runtimes are driven")
+    parser.add_argument("--idle-seconds", type=float, help="seconds an idle worker or pool is watched")
     parser.add_argument("--rounds", type=int, help="times every side is measured, alternating (samples are pooled)")
     parser.add_argument("--check-targets", action="store_true", help="exit 2 when a target of this issue is missed")
     # Internal: the driver re-runs this file with these to measure one side.
@@ -1028,6 +1746,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         least = 0 if name.endswith("warmup") else 1
         if value is not None and value < least:
             parser.error(f"--{name.replace('_', '-')} must be >= {least}")
+    for name in ("window", "idle_seconds"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            parser.error(f"--{name.replace('_', '-')} must be > 0")
     return args
 
 
@@ -1046,6 +1768,8 @@ def main(argv: list[str] | None = None) -> int:
         big_runs=pick("big_runs"),
         cold_warmup=pick("cold_warmup"),
         big_warmup=pick("big_warmup"),
+        window_s=base.window_s if args.window is None else args.window,
+        idle_s=base.idle_s if args.idle_seconds is None else args.idle_seconds,
     )
     if args.rounds is None:
         args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS

@@ -1,0 +1,320 @@
+"""The side-by-side benchmark's own measuring: CPU and memory accounting of descendant
+processes, the bare deno floor, the rates, and how targets are judged and printed."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+import pydeno
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load() -> types.ModuleType:
+    module = sys.modules.get("bench_eval")
+    if module is None:
+        spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "benchmarks" / "bench_eval.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        # Registered first: dataclasses look their module up while the file runs.
+        sys.modules["bench_eval"] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+bench: Any = _load()
+
+# A child that, told to, burns 0.2 s of CPU by its own clock, reports what it burned, then waits.
+BURNER = """
+import sys, time
+sys.stdin.readline()
+start = time.process_time_ns()
+while time.process_time_ns() - start < 200_000_000:
+    pass
+print(time.process_time_ns() - start, flush=True)
+sys.stdin.read()
+"""
+
+
+# Started, it says so and only waits on its stdin, so that its memory holds still.
+WAITER = "import sys; print('ready', flush=True); sys.stdin.read()"
+
+
+@contextlib.contextmanager
+def _waiter() -> Iterator[subprocess.Popen[bytes]]:
+    with subprocess.Popen([sys.executable, "-c", WAITER], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            assert proc.stdout.readline() == b"ready\n"
+            yield proc
+        finally:
+            proc.stdin.close()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    with _waiter() as proc:
+        yield proc
+
+
+def _burn(proc: subprocess.Popen[str]) -> int:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    return int(proc.stdout.readline())
+
+
+def test_cpu_used_charges_a_descendant_process_to_the_workers_with_all_the_cpu_it_used() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as p:
+        try:
+            reported: list[int] = []
+            used = bench.cpu_used(lambda: reported.append(_burn(p)))
+        finally:
+            assert p.stdin is not None
+            p.stdin.close()
+    assert used["worker_processes"] == 1
+    assert used["workers_ns"] >= reported[0]
+    assert used["shared_ns"] == 0
+
+
+def test_the_cpu_clock_of_another_process_agrees_with_its_proc_stat_ticks() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as p:
+        try:
+            _burn(p)
+            clock = bench.cpu_clock_ns(p.pid)
+            with open(f"/proc/{p.pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        finally:
+            assert p.stdin is not None
+            p.stdin.close()
+    tick_ns = 1e9 / os.sysconf("SC_CLK_TCK")
+    ticks_ns = (int(fields[11]) + int(fields[12])) * tick_ns
+    assert abs(clock - ticks_ns) <= 2 * tick_ns
+
+
+def test_cpu_used_reports_a_per_host_helper_apart_from_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as p:
+        monkeypatch.setattr(bench, "_shared_helpers", lambda: frozenset([p.pid]))
+        try:
+            reported: list[int] = []
+            used = bench.cpu_used(lambda: reported.append(_burn(p)))
+        finally:
+            assert p.stdin is not None
+            p.stdin.close()
+    assert used["shared_ns"] >= reported[0]
+    assert used["workers_ns"] == 0
+    assert used["worker_processes"] == 0
+
+
+def test_the_smaps_rollup_reader_gives_the_uss_and_pss_psutil_gives(sleeper: subprocess.Popen[bytes]) -> None:
+    def by_psutil() -> tuple[int, int]:
+        info = psutil.Process(sleeper.pid).memory_full_info()
+        return int(info.uss), int(info.pss)
+
+    # Another process's exit may move a shared page's share at any moment: compare only
+    # between two psutil readings that agree.
+    for _ in range(20):
+        before, ours, after = by_psutil(), bench.smaps_rollup(sleeper.pid), by_psutil()
+        if before == after:
+            assert ours == before
+            return
+    pytest.fail("the process's memory never held still between two readings")
+
+
+def test_process_memory_counts_workers_and_a_helper_apart(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "_shared_helpers", lambda: frozenset([sleeper.pid]))
+    with _waiter() as other:
+        memory = bench.process_memory()
+    assert [w["pid"] for w in memory["workers"]] == [other.pid]
+    assert [s["pid"] for s in memory["shared"]] == [sleeper.pid]
+    assert memory["shared_pss_bytes"] == memory["shared"][0]["pss_bytes"] > 0
+    assert memory["worker_uss_bytes"] == memory["workers"][0]["uss_bytes"] > 0
+
+
+def test_a_binary_is_counted_as_running_elsewhere_only_outside_our_processes(tmp_path: Path) -> None:
+    # A copy no other process on the machine can be running.
+    binary = tmp_path / "lone-sleep"
+    shutil.copy("/bin/sleep", binary)
+    with subprocess.Popen([binary, "30"]) as one, subprocess.Popen([binary, "30"]) as two:
+        try:
+            exe = os.readlink(f"/proc/{one.pid}/exe")
+            assert bench._running_elsewhere({exe}, set()) == {exe: 2}
+            assert bench._running_elsewhere({exe}, {one.pid}) == {exe: 1}
+        finally:
+            one.kill()
+            two.kill()
+
+
+def test_the_memory_of_a_worker_names_its_binary_and_its_anonymous_part(sleeper: subprocess.Popen[bytes]) -> None:
+    (entry,) = bench.process_memory()["workers"]
+    assert entry["exe"] == os.readlink(f"/proc/{sleeper.pid}/exe")
+    assert 0 < entry["anon_bytes"] <= entry["uss_bytes"]
+
+
+def test_the_peers_spare_worker_is_a_per_host_helper(
+    sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The peer's package has neither of our host modules, and keeps its spare here.
+    monkeypatch.setitem(sys.modules, "pydeno.host._spawner", None)
+    monkeypatch.setitem(sys.modules, "pydeno.host._process", None)
+    monkeypatch.setitem(sys.modules, "pydeno._isolated", types.SimpleNamespace(_SPARE=(sleeper, None)))
+    assert bench._shared_helpers() == frozenset([sleeper.pid])
+
+
+def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    spinner = threading.Thread(target=spin, name="spinner")
+    spinner.start()
+    try:
+        cost = bench.idle_cost(0.1)
+    finally:
+        stop.set()
+        spinner.join()
+    assert cost["host_threads_ms_per_s"]["spinner"] > 0
+    assert cost["host_ms_per_s"] >= cost["host_threads_ms_per_s"]["spinner"]
+    parts = cost["worker_ms_per_s"] + cost["host_ms_per_s"] + cost["shared_ms_per_s"]
+    assert cost["total_ms_per_s"] == pytest.approx(parts, abs=1e-3)
+
+
+def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> None:
+    commands = bench.deno_floor_commands(tmp_path)
+    assert set(commands) == {"deno_floor", "deno_floor_jitless"}
+    assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
+    assert bench.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
+
+
+def test_a_floor_command_that_fails_is_an_error_not_a_time(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        bench.spawn_to_exit_ns([sys.executable, "-c", "raise SystemExit(1)"], tmp_path)
+
+
+def test_every_runtime_driven_by_its_own_thread_counts_toward_the_rate() -> None:
+    with pydeno.Runtime() as one, pydeno.Runtime() as two:
+        rate = bench.evals_per_second([one, two], 0.1)
+    assert rate["runtimes"] == 2
+    assert all(n > 0 for n in rate["per_runtime"])
+    assert rate["evals"] == sum(rate["per_runtime"])
+    assert rate["evals_per_s"] == pytest.approx(rate["evals"] / rate["seconds"], rel=0.01)
+
+
+class _Wrong:
+    def eval(self, code: str) -> object:
+        return 3
+
+
+def test_a_runtime_that_returns_a_wrong_value_fails_the_rate() -> None:
+    with pytest.raises(bench.WrongValue, match="returned 3"):
+        bench.evals_per_second([_Wrong()], 0.05)
+
+
+def test_a_rate_target_holds_only_at_or_above_its_floor() -> None:
+    floor = bench.Target(2.5, "issue 20", at_least=True)
+    assert (floor.holds(2.5), floor.holds(2.4), floor.holds(None)) == (True, False, None)
+    assert floor.direction == ">="
+
+
+def _results(**ours: Any) -> dict[str, Any]:
+    return {
+        "ours": {
+            "host_call": {"p50_us": 30.0},
+            "cold_start": {"p50_ms": 26.0},
+            "deno_floor": {"p50_ms": 20.0},
+            "oversubscribed": {"evals_per_s": 30_000.0},
+            "idle_pool_cpu": {"total_ms_per_s": 4.0},
+            **ours,
+        },
+        "peer": {
+            "host_call": {"p50_us": 100.0},
+            "cold_start": {"p50_ms": 80.0},
+            "oversubscribed": {"evals_per_s": 10_000.0},
+            "idle_pool_cpu": {"total_ms_per_s": 1.0},
+        },
+        "peer_inprocess": None,
+    }
+
+
+def test_a_ratio_is_held_to_the_newest_target_with_the_earlier_one_beside_it() -> None:
+    results = _results()
+    ratios = bench.compute_ratios(results)
+    targets = bench.compute_targets(results, ratios)
+    host = targets["host_call_p50"]
+    assert ratios["host_call_p50"] == 0.3
+    assert (host["source"], host["phase"], host["direction"], host["target"], host["met"]) == (
+        "issue 20",
+        "this issue",
+        "<=",
+        0.2,
+        False,
+    )
+    assert [(e["source"], e["target"], e["met"]) for e in host["earlier"]] == [("issue 7", 0.4, True)]
+
+
+def test_the_cold_start_is_also_divided_by_our_own_deno_floor() -> None:
+    results = _results()
+    ratios = bench.compute_ratios(results)
+    assert ratios["cold_start_vs_deno_floor"] == 1.3
+    assert bench.compute_targets(results, ratios)["cold_start_vs_deno_floor"]["met"] is True
+
+
+def test_a_rate_ratio_is_written_both_ways() -> None:
+    ratios = bench.compute_ratios(_results())
+    assert ratios["oversubscribed"] == 3.0
+    assert ratios["oversubscribed_time_per_eval"] == pytest.approx(1 / 3, abs=1e-4)
+    target = bench.compute_targets(_results(), ratios)["oversubscribed"]
+    assert (target["direction"], target["min_ratio"], target["met"]) == (">=", 2.5, True)
+
+
+def test_a_cpu_per_second_target_judges_our_own_figure_not_the_ratio() -> None:
+    results = _results()
+    targets = bench.compute_targets(results, bench.compute_ratios(results))
+    assert targets["idle_pool_cpu"]["value"] == 4.0
+    assert targets["idle_pool_cpu"]["met"] is True
+    results["ours"]["idle_pool_cpu"]["total_ms_per_s"] = 6.0
+    assert bench.compute_targets(results, bench.compute_ratios(results))["idle_pool_cpu"]["met"] is False
+
+
+def test_the_printed_run_says_which_targets_hold_and_which_are_missed() -> None:
+    results = _results()
+    results["ratios"] = bench.compute_ratios(results)
+    results["targets"] = bench.compute_targets(results, results["ratios"])
+    table = bench.render_table(results)
+    host_line = next(line for line in table.splitlines() if line.startswith("host call eval('add(1, 2)') p50"))
+    assert "<= 0.20 MISS (issue 7: <= 0.40 ok)" in host_line
+    summary = bench.render_targets(results["targets"])
+    assert "targets of issue 20:" in summary
+    assert "ours / peer (isolated) = 0.300 <= 0.20: MISSED" in summary
+    assert "ours / peer (isolated) = 3.000 >= 2.50: met" in summary
+    assert "not measured" in summary
+
+
+def test_a_once_per_round_section_is_the_median_rounds_with_every_rounds_figure() -> None:
+    runs = [{"density": {"pss_per_worker_bytes": n, "workers": 8}} for n in (30, 10, 20)]
+    merged = bench.merge_rounds(runs)
+    assert merged["density"]["pss_per_worker_bytes"] == 20
+    assert merged["density"]["pss_per_worker_bytes_per_round"] == [30, 10, 20]
