@@ -77,18 +77,29 @@ def _burn(proc: subprocess.Popen[str]) -> int:
     return int(proc.stdout.readline())
 
 
-def test_cpu_used_charges_a_descendant_process_to_the_workers_with_all_the_cpu_it_used() -> None:
+def _burn_in_a_child(as_helper: pytest.MonkeyPatch | None = None) -> tuple[dict[str, Any], int]:
+    """cpu_used() over a child that burns CPU, and what the child says it burned; with
+    as_helper, the child counts as a per-host helper."""
     with subprocess.Popen(
         [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as p:
+        if as_helper is not None:
+            # Beside the helpers the suite's earlier tests left alive (the zygote), which stay helpers.
+            helpers = bench._shared_helpers() | {p.pid}
+            as_helper.setattr(bench, "_shared_helpers", lambda: helpers)
         try:
             reported: list[int] = []
             used = bench.cpu_used(lambda: reported.append(_burn(p)))
         finally:
             assert p.stdin is not None
             p.stdin.close()
+    return used, reported[0]
+
+
+def test_cpu_used_charges_a_descendant_process_to_the_workers_with_all_the_cpu_it_used() -> None:
+    used, burned = _burn_in_a_child()
     assert used["worker_processes"] == 1
-    assert used["workers_ns"] >= reported[0]
+    assert used["workers_ns"] >= burned
     assert used["shared_ns"] == 0
 
 
@@ -110,19 +121,8 @@ def test_the_cpu_clock_of_another_process_agrees_with_its_proc_stat_ticks() -> N
 
 
 def test_cpu_used_reports_a_per_host_helper_apart_from_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as p:
-        # Beside the helpers the suite's earlier tests left alive (the zygote), which stay helpers.
-        helpers = bench._shared_helpers() | {p.pid}
-        monkeypatch.setattr(bench, "_shared_helpers", lambda: helpers)
-        try:
-            reported: list[int] = []
-            used = bench.cpu_used(lambda: reported.append(_burn(p)))
-        finally:
-            assert p.stdin is not None
-            p.stdin.close()
-    assert used["shared_ns"] >= reported[0]
+    used, burned = _burn_in_a_child(monkeypatch)
+    assert used["shared_ns"] >= burned
     assert used["workers_ns"] == 0
     assert used["worker_processes"] == 0
 
