@@ -530,7 +530,7 @@ def selftest_failed(breaches: tuple[str, ...] | list[str]) -> WorkerCrashed:
 def limit_unmeasurable(limit: str) -> WorkerCrashed:
     return WorkerCrashed(
         unmeasurable_refusal(limit),
-        hint=f"run where psutil can read /proc for the worker, or set {limit}=None knowingly",
+        hint=f"run where this process can read /proc/<pid>/stat of its workers, or set {limit}=None knowingly",
         _kind="limits_unmeasurable",
     )
 

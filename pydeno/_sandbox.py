@@ -149,7 +149,8 @@ def _report(rt: Any) -> SandboxStatus:
         )
         refusal = refusal or unmeasurable_refusal(unmeasurable[0])
     else:
-        layers.append(LayerStatus("resource monitor", "applied", "memory, CPU time and threads are readable (psutil)"))
+        readable = "memory, CPU time and threads are readable (/proc and the CPU clock)"
+        layers.append(LayerStatus("resource monitor", "applied", readable))
     layers.append(_kernel_limits(process))
     return SandboxStatus(tuple(layers), refusal)
 

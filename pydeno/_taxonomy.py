@@ -211,7 +211,7 @@ Catalog: Final[dict[str, Kind]] = {
         "sandbox='require' but the worker's resource usage cannot be read here.",
         "WorkerCrashed: max_memory ... cannot be enforced on this system under sandbox='require'",
         "Run where the worker's memory, CPU and threads can be read (procfs), or relax sandbox=.",
-        "pydeno.Runtime(sandbox='require') where psutil cannot read the worker",
+        "pydeno.Runtime(sandbox='require') where /proc cannot be read for the worker",
     ),
     "closed": Kind(
         False,

@@ -1,5 +1,5 @@
 """No raw internal exception escapes a public entry point: faults injected at the seams
-(spawning, pipes, psutil) come out as pydeno errors or documented builtins."""
+(spawning, pipes, /proc) come out as pydeno errors or documented builtins."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import psutil
 import pytest
 
 import pydeno
@@ -90,12 +89,11 @@ def test_a_failing_pipe_read_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -
             rt.eval("1")
 
 
-def test_psutil_failing_in_the_monitor_never_escapes(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Denied:
-        def __init__(self, pid: int) -> None:
-            raise psutil.AccessDenied(pid)
+def test_proc_refusing_the_monitor_never_escapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(pid: int) -> int:
+        raise PermissionError(13, "Permission denied", f"/proc/{pid}/stat")
 
-    monkeypatch.setattr(_monitor.psutil, "Process", Denied)
+    monkeypatch.setattr(_monitor._platform, "open_stat", denied)
     # sandbox="require" refuses such a worker (tests/test_sandbox.py); without it, it runs.
     with pydeno.Runtime(cpu_limit=5.0, sandbox="off") as rt:
         assert rt.eval("let s = 0; for (let i = 0; i < 1e5; i++) s += i; s") == 4999950000

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 import trio
 
@@ -363,8 +362,8 @@ def selftest_breach(env: Env) -> BaseException:
 
 
 def memory_unreadable(env: Env) -> BaseException:
-    def refused(process: psutil.Process) -> int:
-        raise psutil.AccessDenied(process.pid)
+    def refused(usage: _monitor.Usage) -> int:
+        raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
     env.monkeypatch.setattr(_monitor, "memory_of", refused)
     return failure(pydeno.Runtime)
@@ -794,7 +793,7 @@ TABLE = [
             r"max_memory cannot be enforced on this system \(the worker's resource usage cannot be read\) "
             r"and sandbox='require' demands every protection",
         ),
-        id="limits_unmeasurable: psutil is refused the worker's memory",
+        id="limits_unmeasurable: the worker's memory cannot be read",
     ),
     pytest.param(Case("closed", RuntimeError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"),
     pytest.param(

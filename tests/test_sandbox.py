@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 
 import pydeno
@@ -139,8 +138,8 @@ def test_require_refuses_a_worker_whose_self_test_gets_through(
 def test_require_refuses_a_limit_the_monitor_cannot_read(
     monkeypatch: pytest.MonkeyPatch, reading: str, limit: str, options: dict[str, Any]
 ) -> None:
-    def refused(process: psutil.Process) -> int:
-        raise psutil.AccessDenied(process.pid)
+    def refused(usage: _monitor.Usage) -> int:
+        raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
     monkeypatch.setattr(_monitor, reading, refused)
     exc = refusal(**options)
@@ -153,8 +152,8 @@ def test_require_refuses_a_limit_the_monitor_cannot_read(
 
 
 def test_a_limit_that_is_not_set_need_not_be_measurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(process: psutil.Process) -> int:
-        raise psutil.AccessDenied(process.pid)
+    def refused(usage: _monitor.Usage) -> int:
+        raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
     monkeypatch.setattr(_monitor, "cpu_of", refused)
     gaps, _ = started(cpu_limit=None)
@@ -197,8 +196,8 @@ def test_best_effort_with_every_layer_in_place_says_nothing() -> None:
 
 
 def test_best_effort_warns_about_a_limit_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(process: psutil.Process) -> int:
-        raise psutil.AccessDenied(process.pid)
+    def refused(usage: _monitor.Usage) -> int:
+        raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
     monkeypatch.setattr(_monitor, "threads_of", refused)
     gaps, _ = started(sandbox="best_effort")

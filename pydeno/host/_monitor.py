@@ -1,5 +1,5 @@
-"""The resource monitor: one background thread that samples every live worker with psutil
-and kills any that goes over its memory, thread or CPU limit.
+"""The resource monitor: one background thread that samples every live worker from /proc and
+its CPU clock, and kills any that goes over its memory, thread or CPU limit.
 
 It runs whether or not a command is in flight, so a guest timer that allocates between
 commands is caught too. A verdict is recorded *before* the kill, and the driver that then
@@ -7,7 +7,12 @@ sees the worker die reports the verdict instead of a plain death: the message is
 from what the host measured, never from anything the worker wrote.
 
 The thread starts with the first watched worker and exits when none is left, so an idle
-process has no pydeno thread.
+process has no pydeno thread. A worker that is quiescent (no command in flight, and not one
+nanosecond of CPU nor one page of memory more since its last sample) is sampled less and
+less often, down to QUIET_INTERVAL: it cannot allocate or compute without running, and the
+first sample that sees it run, or a command that starts, brings it back to INTERVAL. So an
+idle pool costs the host next to nothing, while the kernel's walls (its cgroup, or the
+zygote's watch) hold meanwhile as they do whenever the host is too busy to sample.
 """
 
 from __future__ import annotations
@@ -22,15 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-import psutil
-
 from .._errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
+from . import _platform
 
-__all__ = ["INTERVAL", "Watch", "watch"]
+__all__ = ["INTERVAL", "QUIET_INTERVAL", "Usage", "Watch", "unwatch", "watch"]
 
-# Sampling period. One sample of a worker costs about 120 us of host CPU (three /proc reads
-# under psutil's oneshot), so 20 Hz costs well under 0.5% of a core per worker.
+# Sampling period while a worker may be doing anything. One sample is a pread(2) of
+# /proc/<pid>/stat and a read of the worker's CPU clock: a few microseconds of host CPU.
 INTERVAL: Final = 0.05
+# The longest a quiescent worker goes unsampled: each quiet sample doubles its interval from
+# INTERVAL up to this.
+QUIET_INTERVAL: Final = 0.8
 
 
 # CPU seconds a worker may use while no command is in flight when no cpu_limit is set (with
@@ -46,24 +53,40 @@ IDLE_CPU_FLOOR: Final = 0.1
 IDLE_CPU_DRAIN: Final = 0.1
 
 
-# What a reading raises where this system will not tell (a psutil refusal, a missing /proc
-# file, a platform without the counter); NoSuchProcess, a subclass, is caught first.
-UNREADABLE: Final = (psutil.Error, OSError, NotImplementedError)
+# What a reading raises where this system will not tell (a refused or missing /proc file, a
+# line that does not parse); ProcessLookupError, a subclass of OSError, is caught first.
+UNREADABLE: Final = (OSError, IndexError, ValueError)
 
 
-# The three readings, one function each: where psutil would be refused on some system, a
-# test replaces one of these to run on such a "system".
-def memory_of(process: psutil.Process) -> int:
-    return int(process.memory_info().rss)
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One reading of a worker: its resident size in bytes, its thread count and the CPU
+    seconds (user + system, all its threads) it has used."""
+
+    rss: int
+    threads: int
+    cpu: float
 
 
-def threads_of(process: psutil.Process) -> int:
-    return int(process.num_threads())
+def read_usage(stat: int, pid: int) -> Usage:
+    """Read a worker through its /proc/<pid>/stat descriptor and its CPU clock (to the
+    nanosecond, which is what lets a quiescent worker be told from one that ran at all)."""
+    threads, rss = _platform.stat_threads_and_rss(stat)
+    return Usage(rss, threads, time.clock_gettime(_platform.cpu_clock(pid)))
 
 
-def cpu_of(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
+# The three readings, one function each: where the kernel would refuse one on some system, a
+# test replaces it to run on such a "system".
+def memory_of(usage: Usage) -> int:
+    return usage.rss
+
+
+def threads_of(usage: Usage) -> int:
+    return usage.threads
+
+
+def cpu_of(usage: Usage) -> float:
+    return usage.cpu
 
 
 @dataclass(eq=False)
@@ -74,7 +97,6 @@ class Watch:
     max_memory: int | None
     max_threads: int | None
     cpu_limit: float | None
-    process: psutil.Process | None = None
     # CPU seconds the worker had used when the current command started (inf when no
     # cpu_limit charges commands); None while no command is in flight.
     command_cpu_start: float | None = None
@@ -102,38 +124,82 @@ class Watch:
     # pidfd for a zygote's child, whose pid init could reuse should the zygote die first);
     # None: killpg by pid, safe for a child of this process, which stays unreaped until closed.
     kill: Callable[[], None] | None = None
+    # When the monitor samples this worker next, after how long, and what the last sample
+    # read (a quiescent worker reads the same twice).
+    due: float = 0.0
+    interval: float = INTERVAL
+    _seen: Usage | None = None
+    # The worker's /proc/<pid>/stat, opened by the first reading and closed on release; only
+    # read or closed under _lock, so that a closed descriptor's number, taken by another
+    # file, is never read.
+    _stat: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
         self.kill_verdict = verdict
         self.kill_at = deadline
+        self.hurry()
 
-    def sample(self) -> None:
-        """Measure once; on a breach record the verdict and kill the worker's group."""
+    def hurry(self) -> None:
+        """Sample at INTERVAL again from now on (a command starts, a deadline is set): called
+        after what makes the worker not quiescent is recorded, which tick() reads under the
+        same lock, so that no command starts on a slowed watch unseen."""
+        with self._lock:
+            if self.interval == INTERVAL:
+                return
+            self.interval = INTERVAL
+            self.due = 0.0
+        _monitor.wake()
+
+    def tick(self, now: float) -> None:
+        """Sample, and set when to sample next: a quiescent worker's interval doubles, up to
+        QUIET_INTERVAL; any other's is INTERVAL."""
+        usage = self.sample()
+        with self._lock:
+            quiet = (
+                usage is not None
+                and usage == self._seen
+                and self.command_cpu_start is None
+                and self.kill_at is None
+                and self.host_wait_deadline is None
+            )
+            self._seen = usage
+            self.interval = min(self.interval * 2, QUIET_INTERVAL) if quiet else INTERVAL
+            self.due = now + self.interval
+
+    def read(self) -> Usage:
+        """The worker's usage now. ProcessLookupError once it is gone (or released); one of
+        UNREADABLE where this system will not tell."""
+        with self._lock:
+            if self.released:
+                raise ProcessLookupError(self.pid)
+            if self._stat is None:
+                self._stat = _platform.open_stat(self.pid)
+            return read_usage(self._stat, self.pid)
+
+    def sample(self) -> Usage | None:
+        """Measure once; on a breach record the verdict and kill the worker's group. The
+        reading, or None where none was taken."""
         if self.verdict is not None:
-            return
+            return None
         now = time.monotonic()
         if self.kill_at is not None and now >= self.kill_at and self.kill_verdict is not None:
             self.convict(self.kill_verdict)
-            return
+            return None
         deadline = self.host_wait_deadline
         if deadline is not None and now >= deadline and self.host_wait_verdict is not None:
             self.convict(self.host_wait_verdict)
-            return
+            return None
         if self.max_memory is None and self.max_threads is None and self.cpu_limit is None:
-            return
+            return None
         try:
-            if self.process is None:
-                self.process = psutil.Process(self.pid)
-            with self.process.oneshot():
-                rss = memory_of(self.process)
-                threads = threads_of(self.process)
-                cpu = cpu_of(self.process)
-        except psutil.NoSuchProcess:
-            return
+            usage = self.read()
+            rss, threads, cpu = memory_of(usage), threads_of(usage), cpu_of(usage)
+        except ProcessLookupError:
+            return None
         except UNREADABLE as exc:
             self.unmeasurable = f"{type(exc).__name__}"
-            return
+            return None
         self.last_cpu = cpu
         self.peak_rss = max(self.peak_rss, rss)
         self.window_peak = max(self.window_peak, rss)
@@ -150,6 +216,7 @@ class Watch:
                 verdict = self._idle_verdict(cpu, now)
         if verdict is not None:
             self.convict(verdict)
+        return usage
 
     def reset_window(self) -> None:
         """Start a new window for window_peak."""
@@ -186,26 +253,37 @@ class Watch:
                 os.killpg(self.pid, signal.SIGKILL)
 
     def release(self) -> None:
-        """The runtime is closing: from now on never signal this pid."""
+        """The runtime is closing: from now on never signal this pid, nor read it."""
         with self._lock:
             self.released = True
+            if self._stat is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._stat)
+                self._stat = None
 
     def unmeasurable_limits(self) -> list[str]:
         """The limits set on this worker that the monitor cannot read what they bound for
-        (memory, CPU time, threads): psutil is refused, or this system has no such counter."""
-        checks: list[tuple[str, object, Callable[[psutil.Process], float]]] = [
+        (memory, CPU time, threads): /proc or the CPU clock is refused, or this system has
+        no such counter."""
+        checks: list[tuple[str, object, Callable[[Usage], float]]] = [
             ("max_memory", self.max_memory, memory_of),
             ("cpu_limit", self.cpu_limit, cpu_of),
             ("max_threads", self.max_threads, threads_of),
         ]
+        wanted = [(name, read) for name, limit, read in checks if limit is not None]
+        if not wanted:
+            return []
+        try:
+            usage = self.read()
+        except ProcessLookupError:
+            return []  # it died: the driver will report that instead
+        except UNREADABLE as exc:
+            self.unmeasurable = type(exc).__name__
+            return [name for name, _ in wanted]
         failed: list[str] = []
-        for name, limit, read in checks:
-            if limit is None:
-                continue
+        for name, read in wanted:
             try:
-                read(self.process or psutil.Process(self.pid))
-            except psutil.NoSuchProcess:
-                return failed  # it died: the driver will report that instead
+                read(usage)
             except UNREADABLE as exc:
                 self.unmeasurable = type(exc).__name__
                 failed.append(name)
@@ -213,9 +291,7 @@ class Watch:
 
     def _read_cpu(self) -> float:
         try:
-            if self.process is None:
-                self.process = psutil.Process(self.pid)
-            return cpu_of(self.process)
+            return cpu_of(self.read())
         except UNREADABLE:
             return self.last_cpu
 
@@ -228,11 +304,13 @@ class Watch:
             self.idle_mark = None
             # Not None: the idle rule must not take this for time between commands.
             self.command_cpu_start = math.inf
+            self.hurry()
             return
         cpu = self._read_cpu()
         verdict = self._idle_verdict(cpu, time.monotonic())
         self.idle_mark = None
         self.command_cpu_start = cpu
+        self.hurry()
         if verdict is not None:
             self.convict(verdict)
 
@@ -247,6 +325,9 @@ class _Monitor:
         self._lock = threading.Lock()
         self._strong: set[Watch] = set()
         self._thread: threading.Thread | None = None
+        # Set to cut the thread's sleep short: a quiescent worker's command started, or the
+        # last worker went.
+        self._woken = threading.Event()
 
     def add(self, w: Watch) -> None:
         with self._lock:
@@ -259,6 +340,14 @@ class _Monitor:
         w.release()
         with self._lock:
             self._strong.discard(w)
+            last = not self._strong
+        if last:
+            # So that the thread sees it has nothing left to watch and ends now, not after
+            # the quiet interval it is sleeping through.
+            self._woken.set()
+
+    def wake(self) -> None:
+        self._woken.set()
 
     def _run(self) -> None:
         while True:
@@ -267,9 +356,18 @@ class _Monitor:
                 if not watches:
                     self._thread = None
                     return
+            now = time.monotonic()
             for w in watches:
-                w.sample()
-            time.sleep(INTERVAL)
+                # The thread wakes for the watch due first; a slowed one due within half its
+                # slack is taken along, so that the quiescent workers of a pool come to be
+                # sampled on one wake-up, not each on its own.
+                if w.due - (w.interval - INTERVAL) / 2 <= now:
+                    w.tick(now)
+            # A watch hurried meanwhile has due 0 and the event set: the wait returns at once.
+            pause = min(w.due for w in watches) - time.monotonic()
+            if pause > 0:
+                self._woken.wait(pause)
+            self._woken.clear()
 
 
 _monitor = _Monitor()

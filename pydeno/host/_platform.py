@@ -143,14 +143,33 @@ _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 SECCOMP_MODE_FILTER: Final = "2"
 
 
-def threads_and_rss(pid: int) -> tuple[int, int]:
-    """A process's thread count and resident size in bytes, from /proc/<pid>/stat: fields 20
-    (num_threads) and 24 (rss, in pages), counted after the command name, which is in
-    parentheses and may hold spaces. OSError, IndexError or ValueError where unreadable."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        # After the name's closing parenthesis the state (field 3) comes first.
-        fields = stat.read().rpartition(b")")[2].split()
+def _stat_threads_and_rss(stat: bytes) -> tuple[int, int]:
+    # Fields 20 (num_threads) and 24 (rss, in pages), counted after the command name, which is
+    # in parentheses and may hold spaces; after its closing parenthesis the state (field 3)
+    # comes first.
+    fields = stat.rpartition(b")")[2].split()
     return int(fields[17]), int(fields[21]) * _PAGE_SIZE
+
+
+def threads_and_rss(pid: int) -> tuple[int, int]:
+    """A process's thread count and resident size in bytes, from /proc/<pid>/stat. OSError,
+    IndexError or ValueError where unreadable."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return _stat_threads_and_rss(stat.read())
+
+
+def open_stat(pid: int) -> int:
+    """A descriptor on /proc/<pid>/stat, for :func:`stat_threads_and_rss`. Like
+    :func:`open_statm`'s, it stays bound to that process. OSError where it cannot be opened."""
+    return os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def stat_threads_and_rss(stat: int) -> tuple[int, int]:
+    """:func:`threads_and_rss` through a descriptor from :func:`open_stat`, in one pread(2)
+    and no open: what a sampler that reads the same process many times a second wants.
+    ProcessLookupError once the process is reaped; OSError, IndexError or ValueError where
+    unreadable."""
+    return _stat_threads_and_rss(os.pread(stat, 1024, 0))
 
 
 def cpu_clock(pid: int) -> int:
