@@ -184,9 +184,12 @@ async function selfTest(st: any): Promise<void> {
   if (st.spawn) probe("started a process", () =>
     new D.Command(D.execPath(), { args: ["--version"], stdin: "null", stdout: "null", stderr: "null" })
       .outputSync());
-  // The parent is the host, or the zygote that started this worker for it.
-  probe(`signalled the host (pid ${st.host})`, () => D.kill(st.host, 0));
-  if (D.ppid !== st.host) probe(`signalled its parent (pid ${D.ppid})`, () => D.kill(D.ppid, 0));
+  // The parent is the host, or the zygote that started this worker for it. The launcher
+  // probes both (a first Deno.kill costs several milliseconds); so does this, without one.
+  if (st.spawn) {
+    probe(`signalled the host (pid ${st.host})`, () => D.kill(st.host, 0));
+    if (D.ppid !== st.host) probe(`signalled its parent (pid ${D.ppid})`, () => D.kill(D.ppid, 0));
+  }
   // st.env is the whole environment expected: what the launcher set and what deno adds to
   // it. Counts only: names and values of anything else stay out of every message.
   const env = D.env.toObject();

@@ -150,10 +150,11 @@ def selftest_targets(cache: Path, worker_dir: str, *, spawn: bool = False) -> di
     module's), the temporary directory, the transpile cache and the worker's own
     files for writing, 127.0.0.1, and the exact environment the worker should have.
 
-    Starting a process is the launcher's probe (process_breaches in _layers.py, under the
-    filter deno inherits): in deno, the first use of its process API alone costs several
-    milliseconds of every start. ``spawn`` has the worker try too, for a deno started
-    without the launcher."""
+    Starting a process and signalling the host or the worker's parent are the launcher's
+    probes (process_breaches in _layers.py, under the filter, the user and the Landlock
+    domain deno inherits): in deno, the first use of its process API, or of Deno.kill,
+    alone costs several milliseconds of every start. ``spawn`` has the worker try both too,
+    for a deno started without the launcher."""
     return {
         "spawn": spawn,
         # Not /proc/<host>/...: Deno refuses those itself, so they would never meet the OS.
@@ -235,6 +236,9 @@ def confined(
     return Confined(
         {
             "parent": os.getpid(),
+            # The host, for the launcher's signal probe: "parent" is the zygote in a zygote's
+            # child.
+            "host": os.getpid(),
             "mode": config.sandbox,
             # /proc/self: deno reads its own memory map; only the worker's own entries.
             "read": [*_platform.library_dirs(), worker_dir, str(cache), "/proc/self"],

@@ -157,16 +157,19 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
     apply("landlock", layers.restrict_filesystem, read, spec["execute"])
     command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
+    host = spec.get("host")
     try:
         # The filter goes in inside exec_confined, right before its execve: it refuses every
         # other execve, including any a later deno would make.
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach)
+            layers.exec_confined(
+                command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host
+            )
         except layers.LayerUnavailable as exc:
             refused(exc)
-            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return EXIT_EXEC_FAILED

@@ -635,12 +635,14 @@ def install_seccomp_filter(*, exec_pointer: int | None = None) -> None:
     _prctl(layer, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
 
 
-def process_breaches() -> list[str]:
-    """What this process may still do to start another program, tried for real: a fork (its
-    child exits at once and is reaped) and an execve of a name that exists nowhere, which the
-    filter refuses with EPERM before the kernel looks the name up. Run after the seccomp
-    filter, right before the one execve it allows: deno inherits exactly this filter, so
-    what gets through here gets through in the worker."""
+def process_breaches(host: int | None = None) -> list[str]:
+    """What this process may still do to start another program or to signal one, tried for
+    real: a fork (its child exits at once and is reaped), an execve of a name that exists
+    nowhere, which the filter refuses with EPERM before the kernel looks the name up, and a
+    null signal (kill(2) with 0, which only checks) to ``host`` and to this process's parent
+    where that is another. Run after the seccomp filter, the privilege drop and Landlock,
+    right before the one execve they allow: deno keeps its pid, its parent and all of these,
+    so what gets through here gets through in the worker."""
     found = []
     try:
         pid = os.fork()
@@ -655,6 +657,14 @@ def process_breaches() -> list[str]:
     _libc.execve(b"", nothing, nothing)
     if ctypes.get_errno() != errno.EPERM:
         found.append("ran execve for another program")
+    if host is not None:
+        parent = os.getppid()
+        for who, target in [("the host", host), *([("its parent", parent)] if parent != host else [])]:
+            try:
+                os.kill(target, 0)
+            except OSError:
+                continue
+            found.append(f"signalled {who} (pid {target})")
     return found
 
 
@@ -665,10 +675,11 @@ def exec_confined(
     seccomp: bool = True,
     argv0: str | None = None,
     report: Callable[[str], object] | None = None,
+    host: int | None = None,
 ) -> None:
     """Install the seccomp filter (unless ``seccomp`` is false) and execve ``argv[0]``, which
     the new program sees as its argv[0] unless ``argv0`` names another. ``report``, if given,
-    gets each of :func:`process_breaches` first, filter or not.
+    gets each of :func:`process_breaches` (signalling ``host`` among them) first, filter or not.
 
     The filename is a buffer whose address the filter allows, so this execve passes and any
     later one (from deno, in the same address space's successor) is refused. Returns only if
@@ -681,7 +692,7 @@ def exec_confined(
     if seccomp:
         install_seccomp_filter(exec_pointer=ctypes.addressof(path))
     if report is not None:
-        for what in process_breaches():
+        for what in process_breaches(host):
             report(what)
     _libc.execve(path, args, envp)
     code = ctypes.get_errno()

@@ -346,11 +346,21 @@ def test_seccomp_refuses_the_kernel_attack_surface_processes_exec_and_signals_bu
 @pytest.mark.slow
 @pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
 def test_the_launchers_process_probe_finds_what_the_filter_lets_through(layered: bool) -> None:
-    # Without the filter the probe forks for real (its child exits at once) and execve runs;
-    # with it, both are refused and the probe finds nothing.
+    # Without the filter the probe forks for real (its child exits at once), execve runs and
+    # the null signal reaches the host (here this test, the child's parent too); with it,
+    # all are refused and the probe finds nothing.
     layers = "L.set_no_new_privs()\nL.install_seccomp_filter(exec_pointer=1)\n" if layered else ""
-    found = run_child(layers, "print(json.dumps(L.process_breaches()))")
-    assert found == ([] if layered else ["started a process", "ran execve for another program"])
+    found = run_child(layers, f"print(json.dumps(L.process_breaches({os.getpid()})))")
+    opened = ["started a process", "ran execve for another program", f"signalled the host (pid {os.getpid()})"]
+    assert found == ([] if layered else opened)
+
+
+@pytest.mark.slow
+def test_the_launchers_signal_probe_tries_the_parent_apart_from_the_host() -> None:
+    # pid 1 stands for a host that is not the parent: both are signalled, each named.
+    found = run_child("", "print(json.dumps(L.process_breaches(1)))")
+    assert f"signalled its parent (pid {os.getpid()})" in found
+    assert ("signalled the host (pid 1)" in found) == (os.geteuid() == 0)
 
 
 # Each signal that would end or stop the process, sent to itself in every way a worker could:
