@@ -64,6 +64,7 @@ TIMED_SECTIONS = (
     "code_mode",
     "deno_floor",
     "deno_floor_jitless",
+    "deno_floor_inspector",
 )
 SECTION_UNITS = {
     "code_mode": "ms",
@@ -82,6 +83,7 @@ SECTION_UNITS = {
     "host_call_async": "us",
     "deno_floor": "ms",
     "deno_floor_jitless": "ms",
+    "deno_floor_inspector": "ms",
 }
 
 WARM_CODE = "1+1"
@@ -576,16 +578,21 @@ def async_evals_per_second(make: Callable[[], Any], n: int, seconds: float) -> d
 
 def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
     """The bare deno floor's command lines: deno from the ``deno`` wheel running an empty
-    script, plainly and with the V8 flag our workers run with."""
+    script, plainly and with the V8 flag our workers run with; and a script that only
+    imports node:inspector, which a worker must load to evaluate in V8's REPL mode (top-level
+    await with declarations that persist), and with it Deno's Node compatibility layer."""
     import deno
 
     binary = str(deno.find_deno_bin())
     script = workdir / "empty.js"
     script.write_text("", encoding="utf-8")
+    inspector = workdir / "inspector.js"
+    inspector.write_text('import "node:inspector";\n', encoding="utf-8")
     plain = [binary, *DENO_FLOOR_ARGS, str(script)]
     return {
         "deno_floor": plain,
         "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
+        "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
     }
 
 
@@ -1186,6 +1193,14 @@ ROWS = (
         "deno_floor_jitless_p50",
         "ours: the same with --v8-flags=--jitless p50",
         "deno_floor_jitless",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
+        "deno_floor_inspector_p50",
+        "ours: bare deno importing node:inspector p50",
+        "deno_floor_inspector",
         "p50_ms",
         "ms",
         has_ratio=False,

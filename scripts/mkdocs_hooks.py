@@ -180,6 +180,10 @@ def eval_floors(results: Mapping[str, Any]) -> str:
         ),
         ('cold start p50, `sandbox="require"` / `"off"`', f"{ms(ours, 'cold_start')} / {ms(ours, 'cold_start_off')}"),
         (
+            "deno alone, from exec to exit: an empty script / one that imports `node:inspector`",
+            f"{ms(ours, 'deno_floor')} / {ms(ours, 'deno_floor_inspector')}",
+        ),
+        (
             "peer in-process: warm eval / cold start p50 (no process at all)",
             f"{us(inprocess, 'warm_eval')} / {ms(inprocess, 'cold_start')}",
         ),

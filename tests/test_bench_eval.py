@@ -210,8 +210,10 @@ def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
 
 def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> None:
     commands = bench.deno_floor_commands(tmp_path)
-    assert set(commands) == {"deno_floor", "deno_floor_jitless"}
+    assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector"}
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
+    assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'
+    assert bench.spawn_to_exit_ns(commands["deno_floor_inspector"], tmp_path) > 0
     assert bench.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
 
 
