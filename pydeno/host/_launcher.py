@@ -164,9 +164,7 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(
-                command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host
-            )
+            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host)
         except layers.LayerUnavailable as exc:
             refused(exc)
             layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host)
