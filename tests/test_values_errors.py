@@ -337,6 +337,9 @@ REFUSED = {
     "EventTarget": ("new EventTarget()", "is an instance of EventTarget"),
     "Intl.DateTimeFormat": ("new Intl.DateTimeFormat('en')", "is an instance of Intl.DateTimeFormat"),
     "Intl.Locale": ("new Intl.Locale('en')", "is an instance of Intl.Locale"),
+    "Temporal.Instant": ("Temporal.Now.instant()", "is an instance of Instant, a built-in class whose state cannot"),
+    "Temporal.PlainDate": ("Temporal.PlainDate.from('2020-01-01')", "is an instance of PlainDate, a built-in class"),
+    "Temporal.Duration": ("Temporal.Duration.from({hours: 1})", "is an instance of Duration, a built-in class"),
     "subclass of a built-in": (iife("class H extends Headers {} return new H();"), "is an instance of Headers"),
     "Object.create(Map.prototype)": ("Object.create(Map.prototype)", "is an instance of Map"),
     "private field": (

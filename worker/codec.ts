@@ -145,12 +145,18 @@ function noteClass(f: any, name: string): void {
   if (MapGet(BUILTINS, proto) === undefined) MapSet(BUILTINS, proto, name);
 }
 
+// Namespaces, not classes, that V8 builds on first touch: reading Temporal's property alone
+// builds all of Temporal (a millisecond of every start). Its classes' instances are refused
+// all the same, by their constructors' native source (classRefusal).
+const UNTOUCHED = "Temporal";
+
 function noteClasses(ns: any, prefix: string, lazy: boolean): void {
   const names = ObjectGetOwnPropertyNames(ns);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
     const c = StringCharCodeAt(name, 0);
     if (c < 0x41 || c > 0x5a) continue; // a class's name starts with a capital
+    if (ns === globalThis && name === UNTOUCHED) continue;
     const d = ObjectGetOwnPropertyDescriptor(ns, name)!;
     if (ObjectHasOwn(d, "value")) noteClass(d.value, prefix + name);
     else if (lazy && typeof d.get === "function") LAZY[name] = d.get;
