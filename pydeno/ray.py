@@ -562,20 +562,24 @@ class RayPool(_RayPoolBase):
         later: list[tuple[float, int, int]] = []  # retries waiting out their backoff
         running: dict[Future[Any], tuple[_Call, int, int]] = {}
         actors = self._actors
-        # Since when the next item has waited for admission (a wait the pool's stats count).
-        blocked: float | None = None
+        # Since when each queued item has waited for admission (the waits the pool's stats
+        # count): an item waits from the first time one ahead of it, or it, found every actor
+        # full, not only from when it reached the head of the queue.
+        blocked: dict[int, float] = {}
         while todo or later or running:
             now = time.monotonic()
             for entry in [e for e in later if e[0] <= now]:
                 later.remove(entry)
                 todo.append(entry[1:])
             while todo and (return_exceptions or not failed):
-                call = actors.dispatch("eval", items[todo[0][0]], timeout, block=not running, since=blocked)
+                head = todo[0][0]
+                call = actors.dispatch("eval", items[head], timeout, block=not running, since=blocked.get(head))
                 if call is None:
-                    blocked = blocked if blocked is not None else now
+                    for index, _ in todo:
+                        blocked.setdefault(index, now)
                     break
-                blocked = None
                 index, attempt = todo.popleft()
+                blocked.pop(index, None)
                 running[call.future] = (call, index, attempt)
             if not return_exceptions and failed:
                 todo.clear()

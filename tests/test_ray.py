@@ -523,7 +523,8 @@ def test_no_actor_is_sent_more_than_max_inflight_per_actor_commands_and_the_rest
     assert max(seen) == 2  # two actors, one command each
     stats = pool.stats()
     assert [a["peak_running"] for a in stats["per_actor"]] == [1, 1]
-    assert stats["queue_wait_seconds"]["count"] >= waits + 6
+    # Six items found both actors full, however close together the two in flight ended.
+    assert stats["queue_wait_seconds"]["count"] == waits + 6
 
 
 def test_worker_starts_in_an_actor_are_spaced_by_the_rate_limit_with_random_jitter(
