@@ -349,21 +349,25 @@ def _running_elsewhere(executables: set[str], ours: set[int]) -> dict[str, int]:
     return counts
 
 
+def _memory_reader() -> tuple[Callable[[int], tuple[int, int]], str, tuple[type[BaseException], ...]]:
+    """How to read a process's (USS, PSS): psutil where installed, else smaps_rollup; its
+    name, and what reading a process that has gone raises."""
+    try:
+        import psutil
+    except ImportError:
+        return smaps_rollup, "smaps_rollup", (OSError,)
+
+    def read(pid: int) -> tuple[int, int]:
+        info = psutil.Process(pid).memory_full_info()
+        return int(info.uss), int(info.pss)
+
+    return read, "psutil", (psutil.Error, OSError)
+
+
 def process_memory() -> dict[str, Any]:
     """USS, PSS and anonymous memory of every descendant of this process, the workers apart
     from the per-host helpers, and of this process itself."""
-    read: Callable[[int], tuple[int, int]]
-    try:
-        import psutil
-
-        def read(pid: int) -> tuple[int, int]:
-            info = psutil.Process(pid).memory_full_info()
-            return int(info.uss), int(info.pss)
-
-        source = "psutil"
-        gone: tuple[type[BaseException], ...] = (psutil.Error, OSError)
-    except ImportError:
-        read, source, gone = smaps_rollup, "smaps_rollup", (OSError,)
+    read, source, gone = _memory_reader()
     helpers = _shared_helpers()
     workers: list[dict[str, Any]] = []
     shared: list[dict[str, Any]] = []
@@ -594,6 +598,54 @@ def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
         "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
         "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
     }
+
+
+def deno_floor_memory(workdir: Path, count: int = DENSITY_WORKERS) -> dict[str, Any]:
+    """The memory floor: bare deno (from the ``deno`` wheel) left idle on a script that only
+    waits, and on one that imports node:inspector first, as every worker must. For each, the
+    USS and anonymous memory of one such process alone, then the PSS per process with
+    ``count`` of them alive: what the idle-USS and density rows measure of our workers."""
+    import deno
+
+    binary = str(deno.find_deno_bin())
+    read, _, _ = _memory_reader()
+    env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+    wait = "setInterval(() => {}, 3_600_000);\n"
+    found: dict[str, Any] = {"processes": count}
+    for prefix, text in (("", wait), ("inspector_", f'import "node:inspector";\n{wait}')):
+        script = workdir / f"{prefix}idle.js"
+        script.write_text(text, encoding="utf-8")
+        argv = [binary, *DENO_FLOOR_ARGS, str(script)]
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+
+            def start(n: int, argv: list[str] = argv, procs: list[subprocess.Popen[bytes]] = procs) -> None:
+                for _ in range(n):
+                    procs.append(
+                        subprocess.Popen(
+                            argv,
+                            env=env,
+                            cwd=workdir,
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
+                time.sleep(SETTLE_SECONDS)
+                ended = [p.returncode for p in procs if p.poll() is not None]
+                if ended:
+                    raise RuntimeError(f"an idle bare deno exited with {ended[0]}")
+
+            start(1)
+            found[f"{prefix}uss_bytes"] = read(procs[0].pid)[0]
+            found[f"{prefix}anon_bytes"] = _anonymous_bytes(procs[0].pid)
+            start(count - 1)
+            found[f"{prefix}pss_per_process_bytes"] = round(sum(read(p.pid)[1] for p in procs) / count)
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+    return found
 
 
 def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:
@@ -1058,6 +1110,13 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             for each in runtimes:
                 each.close()
 
+    def deno_floor_memory_section() -> None:
+        workdir = Path(tempfile.mkdtemp(prefix="bench-deno-floor-"))
+        try:
+            result["deno_floor_memory"] = deno_floor_memory(workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
     def oversubscribed_async() -> None:
         if side == "ours":
             make_async: Callable[[], Any] = pydeno.AsyncRuntime
@@ -1088,6 +1147,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         section("idle_rss", idle_rss)
         section("idle_pool", idle_pool)
         section("density", density)
+        if side == "ours":
+            section("deno_floor_memory", deno_floor_memory_section)
         section("oversubscribed_async", oversubscribed_async)
         section("code_mode", code_mode)
     return result
@@ -1245,6 +1306,40 @@ ROWS = (
         higher_is_better=True,
     ),
     Row("density_shared_pss", f"per-host helper PSS, {DENSITY_WORKERS} alive", "density", "shared_pss_bytes", "MiB"),
+    # The memory floors, each over the peer's figure it bounds: what bare deno needs idle.
+    Row(
+        "deno_floor_uss",
+        "ours: bare idle deno USS, over the peer's idle worker",
+        "deno_floor_memory",
+        "uss_bytes",
+        "MiB",
+        over=("peer", "idle_uss", "worker_uss_bytes"),
+    ),
+    Row(
+        "deno_floor_inspector_uss",
+        "ours: bare idle deno with node:inspector USS, over the peer's idle worker",
+        "deno_floor_memory",
+        "inspector_uss_bytes",
+        "MiB",
+        over=("peer", "idle_uss", "worker_uss_bytes"),
+    ),
+    Row("deno_floor_anon", "ours: bare idle deno anonymous memory", "deno_floor_memory", "anon_bytes", "MiB"),
+    Row(
+        "deno_floor_pss",
+        f"ours: bare idle deno PSS per process, {DENSITY_WORKERS} alive, over the peer's per worker",
+        "deno_floor_memory",
+        "pss_per_process_bytes",
+        "MiB",
+        over=("peer", "density", "pss_per_worker_bytes"),
+    ),
+    Row(
+        "deno_floor_inspector_pss",
+        f"ours: the same with node:inspector, {DENSITY_WORKERS} alive, over the peer's per worker",
+        "deno_floor_memory",
+        "inspector_pss_per_process_bytes",
+        "MiB",
+        over=("peer", "density", "pss_per_worker_bytes"),
+    ),
     Row(
         "oversubscribed",
         f"{OVERSUBSCRIBED_RUNTIMES} runtimes, {OVERSUBSCRIBED_RUNTIMES} threads: evals/s",

@@ -217,6 +217,28 @@ def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> Non
     assert bench.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
 
 
+def test_the_memory_floor_reads_idle_bare_deno_processes_and_leaves_none_running(tmp_path: Path) -> None:
+    floor = bench.deno_floor_memory(tmp_path, count=2)
+    assert floor["processes"] == 2
+    for prefix in ("", "inspector_"):
+        assert floor[f"{prefix}uss_bytes"] > floor[f"{prefix}anon_bytes"] > 0
+        assert floor[f"{prefix}pss_per_process_bytes"] > 0
+    assert 'import "node:inspector";' in (tmp_path / "inspector_idle.js").read_text()
+    running = []
+    for pid in bench._descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            if str(tmp_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                running.append(pid)
+    assert running == []
+
+
+def test_the_memory_floors_are_divided_by_the_peers_idle_worker_and_its_density() -> None:
+    results = _results(deno_floor_memory={"uss_bytes": 15.0, "pss_per_process_bytes": 6.0})
+    results["peer"] |= {"idle_uss": {"worker_uss_bytes": 30.0}, "density": {"pss_per_worker_bytes": 12.0}}
+    ratios = bench.compute_ratios(results)
+    assert (ratios["deno_floor_uss"], ratios["deno_floor_pss"]) == (0.5, 0.5)
+
+
 def test_a_floor_command_that_fails_is_an_error_not_a_time(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="exited with 1"):
         bench.spawn_to_exit_ns([sys.executable, "-c", "raise SystemExit(1)"], tmp_path)

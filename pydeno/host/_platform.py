@@ -159,8 +159,9 @@ def threads_and_rss(pid: int) -> tuple[int, int]:
 
 
 def open_stat(pid: int) -> int:
-    """A descriptor on /proc/<pid>/stat, for :func:`stat_threads_and_rss`. Like
-    :func:`open_statm`'s, it stays bound to that process. OSError where it cannot be opened."""
+    """A descriptor on /proc/<pid>/stat, for :func:`stat_threads_and_rss`. It stays
+    bound to that process: once the process is reaped a read fails (ESRCH), so it never reads
+    another one that took the pid. OSError where it cannot be opened."""
     return os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
 
 
@@ -179,20 +180,6 @@ def cpu_clock(pid: int) -> int:
     clock_getcpuclockid(3) returns (include/linux/posix-timers.h). Any process's clock may be
     read, a zombie's too; once the process is reaped, reading it raises OSError (EINVAL)."""
     return (~pid << 3) | 2
-
-
-def open_statm(pid: int) -> int:
-    """A descriptor on /proc/<pid>/statm, for :func:`resident_bytes`. It stays bound to that
-    process: once the process is reaped a read fails (ESRCH), so it never reads another one
-    that took the pid. OSError where it cannot be opened."""
-    return os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
-
-
-def resident_bytes(statm: int) -> int:
-    """The resident size in bytes of the process whose statm descriptor this is (its second
-    field, in pages), in one pread(2); 0 for a zombie. OSError, IndexError or ValueError where
-    unreadable."""
-    return int(os.pread(statm, 256, 0).split()[1]) * _PAGE_SIZE
 
 
 def proc_status(pid: int | str = "self") -> dict[str, str]:

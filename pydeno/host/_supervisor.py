@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import os
 import threading
 import time
 import warnings
@@ -133,9 +132,6 @@ class Supervisor:
         self._figures_lock = threading.Lock()
         self._cpu_seen = 0.0
         self._last_rss = 0
-        # The worker's /proc/<pid>/statm, opened as it starts and closed as it ends: one
-        # pread per RSS reading, bound to the process whatever happens to its pid.
-        self._statm: int | None = None
         self._ended = False
         # close() (or terminate() with nothing to terminate) ended the runtime: its worker
         # was not killed, unless it had died before.
@@ -157,8 +153,6 @@ class Supervisor:
         self.process = WorkerProcess(worker_config(options))
         with self._figures_lock:
             self.figures.record_worker_started()
-            with contextlib.suppress(OSError):
-                self._statm = _platform.open_statm(self.process.pid)
         log.debug("pydeno: worker %d started", self.process.pid, extra={"kind": None, "pid": self.process.pid})
         self.watch = Watch(
             pid=self.process.pid,
@@ -298,24 +292,27 @@ class Supervisor:
         the monitor's into the figures, while its pid is surely still its own. Called under
         _figures_lock."""
         watch, process = self.watch, self.process
-        if watch is not None:
-            self._cpu_seen = max(self._cpu_seen, watch.last_cpu)
-            self.figures.record_rss(watch.peak_rss)
+        if watch is None:
+            return
+        self._cpu_seen = max(self._cpu_seen, watch.last_cpu)
+        self.figures.record_rss(watch.peak_rss)
         if process is None or self._ended or not _held(process):
             return
-        with contextlib.suppress(OSError):
-            self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
         if not rss:
+            # The CPU clock alone, in one syscall: what worker_cpu() asks after each command.
+            with contextlib.suppress(OSError):
+                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
             return
-        if self._statm is None:
-            return
+        # The monitor's own reading, through the descriptor it keeps on the worker's
+        # /proc/<pid>/stat (bound to the process whatever happens to its pid).
         try:
-            resident = _platform.resident_bytes(self._statm)
-        except (OSError, IndexError, ValueError):
+            usage = watch.read()
+        except monitor.UNREADABLE:
             return
-        if resident:  # a zombie has none left
-            self._last_rss = resident
-            self.figures.record_rss(resident)
+        self._cpu_seen = max(self._cpu_seen, usage.cpu)
+        if usage.rss:  # a zombie has none left
+            self._last_rss = usage.rss
+            self.figures.record_rss(usage.rss)
 
     def _worker_ending(self, process: WorkerProcess) -> None:
         """The worker is ending (it died, or the runtime is closing): take the last readings,
@@ -326,10 +323,6 @@ class Supervisor:
                 with contextlib.suppress(Exception):
                     self._read_worker(rss=True)
                 self._ended = True
-                if self._statm is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(self._statm)
-                    self._statm = None
 
     # -- what the core tells (its Observer) ------------------------------------------
     def command_started(self) -> None:
