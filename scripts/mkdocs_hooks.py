@@ -207,6 +207,28 @@ def eval_memory(results: Mapping[str, Any]) -> str:
             mib(peer, "idle_rss", "worker_bytes"),
         ),
         ("a worker after the warm loops (RSS)", mib(ours, "rss", "worker_bytes"), mib(peer, "rss", "worker_bytes")),
+        (
+            "a worker, idle after its first eval (USS)",
+            mib(ours, "idle_uss", "worker_uss_bytes"),
+            mib(peer, "idle_uss", "worker_uss_bytes"),
+        ),
+        (
+            "PSS per worker, 8 alive",
+            mib(ours, "density", "pss_per_worker_bytes"),
+            mib(peer, "density", "pss_per_worker_bytes"),
+        ),
+        (
+            "the floor: bare deno left idle, alone (USS) / 8 alive (PSS each)",
+            f"{mib(ours, 'deno_floor_memory', 'uss_bytes')} / "
+            f"{mib(ours, 'deno_floor_memory', 'pss_per_process_bytes')}",
+            _MISSING,
+        ),
+        (
+            "the same, importing `node:inspector` as every worker must",
+            f"{mib(ours, 'deno_floor_memory', 'inspector_uss_bytes')} / "
+            f"{mib(ours, 'deno_floor_memory', 'inspector_pss_per_process_bytes')}",
+            _MISSING,
+        ),
         ("once per host process: our zygote (RSS)", mib(ours, "idle_rss", "shared_bytes"), _MISSING),
         ("the host process itself (RSS)", mib(ours, "rss", "host_bytes"), mib(peer, "rss", "host_bytes")),
     ]
