@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -463,3 +467,23 @@ def test_evals_of_new_code_do_not_grow_the_worker_and_what_it_declared_survives(
         with pytest.raises(pydeno.JavaScriptError) as info:
             rt.eval("let kept = 1")
         assert info.value.name == "SyntaxError"
+
+
+LEFT_OPEN = textwrap.dedent(
+    """
+    import pydeno
+    confined, unconfined = pydeno.Runtime(), pydeno.Runtime(sandbox="off")
+    assert confined.eval("1 + 1") == 2 and unconfined.eval("2") == 2
+    print(confined._sup.process.pid, unconfined._sup.process.pid)
+    """
+)
+
+
+def test_runtimes_left_open_at_interpreter_exit_end_quietly_and_take_their_workers() -> None:
+    done = subprocess.run([sys.executable, "-c", LEFT_OPEN], check=False, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    pids = [int(pid) for pid in done.stdout.split()]
+    deadline = time.monotonic() + 10
+    while (alive := [pid for pid in pids if psutil.pid_exists(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive == []

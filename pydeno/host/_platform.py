@@ -6,13 +6,18 @@ worker ask here rather than knowing it themselves. Nothing here decides policy (
 worker may do, which limit applies): only what the system is and how to ask it.
 
 The launcher (``_launcher.py``, a fresh ``python -I -S`` per zygote or worker) imports this
-module too, by path, before and while it confines itself. So at import it loads only ``os``
-and ``sys``; modules only the host needs (``signal``, which imports enum, and ``fcntl``) are
-imported by the functions that use them, none of which the launcher calls.
+module too, by path, before and while it confines itself. So at import it loads only
+modules built into the interpreter (``os``, ``sys``, ``errno`` and ``_signal``, the C half of
+``signal``); those only the host needs (``signal``, which imports enum, and ``fcntl``) are
+imported by the functions that use them, none of which the launcher calls, and none of which
+a kill may need: a runtime left open is closed by its finalizer, maybe at interpreter exit,
+when nothing can be imported any more.
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # no stub: the C half of signal
+import errno
 import os
 import sys
 
@@ -88,18 +93,15 @@ def pidfd_signal_group(pidfd: int, sig: int) -> None:
     cannot address a group through a pidfd (before 6.9), to the process alone.
     ProcessLookupError once the process has exited."""
     global _pidfd_group_signals
-    import errno
-    import signal
-
     if _pidfd_group_signals:
         try:
-            signal.pidfd_send_signal(pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
+            _signal.pidfd_send_signal(pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
             return
         except OSError as exc:
             if exc.errno != errno.EINVAL:
                 raise
             _pidfd_group_signals = False
-    signal.pidfd_send_signal(pidfd, sig)
+    _signal.pidfd_send_signal(pidfd, sig)
 
 
 def check_pidfds() -> None:
