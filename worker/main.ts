@@ -29,8 +29,8 @@ import {
   H_REPLY,
   H_TERMINATE,
   MAILBOX_COUNT_BYTES,
+  DENO_PERMISSIONS,
   PROTOCOL_VERSION,
-  SELFTEST_GRANTS,
   SETTINGS_VARIABLE,
   W_CONSOLE,
   W_ERROR,
@@ -148,48 +148,18 @@ session.connect();
 D.permissions.revokeSync({ name: "sys", kind: "inspector" });
 
 // --- The sandbox self-test ----------------------------------------------------------------
-// Only when the host applied OS layers (config.selftest). Deno was then started with broad
-// permissions so that each probe meets the OS layer, not Deno's own check; every one of them
-// is revoked below, before anything else runs, and the worker exits if one stays granted.
-// What got through travels in the handshake; the host decides whether that refuses start-up.
-// A function, not a block of this module: what a block's closures capture (the targets, the
-// environment) would stay alive with the module for the guest's heap snapshots to find.
+// Only when the host applied OS layers (config.selftest). The launcher has already tried, under
+// every layer deno inherits, to read, list and create files, to listen and connect, to start a
+// process and to signal the host (pydeno/host/_layers.py): what only deno sees is left here, the
+// environment it was handed. Deno was started with a grant to read all of it, revoked below
+// with every other before anything else runs; the worker exits if one stays granted. What got
+// through travels in the handshake; the host decides whether that refuses start-up.
+// A function, not a block of this module: what a block's closures capture (the environment)
+// would stay alive with the module for the guest's heap snapshots to find.
 const breaches: string[] = [];
-if (config.selftest) await selfTest(config.selftest);
+if (config.selftest) selfTest(config.selftest);
 
-async function selfTest(st: any): Promise<void> {
-  const probe = (what: string, attempt: () => unknown): void => {
-    try {
-      attempt();
-      breaches.push(what);
-    } catch { /* refused: what the OS layers are for */ }
-  };
-  for (const path of st.read) probe(`read ${path}`, () => D.readFileSync(path));
-  for (const path of st.list) probe(`listed ${path}`, () => [...D.readDirSync(path)]);
-  for (const dir of st.write) {
-    const path = `${dir}/.pydeno-selftest-${randomHex()}`;
-    probe(`created ${path}`, () => {
-      D.writeFileSync(path, new Uint8ArrayCtor(1), { createNew: true });
-      try { D.removeSync(path); } catch { /* reported as created either way */ }
-    });
-  }
-  probe("listened on 127.0.0.1", () => D.listen({ hostname: "127.0.0.1", port: 0 }).close());
-  try {
-    (await D.connect({ hostname: "127.0.0.1", port: st.port })).close();
-    breaches.push(`connected to 127.0.0.1:${st.port}`);
-  } catch (e) {
-    // Refused means a packet reached a live network stack: that is a way out too.
-    if (e instanceof D.errors.ConnectionRefused) breaches.push(`reached 127.0.0.1:${st.port} (refused)`);
-  }
-  if (st.spawn) probe("started a process", () =>
-    new D.Command(D.execPath(), { args: ["--version"], stdin: "null", stdout: "null", stderr: "null" })
-      .outputSync());
-  // The parent is the host, or the zygote that started this worker for it. The launcher
-  // probes both (a first Deno.kill costs several milliseconds); so does this, without one.
-  if (st.spawn) {
-    probe(`signalled the host (pid ${st.host})`, () => D.kill(st.host, 0));
-    if (D.ppid !== st.host) probe(`signalled its parent (pid ${D.ppid})`, () => D.kill(D.ppid, 0));
-  }
+function selfTest(st: any): void {
   // st.env is the whole environment expected: what the launcher set and what deno adds to
   // it. Counts only: names and values of anything else stay out of every message.
   const env = D.env.toObject();
@@ -203,8 +173,7 @@ async function selfTest(st: any): Promise<void> {
 // of bytes it has written to our stdin, updated after each write; a file read never blocks.
 // So for a short while after each command the worker polls that count instead of sleeping
 // in read(), and reads stdin once the count says bytes are there (see waitForInput). Opened
-// with a read grant for this one path (or the self-test's whole one), revoked just below
-// with every other grant.
+// with a read grant for this one path, revoked just below with every other grant.
 let mailboxCount: (() => number) | null = null;
 if (typeof config.mailbox === "string") {
   const path: string = config.mailbox;
@@ -223,8 +192,8 @@ if (typeof config.mailbox === "string") {
   } catch { /* no mailbox: the worker sleeps in read() as before */ }
 }
 
-for (const name of SELFTEST_GRANTS) D.permissions.revokeSync({ name });
-const kept = [...SELFTEST_GRANTS, "ffi", "sys"].filter((name) => D.permissions.querySync({ name }).state === "granted");
+for (const name of DENO_PERMISSIONS) D.permissions.revokeSync({ name });
+const kept = DENO_PERMISSIONS.filter((name) => D.permissions.querySync({ name }).state === "granted");
 // The mailbox's own grant, by opening it again: a query for that path would stay in Deno's
 // cache of permission states, path and all, for as long as the worker lives.
 if (typeof config.mailbox === "string") {

@@ -119,14 +119,19 @@ export interface WorkerSettings {
   readonly max_console_chars?: number;
   readonly max_inflight_host_calls?: number;
   readonly max_console_bytes?: number;
-  readonly selftest?: { read: string[]; list: string[]; write: string[]; env: Record<string, string>; port: number; host: number } | null;
+  readonly selftest?: { env: Record<string, string> } | null;
   readonly mailbox?: string | null;
 }
 /**
- * The Deno permissions the host grants for the sandbox self-test, which the worker revokes
- * before its handshake.
+ * The Deno permissions the host grants for the worker's part of the sandbox self-test (its
+ * environment; the launcher probes the rest), which the worker revokes before its handshake.
  */
-export const SELFTEST_GRANTS = ["read", "write", "net", "run", "env"] as const;
+export const SELFTEST_GRANTS = ["env"] as const;
+/**
+ * Every Deno permission a grant could give: the worker revokes them all and exits if any
+ * stays granted, before its handshake.
+ */
+export const DENO_PERMISSIONS = ["read", "write", "net", "run", "env", "ffi", "sys"] as const;
 /**
  * The mailbox file's size (pydeno/host/_mailbox.py): a little-endian count of the bytes the
  * host has written to the worker's stdin.

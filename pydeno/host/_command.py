@@ -38,6 +38,7 @@ __all__ = [
     "WorkerConfig",
     "confined",
     "launcher_command",
+    "selftest_environment",
     "selftest_targets",
     "watcher_memory_cap",
     "worker_command",
@@ -105,17 +106,13 @@ class WorkerConfig:
         return {**deno_environment(cache), SETTINGS_VARIABLE: self.settings(selftest)}
 
     def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
-        """deno's command line. With ``selftest`` (what the sandbox self-test probes), deno
-        starts with the permissions the probes need, so that each meets the OS layers rather
-        than Deno's own checks; the worker revokes them all before it reports ready."""
-        if selftest:
-            grants = [f"--allow-{name}" for name in SELFTEST_GRANTS]
-        else:
-            # Only to read the settings and open the mailbox; revoked with the rest before the
-            # handshake.
-            grants = [f"--allow-env={SETTINGS_VARIABLE}"]
-            if self.mailbox:
-                grants.append(f"--allow-read={self.mailbox}")
+        """deno's command line. With ``selftest`` (what the worker's part of the sandbox
+        self-test probes: its environment), deno may read all of its environment, so that the
+        probe sees what the OS handed it; otherwise only the settings. The mailbox is readable
+        too. The worker revokes every grant before it reports ready."""
+        grants = [f"--allow-{name}" for name in SELFTEST_GRANTS] if selftest else [f"--allow-env={SETTINGS_VARIABLE}"]
+        if self.mailbox:
+            grants.append(f"--allow-read={self.mailbox}")
         return [
             deno,
             "run",
@@ -145,28 +142,27 @@ class WorkerConfig:
         ]
 
 
-def selftest_targets(cache: Path, worker_dir: str, *, spawn: bool = False) -> dict[str, Any]:
-    """What the self-test tries to reach: host files and directories (among them this very
-    module's), the temporary directory, the transpile cache and the worker's own
-    files for writing, 127.0.0.1, and the exact environment the worker should have.
-
-    Starting a process and signalling the host or the worker's parent are the launcher's
-    probes (process_breaches in _layers.py, under the filter, the user and the Landlock
-    domain deno inherits): in deno, the first use of its process API, or of Deno.kill,
-    alone costs several milliseconds of every start. ``spawn`` has the worker try both too,
-    for a deno started without the launcher."""
+def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
+    """What the launcher's self-test tries to reach, right before deno's execve, under every
+    layer deno inherits (reach_breaches in _layers.py): host files and directories (among
+    them this very module's), the temporary directory, the transpile cache and the worker's
+    own files for writing, and 127.0.0.1. It also tries to start a process and to signal the
+    host and the worker's parent (process_breaches). In deno, the first use of each of these
+    APIs alone costs a millisecond or more of every start, and each would need deno to start
+    with broad grants."""
     return {
-        "spawn": spawn,
-        # Not /proc/<host>/...: Deno refuses those itself, so they would never meet the OS.
         "read": ["/etc/passwd", os.path.realpath(__file__), os.path.realpath(sys.executable)],
         "list": ["/", os.path.dirname(os.path.realpath(__file__))],
         "write": [tempfile.gettempdir(), str(cache), worker_dir],
-        # deno itself adds the last two, pointing PATH at its node shims inside the cache.
-        "env": {**deno_environment(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"},
         "port": SELFTEST_PORT,
-        # Signalled as well as the worker's parent (the zygote, when one starts it).
-        "host": os.getpid(),
     }
+
+
+def selftest_environment(cache: Path) -> dict[str, Any]:
+    """The worker's own part of the self-test: the exact environment it should see, which
+    only deno can tell (deno itself adds the last two, pointing PATH at its node shims inside
+    the cache)."""
+    return {"env": {**deno_environment(cache), "PATH": f"{cache}/node_compat_bin", "DENO_NODE_SHIM_ACTIVE": "1"}}
 
 
 def launcher_command(launcher: Path, *args: str) -> list[str]:
@@ -215,7 +211,8 @@ def confined(
 
     What Landlock leaves readable: the C library directories, the worker's files, its warm
     transpile cache and its own /proc entry; deno and the ELF loader may also be executed.
-    Nothing is writable. The worker's self-test probes :func:`selftest_targets`.
+    Nothing is writable. The launcher's self-test probes :func:`selftest_targets`, the
+    worker's :func:`selftest_environment`.
 
     ``warm`` runs once deno is known to be runnable, before it is staged: the zygote starts
     (once per process) while this thread stages deno (the first time, a `deno cache` run):
@@ -232,24 +229,26 @@ def confined(
     warm_confined(found)
     deno, entry, cache = found.deno, found.entry, found.cache
     worker_dir = str(entry.parent.resolve())
-    targets = selftest_targets(cache, worker_dir)
+    own = selftest_environment(cache)
     return Confined(
         {
             "parent": os.getpid(),
             # The host, for the launcher's signal probe: "parent" is the zygote in a zygote's
             # child.
             "host": os.getpid(),
+            # What the launcher's self-test probes, the rest of what the worker's does.
+            "selftest": selftest_targets(cache, worker_dir),
             "mode": config.sandbox,
             # /proc/self: deno reads its own memory map; only the worker's own entries.
             "read": [*_platform.library_dirs(), worker_dir, str(cache), "/proc/self"],
             "execute": [deno, _platform.elf_interpreter()],
-            "env": config.environment(cache, targets),
+            "env": config.environment(cache, own),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
             "thread_cap": None if config.own_cgroup else config.max_threads,
             # The launcher opens the base as WORKER_FILES_FD for deno to read the worker's
             # files from.
-            "argv": config.argv(deno, found.served(WORKER_FILES_FD), targets),
+            "argv": config.argv(deno, found.served(WORKER_FILES_FD), own),
             "argv0": DENO_ARGV0,
             "files": str(found.base) if SERVE_BY_DESCRIPTOR else None,
             "simulate": dict(missing_layers or {}),

@@ -83,8 +83,9 @@ else:
     from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
-# What the launcher's own self-test probes got through (process creation, tried right before
-# deno's execve, under the filter deno inherits); the worker's self-test covers the rest.
+# What the launcher's self-test probes got through (files, the network, processes and
+# signals, tried right before deno's execve, under every layer deno inherits); the worker's
+# own self-test covers what only deno sees, its environment.
 SELFTEST = PREFIX + "self-test: "
 # The largest request the zygote accepts: a spec is a few KiB.
 MAX_REQUEST = 1 << 20
@@ -157,17 +158,19 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
     apply("landlock", layers.restrict_filesystem, read, spec["execute"])
     command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
-    host = spec.get("host")
+    host, targets = spec.get("host"), spec.get("selftest")
     try:
         # The filter goes in inside exec_confined, right before its execve: it refuses every
         # other execve, including any a later deno would make.
         try:
             if "seccomp" in simulated:
                 raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host)
+            layers.exec_confined(
+                command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host, targets=targets
+            )
         except layers.LayerUnavailable as exc:
             refused(exc)
-            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host, targets=targets)
     except OSError as exc:
         os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
         return EXIT_EXEC_FAILED

@@ -12,6 +12,7 @@ struct layouts below are that ABI's, and other arches raise rather than guess.
 
 from __future__ import annotations
 
+import _socket
 import ctypes
 import errno
 import os
@@ -21,8 +22,8 @@ import stat
 # latency (typing, platform and signal alone cost ~25 ms); annotations-only imports stay here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
-    from typing import Final
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import Any, Final
 
 if TYPE_CHECKING or __package__:
     from . import _platform
@@ -668,6 +669,85 @@ def process_breaches(host: int | None = None) -> list[str]:
     return found
 
 
+def reach_breaches(targets: Mapping[str, Any]) -> list[str]:
+    """What this process may still read, list, create or reach of what ``targets`` names
+    (``selftest_targets`` in _command.py), tried for real: each file in "read" opened and
+    read, each directory in "list" listed, a new file created (and removed again) in each of
+    "write", a TCP socket bound and listening on 127.0.0.1, and a connection to 127.0.0.1 on
+    "port", where a refusal counts too (a packet reached a live network stack). Run where
+    :func:`process_breaches` runs, under every layer deno inherits: what gets through here
+    gets through in the worker."""
+    found = []
+    for path in targets["read"]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            os.read(fd, 1)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        found.append(f"read {path}")
+    for path in targets["list"]:
+        try:
+            os.listdir(path)
+        except OSError:
+            continue
+        found.append(f"listed {path}")
+    for directory in targets["write"]:
+        path = f"{directory}/.pydeno-selftest-{os.urandom(8).hex()}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        os.close(fd)
+        try:  # noqa: SIM105 - contextlib would be one more import at every launch
+            os.unlink(path)
+        except OSError:
+            pass  # reported as created either way
+        found.append(f"created {path}")
+    found += _network_breaches(int(targets["port"]))
+    return found
+
+
+def _network_breaches(port: int) -> list[str]:
+    found = []
+    try:
+        server = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    except OSError:
+        pass
+    else:
+        try:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            found.append("listened on 127.0.0.1")
+        except OSError:
+            pass
+        finally:
+            server.close()
+    try:
+        client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    except OSError:
+        return found
+    # A loopback connection is answered at once, accepted or refused; a stack that drops it
+    # still took the packet.
+    client.settimeout(1.0)
+    try:
+        client.connect(("127.0.0.1", port))
+        found.append(f"connected to 127.0.0.1:{port}")
+    except ConnectionRefusedError:
+        found.append(f"reached 127.0.0.1:{port} (refused)")
+    except TimeoutError:
+        found.append(f"reached 127.0.0.1:{port} (no answer)")
+    except OSError:
+        pass
+    finally:
+        client.close()
+    return found
+
+
 def exec_confined(
     argv: Sequence[str],
     env: dict[str, str],
@@ -676,10 +756,12 @@ def exec_confined(
     argv0: str | None = None,
     report: Callable[[str], object] | None = None,
     host: int | None = None,
+    targets: Mapping[str, Any] | None = None,
 ) -> None:
     """Install the seccomp filter (unless ``seccomp`` is false) and execve ``argv[0]``, which
     the new program sees as its argv[0] unless ``argv0`` names another. ``report``, if given,
-    gets each of :func:`process_breaches` (signalling ``host`` among them) first, filter or not.
+    gets each of :func:`process_breaches` (signalling ``host`` among them) and, with
+    ``targets``, of :func:`reach_breaches` first, filter or not.
 
     The filename is a buffer whose address the filter allows, so this execve passes and any
     later one (from deno, in the same address space's successor) is refused. Returns only if
@@ -692,7 +774,7 @@ def exec_confined(
     if seccomp:
         install_seccomp_filter(exec_pointer=ctypes.addressof(path))
     if report is not None:
-        for what in process_breaches(host):
+        for what in [*process_breaches(host), *(reach_breaches(targets) if targets is not None else [])]:
             report(what)
     _libc.execve(path, args, envp)
     code = ctypes.get_errno()

@@ -123,15 +123,15 @@ WORKER_SETTINGS: Final[dict[str, str]] = {
     "max_console_chars": "number",
     "max_inflight_host_calls": "number",
     "max_console_bytes": "number",
-    "selftest": (
-        "{ read: string[]; list: string[]; write: string[]; env: Record<string, string>; port: number; host: number }"
-        " | null"
-    ),
+    "selftest": "{ env: Record<string, string> } | null",
     "mailbox": "string | null",
 }
-#: The Deno permissions the host grants for the sandbox self-test, which the worker revokes
-#: before its handshake.
-SELFTEST_GRANTS: Final = ("read", "write", "net", "run", "env")
+#: The Deno permissions the host grants for the worker's part of the sandbox self-test (its
+#: environment; the launcher probes the rest), which the worker revokes before its handshake.
+SELFTEST_GRANTS: Final = ("env",)
+#: Every Deno permission a grant could give: the worker revokes them all and exits if any
+#: stays granted, before its handshake.
+DENO_PERMISSIONS: Final = ("read", "write", "net", "run", "env", "ffi", "sys")
 #: The mailbox file's size (pydeno/host/_mailbox.py): a little-endian count of the bytes the
 #: host has written to the worker's stdin.
 MAILBOX_COUNT_BYTES: Final = 8

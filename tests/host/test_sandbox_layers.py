@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -361,6 +362,49 @@ def test_the_launchers_signal_probe_tries_the_parent_apart_from_the_host() -> No
     found = run_child("", "print(json.dumps(L.process_breaches(1)))")
     assert f"signalled its parent (pid {os.getpid()})" in found
     assert ("signalled the host (pid 1)" in found) == (os.geteuid() == 0)
+
+
+REACH_PROBE = """
+targets = {"read": ["/etc/passwd"], "list": ["/"], "write": [sys.argv[1]], "port": int(sys.argv[2])}
+print(json.dumps(L.reach_breaches(targets)))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layered", [False, True], ids=["without", "with"])
+def test_the_launchers_file_and_network_probe_finds_what_the_layers_let_through(layered: bool, tmp_path: Path) -> None:
+    # Without layers every probe gets through (the connection to a port no one listens on is
+    # refused, which counts); with the namespaces and Landlock (reads of the interpreter's own
+    # files only, no TCP), none does, and no file is left behind either way.
+    layers = (
+        "L.unshare_namespaces()\nL.set_no_new_privs()\nL.restrict_filesystem([sys.prefix], [])\n" if layered else ""
+    )
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    found = run_child(layers, REACH_PROBE, str(tmp_path), str(port))
+    if layered:
+        assert found == []
+    else:
+        created = f"created {tmp_path}/.pydeno-selftest-"
+        assert [b[: len(created)] if b.startswith(created) else b for b in found] == [
+            "read /etc/passwd",
+            "listed /",
+            created,
+            "listened on 127.0.0.1",
+            f"reached 127.0.0.1:{port} (refused)",
+        ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_launchers_connect_probe_reports_a_connection_it_made(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        found = run_child("", REACH_PROBE, str(tmp_path), str(port))
+    assert found[-1] == f"connected to 127.0.0.1:{port}"
 
 
 # Each signal that would end or stop the process, sent to itself in every way a worker could:
