@@ -47,9 +47,9 @@ import {
 type ConsoleLevel = typeof CONSOLE_LEVELS[number];
 
 const D: any = (globalThis as any).Deno;
-// Dropped once start-up has read it (see the end of start-up): the self-test's targets and the
-// mailbox's path name host files, and a heap snapshot (node:v8) shows the guest every string
-// still alive in this isolate.
+// Dropped once start-up has read it (see the end of start-up): the self-test's expected
+// environment and the mailbox's path name host files, and a heap snapshot (node:v8) shows the
+// guest every string still alive in this isolate.
 let config: WorkerSettings = JSON.parse((() => {
   try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
 })());

@@ -86,7 +86,7 @@ class WorkerConfig:
         return ",".join(flags)
 
     def settings(self, selftest: dict[str, Any] | None = None) -> str:
-        """What the worker reads from SETTINGS_VARIABLE: its limits, the self-test's targets
+        """What the worker reads from SETTINGS_VARIABLE: its limits, the worker's part of the self-test
         and the mailbox."""
         return json.dumps(
             {

@@ -115,7 +115,7 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     strict = spec["mode"] == "require"
     simulated: dict[str, str] = spec.get("simulate", {})
     # Layers a simulated kernel accepts but does not enforce: skipped without a word, which is
-    # exactly what the worker's self-test exists to catch.
+    # exactly what the self-test exists to catch.
     silent: list[str] = spec.get("silent", [])
 
     def refused(exc: Exception) -> None:

@@ -278,7 +278,7 @@ class WorkerProcess:
         return clean_text(lines[-1][len(WORKER_PREFIX) :])[:300] if lines else "a granted permission was not revoked"
 
     def selftest_breaches(self, reported: Sequence[str]) -> list[str]:
-        """What got through the self-test: the launcher's process probes, then ``reported``,
+        """What got through the self-test: the launcher's probes, then ``reported``,
         what the worker's own probes found (its handshake's breaches)."""
         return [*self._launcher_reports(SELFTEST), *reported]
 
