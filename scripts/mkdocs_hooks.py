@@ -184,6 +184,10 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             f"{ms(ours, 'deno_floor')} / {ms(ours, 'deno_floor_inspector')}",
         ),
         (
+            "the same, its session connected, with the worker's flags (no V8 code cache, jitless)",
+            ms(ours, "deno_floor_worker_flags"),
+        ),
+        (
             "peer in-process: warm eval / cold start p50 (no process at all)",
             f"{us(inprocess, 'warm_eval')} / {ms(inprocess, 'cold_start')}",
         ),

@@ -210,10 +210,12 @@ def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
 
 def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> None:
     commands = bench.deno_floor_commands(tmp_path)
-    assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector"}
+    assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector", "deno_floor_worker_flags"}
+    assert "--no-code-cache" in commands["deno_floor_worker_flags"]
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
     assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'
     assert bench.spawn_to_exit_ns(commands["deno_floor_inspector"], tmp_path) > 0
+    assert bench.spawn_to_exit_ns(commands["deno_floor_worker_flags"], tmp_path) > 0
     assert bench.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
 
 
@@ -306,9 +308,10 @@ def test_a_ratio_is_held_to_the_newest_target_with_the_earlier_one_beside_it() -
 
 
 def test_the_cold_start_is_also_divided_by_our_own_deno_floor() -> None:
-    results = _results()
+    results = _results(deno_floor_worker_flags={"p50_ms": 13.0})
     ratios = bench.compute_ratios(results)
     assert ratios["cold_start_vs_deno_floor"] == 1.3
+    assert ratios["cold_start_vs_worker_flags_floor"] == 2.0
     assert bench.compute_targets(results, ratios)["cold_start_vs_deno_floor"]["met"] is True
 
 
