@@ -627,34 +627,29 @@ def deno_floor_memory(workdir: Path, count: int = DENSITY_WORKERS) -> dict[str, 
         argv = [binary, *DENO_FLOOR_ARGS, str(script)]
         procs: list[subprocess.Popen[bytes]] = []
         try:
-
-            def start(n: int, argv: list[str] = argv, procs: list[subprocess.Popen[bytes]] = procs) -> None:
-                for _ in range(n):
-                    procs.append(
-                        subprocess.Popen(
-                            argv,
-                            env=env,
-                            cwd=workdir,
-                            stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL,
-                        )
-                    )
-                time.sleep(SETTLE_SECONDS)
-                ended = [p.returncode for p in procs if p.poll() is not None]
-                if ended:
-                    raise RuntimeError(f"an idle bare deno exited with {ended[0]}")
-
-            start(1)
+            _start_idle(procs, 1, argv, env, workdir)
             found[f"{prefix}uss_bytes"] = read(procs[0].pid)[0]
             found[f"{prefix}anon_bytes"] = _anonymous_bytes(procs[0].pid)
-            start(count - 1)
+            _start_idle(procs, count - 1, argv, env, workdir)
             found[f"{prefix}pss_per_process_bytes"] = round(sum(read(p.pid)[1] for p in procs) / count)
         finally:
             for proc in procs:
                 proc.kill()
                 proc.wait()
     return found
+
+
+def _start_idle(
+    procs: list[subprocess.Popen[bytes]], n: int, argv: list[str], env: dict[str, str], workdir: Path
+) -> None:
+    """Start n more of argv into procs, let them settle, and fail if any has exited."""
+    quiet = subprocess.DEVNULL
+    for _ in range(n):
+        procs.append(subprocess.Popen(argv, env=env, cwd=workdir, stdin=quiet, stdout=quiet, stderr=quiet))
+    time.sleep(SETTLE_SECONDS)
+    ended = [p.returncode for p in procs if p.poll() is not None]
+    if ended:
+        raise RuntimeError(f"an idle bare deno exited with {ended[0]}")
 
 
 def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:

@@ -15,6 +15,7 @@ import type { Strip } from "./intrinsics.ts";
 import { compileFailure, EVAL_SCRIPT, mapStack, toJavaScript } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
+  DENO_PERMISSIONS,
   EXIT_DONE,
   EXIT_INTERNAL,
   EXIT_PERMISSION_KEPT,
@@ -29,7 +30,6 @@ import {
   H_REPLY,
   H_TERMINATE,
   MAILBOX_COUNT_BYTES,
-  DENO_PERMISSIONS,
   PROTOCOL_VERSION,
   SETTINGS_VARIABLE,
   W_CONSOLE,
