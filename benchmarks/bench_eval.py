@@ -66,6 +66,10 @@ TIMED_SECTIONS = (
     "deno_floor_jitless",
     "deno_floor_inspector",
     "deno_floor_worker_flags",
+    "big_result_build",
+    "big_result_decode",
+    "big_result_floor",
+    "wake_floor",
 )
 SECTION_UNITS = {
     "code_mode": "ms",
@@ -86,12 +90,18 @@ SECTION_UNITS = {
     "deno_floor_jitless": "ms",
     "deno_floor_inspector": "ms",
     "deno_floor_worker_flags": "ms",
+    "big_result_build": "ms",
+    "big_result_decode": "ms",
+    "big_result_floor": "ms",
+    "wake_floor": "us",
 }
 
 WARM_CODE = "1+1"
 HOST_CALL_CODE = "add(1, 2)"
 BIG_LEN = 20_000
 BIG_CODE = "Array.from({length: 20000}, (_, i) => ({id: i, name: 'x' + i}))"
+# The same build, with only its length crossing: what the guest's own part of BIG_CODE costs.
+BIG_BUILD_CODE = f"{BIG_CODE}.length"
 # A 2 MB structured value (about 2.1 MB as JSON): 16,000 records of five fields.
 TWO_MB_LEN = 16_000
 TWO_MB_CODE = (
@@ -130,6 +140,18 @@ SETTLE_SECONDS = 0.5
 # What the bare deno floor runs: an empty script, with the flags our worker passes that spare
 # deno work an empty script does not need (looking for a config file and a lockfile).
 DENO_FLOOR_ARGS = ("run", "--quiet", "--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm")
+# How long the pool's first-eval samples wait once the pool is full (_wait_pool_full).
+POOL_IDLE_SECONDS = 0.05
+# The wake floor's bare deno: each chunk read from stdin is written back, with blocking reads
+# and writes, as a worker's read loop does once it has stopped polling.
+ECHO_SCRIPT = (
+    "const buf = new Uint8Array(64);\n"
+    "for (;;) {\n"
+    "  const n = Deno.stdin.readSync(buf);\n"
+    "  if (n === null) break;\n"
+    "  Deno.stdout.writeSync(buf.subarray(0, n));\n"
+    "}\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -663,6 +685,71 @@ def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:
     return t1 - t0
 
 
+class WakeFloor:
+    """A bare jitless deno (from the ``deno`` wheel) echoing bytes over pipes: the floor of a
+    pool's first eval, which goes to a process that has slept in a read since it started.
+    ``round_trip_ns(slept)`` waits until the echo has slept that long since its last round
+    trip, then times one byte there and back. Nothing of ours runs in it: what it takes is the
+    machine waking a process that slept, and that process's caches gone cold, which grows with
+    the sleep."""
+
+    def __init__(self, workdir: Path, warm: int = 50) -> None:
+        import deno
+
+        script = workdir / "echo.js"
+        script.write_text(ECHO_SCRIPT, encoding="utf-8")
+        env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+        argv = [str(deno.find_deno_bin()), *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)]
+        self._proc = subprocess.Popen(
+            argv, env=env, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        for _ in range(warm):
+            self._echo()
+        self._last = time.perf_counter()
+
+    def _echo(self) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(b"x")
+        if self._proc.stdout.read(1) != b"x":
+            raise RuntimeError(f"the echoing deno answered wrong or exited ({self._proc.poll()})")
+
+    def round_trip_ns(self, slept: float) -> int:
+        wait = self._last + slept - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        gc.collect()
+        t0 = time.perf_counter_ns()
+        self._echo()
+        t1 = time.perf_counter_ns()
+        self._last = time.perf_counter()
+        return t1 - t0
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def _json_decoder() -> Callable[[bytes], Any]:
+    """The decoder our host reads the worker's JSON lane with (pydeno/host/_codec.py); only
+    our side has it installed."""
+    import msgspec
+
+    return msgspec.json.Decoder().decode
+
+
+def big_result_json() -> bytes:
+    """BIG_CODE's value as JSON.stringify writes it: the text the 20k floor decodes."""
+    items = [{"id": i, "name": f"x{i}"} for i in range(BIG_LEN)]
+    return json.dumps(items, separators=(",", ":")).encode()
+
+
 def _time_evals(rt: Any, code: str, expected: object, n: int) -> list[int]:
     clock = time.perf_counter_ns
     run = rt.eval
@@ -725,17 +812,21 @@ def _make_pool(side: str, size: int = POOL_SIZE) -> Any:
     return pydeno.SandboxPool(size=size)
 
 
-def _wait_pool_full(side: str, pool: Any, size: int = POOL_SIZE, limit: float = 30.0) -> None:
-    """Until the pool has size ready workers, so a checkout never waits on a start."""
+def _wait_pool_full(side: str, pool: Any, size: int = POOL_SIZE, limit: float = 30.0) -> float:
+    """Until the pool has size ready workers, so a checkout never waits on a start; returns
+    when it was seen full (time.perf_counter), which is when its newest worker became ready."""
     deadline = time.monotonic() + limit
     if side != "ours":
         pool.wait_ready()
-        return
-    while len(pool._core.idle) < size or pool._core.starting:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the pool did not fill up")
-        time.sleep(0.01)
-    time.sleep(0.05)  # let the last start's CPU settle
+        full = time.perf_counter()
+    else:
+        while len(pool._core.idle) < size or pool._core.starting:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the pool did not fill up")
+            time.sleep(0.01)
+        full = time.perf_counter()
+    time.sleep(POOL_IDLE_SECONDS)  # let the last start's CPU settle
+    return full
 
 
 def measure(side: str, params: Params) -> dict[str, Any]:
@@ -842,11 +933,21 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             rt.close()
 
     def big_result() -> None:
+        # With the floor (ours), each sample is followed by the two parts no design can skip:
+        # the guest's own build (the same code, only the length crossing) and decoding the
+        # value's JSON with the decoder our host uses, into the same 20k Python objects.
+        floor = side == "ours"
+        text = big_result_json() if floor else b""
+        decode: Callable[[bytes], Any] = _json_decoder() if floor else json.loads
         # A fresh runtime: the warm one may have died, and this one's heap starts clean.
         with make() as big_rt:
             for _ in range(params.big_warmup):
                 _check_big(big_rt.eval(BIG_CODE))
+                if floor:
+                    big_rt.eval(BIG_BUILD_CODE)
             samples: list[int] = []
+            builds: list[int] = []
+            decodes: list[int] = []
             for _ in range(params.big_runs):
                 gc.collect()
                 t0 = time.perf_counter_ns()
@@ -855,7 +956,27 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 _check_big(value)
                 del value
                 samples.append(t1 - t0)
+                if not floor:
+                    continue
+                gc.collect()
+                t0 = time.perf_counter_ns()
+                length = big_rt.eval(BIG_BUILD_CODE)
+                t1 = time.perf_counter_ns()
+                if length != BIG_LEN:
+                    raise WrongValue(f"the 20k build's length came back as {length!r}")
+                gc.collect()
+                t2 = time.perf_counter_ns()
+                value = decode(text)
+                t3 = time.perf_counter_ns()
+                _check_big(value)
+                del value
+                builds.append(t1 - t0)
+                decodes.append(t3 - t2)
         record("big_result", samples)
+        if floor:
+            record("big_result_build", builds)
+            record("big_result_decode", decodes)
+            record("big_result_floor", [b + d for b, d in zip(builds, decodes, strict=True)])
 
     def cold_start(make: Callable[[], Any] = make, name: str = "cold_start", floors: bool = False) -> None:
         # With floors (ours): the bare deno floor, deno spawned on an empty script, timed just
@@ -936,14 +1057,20 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         asyncio.run(loops())
 
     def pool_sections() -> None:
-        # Checkout alone, and checkout + first eval, from a pool that is full each time.
+        # Checkout alone, and checkout + first eval, from a pool that is full each time. For
+        # ours, each sample is followed by one of the wake floor's, after the same sleep.
         pool = _make_pool(side)
+        workdir = Path(tempfile.mkdtemp(prefix="bench-wake-floor-"))
+        wake = WakeFloor(workdir) if side == "ours" else None
         try:
             checkout_ns: list[int] = []
             first_ns: list[int] = []
+            wake_ns: list[int] = []
+            last_full: float | None = None
             for i in range(params.cold_warmup + params.cold_runs):
-                _wait_pool_full(side, pool)
+                full = _wait_pool_full(side, pool)
                 gc.collect()
+                started = time.perf_counter()
                 t0 = time.perf_counter_ns()
                 with pool.checkout() as pooled:
                     t1 = time.perf_counter_ns()
@@ -954,8 +1081,18 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 if i >= params.cold_warmup:
                     checkout_ns.append(t1 - t0)
                     first_ns.append(t2 - t0)
+                if wake is not None:
+                    # The pool hands out its oldest idle worker: the one that was its newest,
+                    # ready just as it was last seen full. The echo sleeps as long.
+                    slept = started - last_full if last_full is not None else started - full
+                    spent = wake.round_trip_ns(slept)
+                    if i >= params.cold_warmup:
+                        wake_ns.append(spent)
+                last_full = full
             record("pool_checkout", checkout_ns)
             record("pool_first_eval", first_ns)
+            if wake is not None:
+                record("wake_floor", wake_ns)
             # Evals per second with POOL_SIZE runtimes from the pool, one thread each.
             _wait_pool_full(side, pool)
             counts = [0] * POOL_SIZE
@@ -978,6 +1115,9 @@ def measure(side: str, params: Params) -> dict[str, Any]:
             result["pool_evals_per_second"] = round(total / params.window_s)
         finally:
             pool.close()
+            if wake is not None:
+                wake.close()
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def two_mb_to_host() -> None:
         with make() as big_rt:
@@ -1303,6 +1443,40 @@ ROWS = (
         "ms",
         targets=(Target(0.15, ISSUE20), Target(0.2, ISSUE7)),
     ),
+    # The 20k result's floor: the guest's build and the host's decoding, which any design
+    # pays, measured beside each sample; over the peer's figure it bounds, and ours over it.
+    Row(
+        "big_result_build_p50",
+        "ours: the 20k build alone (only its length crossing) p50",
+        "big_result_build",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
+        "big_result_decode_p50",
+        "ours: decoding its JSON text on the host alone p50",
+        "big_result_decode",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
+        "big_result_floor",
+        "ours: that build + decode, over the peer's 20k result",
+        "big_result_floor",
+        "p50_ms",
+        "ms",
+        over=("peer", "big_result", "p50_ms"),
+    ),
+    Row(
+        "big_result_vs_floor",
+        "ours: 20k-object result p50 over that floor",
+        "big_result",
+        "p50_ms",
+        "ms",
+        over=("ours", "big_result_floor", "p50_ms"),
+    ),
     Row("worker_rss", "worker RSS after warm-up", "rss", "worker_bytes", "MiB"),
     Row("idle_rss", "idle worker RSS", "idle_rss", "worker_bytes", "MiB", targets=(Target(0.6, ISSUE7),)),
     Row("idle_rss_shared", "per-host helper RSS (ours: zygote; peer: spare worker)", "idle_rss", "shared_bytes", "MiB"),
@@ -1411,7 +1585,24 @@ ROWS = (
         "pool_first_eval",
         "p50_us",
         "us",
-        targets=(Target(0.5, ISSUE7),),
+        targets=(Target(0.5, ISSUE20), Target(0.5, ISSUE7)),
+    ),
+    # Its floor: a bare deno answering one byte over a pipe after the same sleep.
+    Row(
+        "wake_floor",
+        "ours: bare deno answering a pipe after the same idle, over the peer's first eval",
+        "wake_floor",
+        "p50_us",
+        "us",
+        over=("peer", "pool_first_eval", "p50_us"),
+    ),
+    Row(
+        "pool_first_eval_vs_wake_floor",
+        "ours: pool checkout + first eval p50 over that floor",
+        "pool_first_eval",
+        "p50_us",
+        "us",
+        over=("ours", "wake_floor", "p50_us"),
     ),
     Row("pool_throughput", f"pool of {POOL_SIZE}, time per eval (2 threads)", "pool_throughput", "p50_us", "us"),
     Row("two_mb_to_host_p50", "2 MB value guest -> host p50", "two_mb_to_host", "p50_ms", "ms"),

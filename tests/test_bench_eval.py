@@ -315,6 +315,41 @@ def test_the_cold_start_is_also_divided_by_our_own_deno_floor() -> None:
     assert bench.compute_targets(results, ratios)["cold_start_vs_deno_floor"]["met"] is True
 
 
+def test_the_20k_floor_and_the_wake_floor_are_divided_by_the_peers_figures_and_ours_by_them() -> None:
+    results = _results(
+        big_result={"p50_ms": 9.0},
+        big_result_floor={"p50_ms": 6.0},
+        pool_first_eval={"p50_us": 600.0},
+        wake_floor={"p50_us": 300.0},
+    )
+    results["peer"].update(big_result={"p50_ms": 40.0}, pool_first_eval={"p50_us": 800.0})
+    ratios = bench.compute_ratios(results)
+    assert (ratios["big_result_floor"], ratios["big_result_vs_floor"]) == (0.15, 1.5)
+    assert (ratios["wake_floor"], ratios["pool_first_eval_vs_wake_floor"]) == (0.375, 2.0)
+
+
+def test_the_20k_floor_decodes_exactly_the_value_the_guest_builds() -> None:
+    text = bench.big_result_json()
+    with pydeno.Runtime() as rt:
+        assert rt.eval(f"JSON.stringify({bench.BIG_CODE})") == text.decode()
+        assert rt.eval(bench.BIG_BUILD_CODE) == bench.BIG_LEN
+    bench._check_big(bench._json_decoder()(text))
+
+
+def test_the_wake_floor_echoes_after_sleeping_as_long_as_it_is_told(tmp_path: Path) -> None:
+    wake = bench.WakeFloor(tmp_path, warm=3)
+    try:
+        started = bench.time.perf_counter()
+        assert wake.round_trip_ns(0.2) > 0
+        assert bench.time.perf_counter() - started >= 0.2
+        started = bench.time.perf_counter()
+        wake.round_trip_ns(0.0)
+        assert bench.time.perf_counter() - started < 0.2
+    finally:
+        wake.close()
+    assert wake._proc.returncode == 0
+
+
 def test_a_rate_ratio_is_written_both_ways() -> None:
     ratios = bench.compute_ratios(_results())
     assert ratios["oversubscribed"] == 3.0

@@ -57,6 +57,14 @@ DENO_ARGV0: Final = "deno"
 MiB: Final = 1 << 20
 
 
+# The young generation a worker starts with, per semi-space, in MiB. At V8's default (1 MiB),
+# what deno's start-up and the worker's modules allocate fills it once, and the scavenge that
+# follows (copying nearly all of it, since start-up objects live on) lands between the
+# worker's hello and its first command: a millisecond or more of every cold start. At 2 MiB
+# the start fits; the space still only takes memory as it is filled.
+YOUNG_SEMI_SPACE_MIB: Final = 2
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
     max_memory: int | None
@@ -83,6 +91,7 @@ class WorkerConfig:
             flags.append(f"--max-old-space-size={max(16, (self.max_memory * 3 // 4) // MiB)}")
         if self.jitless:
             flags.append("--jitless")
+        flags.append(f"--min-semi-space-size={YOUNG_SEMI_SPACE_MIB}")
         return ",".join(flags)
 
     def settings(self, selftest: dict[str, Any] | None = None) -> str:

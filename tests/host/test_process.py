@@ -4,6 +4,7 @@ and environment, start failures, the stderr ring and the kill."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sysconfig
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 import pydeno
 from pydeno.host import _command, _process, _staging
 from pydeno.host._command import WorkerConfig
+from pydeno.host._protocol import EXIT_DONE
 from pydeno.host._staging import find_deno
 
 MiB = 2**20
@@ -117,13 +119,30 @@ def test_deno_keeps_no_code_cache_of_what_the_worker_evaluates(selftest: dict[st
 @pytest.mark.parametrize(
     ("max_memory", "jitless", "expected"),
     [
-        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless"),
-        (64 * MiB, False, "--v8-flags=--max-old-space-size=48"),
-        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless"),
+        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless,--min-semi-space-size=2"),
+        (64 * MiB, False, "--v8-flags=--max-old-space-size=48,--min-semi-space-size=2"),
+        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless,--min-semi-space-size=2"),
+        (None, False, "--v8-flags=--min-semi-space-size=2"),
     ],
 )
-def test_the_v8_heap_is_sized_from_max_memory(max_memory: int, jitless: bool, expected: str) -> None:
+def test_the_v8_heap_is_sized_from_max_memory(max_memory: int | None, jitless: bool, expected: str) -> None:
     assert expected in _config(max_memory=max_memory, jitless=jitless).argv("deno", Path("/w/main.ts"))
+
+
+@pytest.mark.parametrize("jitless", [True, False])
+def test_a_worker_starts_up_to_its_first_command_without_a_garbage_collection(jitless: bool) -> None:
+    # The worker's own command line, with V8 printing each collection to stdout: the worker
+    # says hello, finds its stdin closed and ends, and no collection ran on the way (at V8's
+    # default young generation one scavenge did, between the hello and the first command).
+    staged = _staging.staged()
+    config = _config(max_memory=None, jitless=jitless)
+    argv = [
+        arg + ",--trace-gc" if arg.startswith("--v8-flags=") else arg for arg in config.argv(staged.deno, staged.entry)
+    ]
+    env = config.environment(staged.cache)
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False)
+    assert done.returncode == EXIT_DONE, done.stderr[-500:]
+    assert b"ms: " not in done.stdout, done.stdout[-500:]
 
 
 @pytest.mark.slow
