@@ -188,6 +188,14 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             ms(ours, "deno_floor_worker_flags"),
         ),
         (
+            "20k-object result: the guest's build alone / decoding its JSON on the host / the two",
+            f"{ms(ours, 'big_result_build')} / {ms(ours, 'big_result_decode')} / {ms(ours, 'big_result_floor')}",
+        ),
+        (
+            "bare deno answering one byte over a pipe after the sleep a pooled worker had",
+            us(ours, "wake_floor"),
+        ),
+        (
             "peer in-process: warm eval / cold start p50 (no process at all)",
             f"{us(inprocess, 'warm_eval')} / {ms(inprocess, 'cold_start')}",
         ),
