@@ -703,8 +703,13 @@ class WakeFloor:
         self._proc = subprocess.Popen(
             argv, env=env, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
         )
-        for _ in range(warm):
-            self._echo()
+        try:
+            for _ in range(warm):
+                self._echo()
+        except BaseException:
+            self._proc.kill()
+            self.close()
+            raise
         self._last = time.perf_counter()
 
     def _echo(self) -> None:
@@ -1061,8 +1066,10 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         # ours, each sample is followed by one of the wake floor's, after the same sleep.
         pool = _make_pool(side)
         workdir = Path(tempfile.mkdtemp(prefix="bench-wake-floor-"))
-        wake = WakeFloor(workdir) if side == "ours" else None
+        wake: WakeFloor | None = None
         try:
+            if side == "ours":
+                wake = WakeFloor(workdir)
             checkout_ns: list[int] = []
             first_ns: list[int] = []
             wake_ns: list[int] = []
