@@ -941,14 +941,12 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         # With the floor (ours), each sample is followed by the two parts no design can skip:
         # the guest's own build (the same code, only the length crossing) and decoding the
         # value's JSON with the decoder our host uses, into the same 20k Python objects.
-        floor = side == "ours"
-        text = big_result_json() if floor else b""
-        decode: Callable[[bytes], Any] = _json_decoder() if floor else json.loads
+        floor = (big_result_json(), _json_decoder()) if side == "ours" else None
         # A fresh runtime: the warm one may have died, and this one's heap starts clean.
         with make() as big_rt:
             for _ in range(params.big_warmup):
                 _check_big(big_rt.eval(BIG_CODE))
-                if floor:
+                if floor is not None:
                     big_rt.eval(BIG_BUILD_CODE)
             samples: list[int] = []
             builds: list[int] = []
@@ -961,8 +959,9 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 _check_big(value)
                 del value
                 samples.append(t1 - t0)
-                if not floor:
+                if floor is None:
                     continue
+                text, decode = floor
                 gc.collect()
                 t0 = time.perf_counter_ns()
                 length = big_rt.eval(BIG_BUILD_CODE)
@@ -978,7 +977,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 builds.append(t1 - t0)
                 decodes.append(t3 - t2)
         record("big_result", samples)
-        if floor:
+        if floor is not None:
             record("big_result_build", builds)
             record("big_result_decode", decodes)
             record("big_result_floor", [b + d for b, d in zip(builds, decodes, strict=True)])
