@@ -357,24 +357,25 @@ async function replEval(code: string): Promise<any> {
 // has run. A collection costs time in proportion to what is alive, so each allowance is also
 // never less than half of what the last collection left alive above what the first one left.
 //
-// The collection also shrinks the young generation to its least, and over the next few
-// hundred commands it grows back to its working size (2 MiB or more, as V8 sizes it to how
-// fast the guest allocates) whatever the guest does. The first allowance, MEMORY_GROWTH past
-// the low point just after a collection, must hold that regrowth, or the worker would collect
-// again and again for nothing. But for evals of new code it is too wide: on top of what the
-// first collection touches once (about 3 MiB of deno's code and of node:process, which the
-// inspector loads on its first message), the worker then swung up to 3 MiB above the low
-// point, and read more than 5 MiB above where it started for much of its life (up to half
-// of the readings with sandbox="off", whose first reading comes before deno's asynchronous
-// read path has run; fewer after the sandbox's self-test, which has run it). So once
-// NEW_CODE_EVALS evals of new code have run since the last collection, a second allowance
-// applies: NEW_CODE_GROWTH past where the worker stood SETTLE_LOOKS looks after that
+// The collection also shrinks the young generation to its least, and over the next few hundred
+// commands it grows back to its working size (both semi-spaces of the size the host starts V8
+// with, or more, as V8 sizes them to how fast the guest allocates) whatever the guest does.
+// The first allowance, MEMORY_GROWTH past the low point just after a collection, must hold
+// that regrowth, or the worker would collect again and again for nothing: the host sizes it
+// from the young generation it asked for (pydeno/host/_command.py). But for evals of new code
+// it is too wide: on top of what the first collection touches once (about 3 MiB of deno's code
+// and of node:process, which the inspector loads on its first message), the worker then swung
+// up to 3 MiB above the low point, and read more than 5 MiB above where it started for much of
+// its life (up to half of the readings with sandbox="off", whose first reading comes before
+// deno's asynchronous read path has run; fewer after the sandbox's self-test, which has run
+// it). So once NEW_CODE_EVALS evals of new code have run since the last collection, a second
+// allowance applies: NEW_CODE_GROWTH past where the worker stood SETTLE_LOOKS looks after that
 // collection, when most of the regrowth is behind it. Evals of the same code again and calls
 // of functions compile nothing, and keep to the first allowance. The first collection, which
 // carries the one-time costs above, waits for MEMORY_GROWTH of growth, so that a runtime that
 // evaluates little never pays them.
 const MEMORY_LOOK_EVERY = 256; // commands
-const MEMORY_GROWTH = 3 * 1048576; // bytes
+const MEMORY_GROWTH: number = config.memory_growth ?? 5 * 1048576; // bytes
 const NEW_CODE_GROWTH = 256 * 1024; // bytes
 const NEW_CODE_EVALS = 256;
 const SETTLE_LOOKS = 2;

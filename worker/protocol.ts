@@ -119,6 +119,7 @@ export interface WorkerSettings {
   readonly max_console_chars?: number;
   readonly max_inflight_host_calls?: number;
   readonly max_console_bytes?: number;
+  readonly memory_growth?: number;
   readonly selftest?: { env: Record<string, string> } | null;
   readonly mailbox?: string | null;
 }

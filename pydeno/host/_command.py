@@ -63,6 +63,13 @@ MiB: Final = 1 << 20
 # worker's hello and its first command: a millisecond or more of every cold start. At 2 MiB
 # the start fits; the space still only takes memory as it is filled.
 YOUNG_SEMI_SPACE_MIB: Final = 2
+# How far a worker's RSS may grow past its low point after a collection before it asks for
+# the next one (the worker's "memory over a long life"). A collection shrinks the young
+# generation to its least, and both its semi-spaces are filled again within a few hundred
+# commands of any kind: the allowance holds that regrowth, and a MiB more. Were it smaller,
+# a runtime repeating one eval would collect every few looks, for nothing, a pause of several
+# milliseconds each time.
+MEMORY_GROWTH_BYTES: Final = (2 * YOUNG_SEMI_SPACE_MIB + 1) * MiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class WorkerConfig:
                 "max_console_chars": self.max_console_chars,
                 "max_inflight_host_calls": self.max_inflight_host_calls,
                 "max_console_bytes": self.max_console_bytes,
+                "memory_growth": MEMORY_GROWTH_BYTES,
                 "selftest": selftest,
                 "mailbox": self.mailbox,
             }

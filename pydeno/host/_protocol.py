@@ -123,6 +123,7 @@ WORKER_SETTINGS: Final[dict[str, str]] = {
     "max_console_chars": "number",
     "max_inflight_host_calls": "number",
     "max_console_bytes": "number",
+    "memory_growth": "number",
     "selftest": "{ env: Record<string, string> } | null",
     "mailbox": "string | null",
 }
