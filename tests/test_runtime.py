@@ -477,7 +477,7 @@ def test_a_runtime_that_repeats_one_eval_is_not_collected_again_and_again() -> N
     # to an object that has outlived a few scavenges, which the guest can see.
     with pydeno.Runtime() as rt:
         rt.eval("globalThis.held = { old: true }; globalThis.ref = new WeakRef(held); void 0")
-        for _ in range(1_500):  # scavenges move it to the old generation while it is held
+        for _ in range(3_000):  # scavenges move it to the old generation while it is held
             rt.eval("1 + 1")
         rt.eval("delete globalThis.held")
         for _ in range(4_000):
