@@ -8,6 +8,8 @@ session id, version), so a store that hands back an older or foreign record is c
 
 A write names the version it makes and succeeds only over the one before it (compare and
 set): two pools that both think they hold a session cannot silently overwrite each other.
+A deleted session's record is a tombstone the pool writes like any other record, so a store
+needs nothing of its own for deletes, and a file written by an earlier pydeno opens as is.
 
 ``MemoryJournalStore`` keeps records in this process. ``SQLiteJournalStore(path)`` keeps them
 in a SQLite file (WAL mode, every write a transaction, ``synchronous=FULL``), safe for several
@@ -45,7 +47,9 @@ class JournalStore(Protocol):
         ``version - 1`` (no record for version 1); False, changing nothing, otherwise."""
 
     def delete(self, session_id: str) -> None:
-        """Forget the session (nothing if it has no record)."""
+        """Remove the session's row, whatever it holds (nothing if it has none). A pool never
+        calls it: SessionPool.delete writes a tombstone record instead, so that the id's
+        versions never restart (docs/sessions.md); this is the operator's purge."""
 
     def owner_bytes(self, owner: str) -> int:
         """The size of every record of owner's sessions, added up."""

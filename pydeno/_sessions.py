@@ -178,38 +178,44 @@ class SessionPool(NeedsWith):
                     self._cond.notify_all()
             raise
         with self._cond:
-            book.restored(entry, sandbox, version)
+            book.restored(entry, sandbox, version, new=journal is None)
             entry.journal, entry.stored_bytes = journal, size
         return entry
 
     def _restore(self, entry: Entry) -> tuple[AgentSandbox, int, bytes | None, int]:
-        """A sandbox with the session's state: new, or its stored journal replayed."""
+        """A sandbox with the session's state: its stored journal replayed, or new (no
+        record, or the tombstone of a delete, whose version the new session goes on from)."""
         session_id = entry.session_id
         stored = backend.blocking(lambda: self._store.read(session_id))
         known = self._book.known.get(session_id, 0)
+        version = 0
         if stored is None:
             if known:
                 raise JournalError(
                     f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
                     "wrote or read; a store that loses a journal is refused"
                 )
-            rt = self._warm_runtime(entry)
-            if rt is None:
-                sandbox = AgentSandbox(
-                    self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+        else:
+            owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
+            if journal is not None:
+                if owner != entry.owner:
+                    raise other_owner(session_id)
+                parsed = decode_journal(journal, self._key, self._max_journal_bytes)
+                rt = self._warm_runtime(entry)
+                sandbox = AgentSandbox._replayed(
+                    parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt
                 )
-            else:
-                sandbox = AgentSandbox._on(
-                    rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
-                )
-            return sandbox, 0, None, 0
-        owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
-        if owner != entry.owner:
-            raise other_owner(session_id)
-        parsed = decode_journal(journal, self._key, self._max_journal_bytes)
+                return sandbox, version, journal, len(stored[2])
         rt = self._warm_runtime(entry)
-        sandbox = AgentSandbox._replayed(parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt)
-        return sandbox, version, journal, len(stored[2])
+        if rt is None:
+            sandbox = AgentSandbox(
+                self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+            )
+        else:
+            sandbox = AgentSandbox._on(
+                rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
+            )
+        return sandbox, version, None, 0
 
     def _warm_runtime(self, entry: Entry) -> Any:
         """A worker from the warm ones (None if the pool keeps none), the session's to own;
@@ -286,7 +292,8 @@ class SessionPool(NeedsWith):
 
     # -- the rest of the API ---------------------------------------------------------------
     def delete(self, session_id: str, owner: str | None = None, *, timeout: float | None = None) -> None:
-        """Forget the session: close its worker and remove its journal from the store. It
+        """Forget the session: close its worker and replace its journal in the store with a
+        tombstone (docs/sessions.md), so that no older journal of it is restored again. It
         waits for a lease of it to end, like a lease."""
         session_id, owner = check_session_id(session_id), check_owner(owner)
         limit = self._book.lease_limit(timeout)
@@ -308,13 +315,49 @@ class SessionPool(NeedsWith):
                 del book.live[session_id]
         if entry is not None:
             self._discard(entry)
-        stored = backend.blocking(lambda: self._store.read(session_id))
-        if stored is not None and stored[1] != owner:
-            raise other_owner(session_id)
-        backend.blocking(lambda: self._store.delete(session_id))
+        self._bury(session_id, owner)
         with self._cond:
-            book.known.pop(session_id, None)
             self._cond.notify_all()
+
+    def _bury(self, session_id: str, owner: str | None) -> None:
+        """Write the session's tombstone over its record as the next version (nothing if it
+        has no record or is deleted already): its journal is gone, and its versions go on
+        from there, so no record from before the delete is ever taken for a later one."""
+        stored = backend.blocking(lambda: self._store.read(session_id))
+        known = self._book.known.get(session_id, 0)
+        if stored is None:
+            if known:
+                raise JournalError(
+                    f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
+                    "wrote or read; a store that loses a journal is refused, and the session is not deleted"
+                )
+            return
+        version, stored_owner, record = stored
+        try:
+            sealed_owner, _, journal = open_record(self._key, session_id, record, 0, self._max_journal_bytes)
+        except JournalError:
+            # A record that does not open (altered, foreign, too big) is deleted all the same.
+            pass
+        else:
+            if journal is None:
+                return
+            stored_owner = sealed_owner
+        if stored_owner != owner:
+            raise other_owner(session_id)
+        if version < known:
+            raise JournalError(
+                f"the stored journal of session {shown(session_id)} is version {version}, older than version "
+                f"{known} this pool last wrote or read; a store that hands back an older journal is refused, "
+                "and the session is not deleted"
+            )
+        tombstone = seal(self._key, session_id, None, version + 1, None)
+        if not backend.blocking(lambda: self._store.write(session_id, None, version + 1, tombstone)):
+            raise JournalError(
+                f"the journal of session {shown(session_id)} changed in the store since this pool read it "
+                "(another pool wrote it); the session is not deleted"
+            )
+        with self._cond:
+            self._book.known[session_id] = max(known, version + 1)
 
     def stats(self) -> dict[str, Any]:
         """The pool's figures (docs/observability.md): those of every worker it started, as

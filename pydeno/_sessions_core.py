@@ -11,6 +11,13 @@ HMAC-SHA256, under the pool's key, of the format, the session id, the owner, the
 the journal. A record is refused (:class:`~pydeno.JournalError`) when it is malformed, not
 authentic, sealed for another session (a foreign record), or older than the newest version
 this pool has written or read for that session (a store that rolled back).
+
+A deleted session leaves a sealed *tombstone*: the same array with owner and journal nil,
+written over the session's last record as its next version. Versions therefore never
+restart for an id: a session made again under a deleted id goes on from the tombstone's
+version, so every record from before the delete is older than anything the pool has seen
+since, and is refused like any rolled-back record. The MAC covers the nil journal, so a
+tombstone cannot be made from a record, nor a record from a tombstone, without the key.
 """
 
 from __future__ import annotations
@@ -59,19 +66,26 @@ def shown(name: str) -> str:
 # --- the sealed record ----------------------------------------------------------------------
 
 
-def _mac(key: bytes, session_id: str, owner: str | None, version: int, journal: bytes) -> bytes:
+def _mac(key: bytes, session_id: str, owner: str | None, version: int, journal: bytes | None) -> bytes:
     message = msgpack.packb([MAGIC, FORMAT, session_id, owner, version, journal], use_bin_type=True)
     return hmac.new(key, b"pydeno-session-record\0" + message, hashlib.sha256).digest()
 
 
-def seal(key: bytes, session_id: str, owner: str | None, version: int, journal: bytes) -> bytes:
+def seal(key: bytes, session_id: str, owner: str | None, version: int, journal: bytes | None) -> bytes:
+    """The record of session_id's version ``version``; a journal of None seals its tombstone
+    (with no owner: a deleted id belongs to no one)."""
+    if journal is None:
+        owner = None
     mac = _mac(key, session_id, owner, version, journal)
     return bytes(msgpack.packb([MAGIC, FORMAT, session_id, owner, version, journal, mac], use_bin_type=True))
 
 
-def open_record(key: bytes, session_id: str, record: Any, known: int, max_bytes: int) -> tuple[str | None, int, bytes]:
+def open_record(
+    key: bytes, session_id: str, record: Any, known: int, max_bytes: int
+) -> tuple[str | None, int, bytes | None]:
     """(owner, version, journal) of a record read for session_id, checked: authentic, sealed
-    for this session, and not older than ``known``, the newest version seen for it."""
+    for this session, and not older than ``known``, the newest version seen for it. The
+    journal is None for the tombstone a delete left (and the owner None with it)."""
     who = f"the stored journal of session {shown(session_id)}"
     if not isinstance(record, bytes):
         raise JournalError(f"{who} is malformed: not bytes")
@@ -90,7 +104,7 @@ def open_record(key: bytes, session_id: str, record: Any, known: int, max_bytes:
         isinstance(sealed_id, str)
         and (owner is None or isinstance(owner, str))
         and type(version) is int
-        and isinstance(journal, bytes)
+        and (isinstance(journal, bytes) or (journal is None and owner is None))
         and isinstance(mac, bytes)
     ):
         raise JournalError(f"{who} is malformed: bad header")
@@ -218,13 +232,15 @@ class LeaseBook:
             f"waited lease_timeout={limit}s"
         )
 
-    def restored(self, entry: Entry, sandbox: Any, version: int) -> None:
+    def restored(self, entry: Entry, sandbox: Any, version: int, *, new: bool) -> None:
+        """The entry has its sandbox: ``new`` (made, after no record or a tombstone of
+        version ``version``) or restored from the record of that version."""
         entry.sandbox, entry.version = sandbox, version
         self.known[entry.session_id] = max(self.known.get(entry.session_id, 0), version)
-        if version:
-            self.restores += 1
-        else:
+        if new:
             self.created += 1
+        else:
+            self.restores += 1
 
     def abandon(self, entry: Entry) -> None:
         """A restore that failed: the slot is free again."""

@@ -5,7 +5,9 @@ tested without workers in tests/test_sessions_core.py."""
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -455,7 +457,7 @@ def test_sessions_survive_a_new_pool_on_the_same_sqlite_file(tmp_path: Path) -> 
             assert agent.run("notes.push('two'); notes") == ["one", "two"]
         assert store.owner_bytes("alice") > 0
         sessions.delete("a", owner="alice")
-        assert store.read("a") is None
+        assert store.owner_bytes("alice") == 0
 
 
 LOCKER = """
@@ -635,3 +637,101 @@ def test_the_async_pool_must_be_entered_before_a_lease() -> None:
                 pass
 
     anyio.run(main)
+
+
+# -- a deleted session stays deleted ---------------------------------------------------------------
+def row_of(store: Any, session_id: str) -> tuple[Any, ...]:
+    """The session's row as the store keeps it: a copy from the real SQLite file (with the
+    sqlite3 module, not through the store), or the memory store's own tuple."""
+    if isinstance(store, pydeno.SQLiteJournalStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as db:
+            row = db.execute("SELECT * FROM pydeno_journals WHERE session_id = ?", (session_id,)).fetchone()
+        assert row is not None
+        return tuple(row)
+    return (session_id, *store._records[session_id])
+
+
+def put_back(store: Any, row: tuple[Any, ...]) -> None:
+    """Put a copied row back in the store by hand, over whatever it holds for that session."""
+    if isinstance(store, pydeno.SQLiteJournalStore):
+        with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as db:
+            marks = ", ".join("?" * len(row))
+            db.execute(f"INSERT OR REPLACE INTO pydeno_journals VALUES ({marks})", row)
+        return
+    store._records[row[0]] = tuple(row[1:])
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield pydeno.MemoryJournalStore()
+        return
+    with pydeno.SQLiteJournalStore(tmp_path / "sessions.db") as store:
+        yield store
+
+
+@pytest.mark.parametrize("made_again", [True, False], ids=["made again", "not made again yet"])
+def test_a_deleted_sessions_old_row_put_back_by_hand_is_refused_and_never_restored(
+    any_store: Any, made_again: bool
+) -> None:
+    with pydeno.SessionPool(any_store, KEY, max_live=1) as sessions:
+        for step in range(1, 5):
+            with sessions.lease("a", owner="alice") as agent:
+                agent.run(f"globalThis.secret = 'deleted state {step}'")
+        old = row_of(any_store, "a")
+        sessions.delete("a", owner="alice")
+        if made_again:
+            with sessions.lease("a", owner="alice") as agent:
+                assert agent.run("typeof secret") == "undefined"
+                agent.run("globalThis.secret = 'new state'")
+            evict(sessions)
+        put_back(any_store, old)
+        with pytest.raises(pydeno.JournalError) as info, sessions.lease("a", owner="alice"):
+            pass
+        assert re.fullmatch(
+            r"the stored journal of session 'a' is version 4, older than version \d+ this pool last wrote or read; "
+            r"a store that hands back an older journal is refused",
+            str(info.value),
+        ), str(info.value)
+        assert pydeno.classify_error(info.value).kind == "journal_invalid"
+
+
+def test_a_deleted_sessions_versions_go_on_from_where_they_were_so_no_old_row_matches_a_new_one(
+    any_store: Any,
+) -> None:
+    with pydeno.SessionPool(any_store, KEY, max_live=1) as sessions:
+        for _ in range(3):
+            with sessions.lease("a", owner="alice") as agent:
+                agent.run("globalThis.n = (globalThis.n ?? 0) + 1")
+        sessions.delete("a", owner="alice")
+        assert any_store.owner_bytes("alice") == 0
+        # The deleted id may be taken by anyone, and starts with nothing.
+        with sessions.lease("a", owner="bob") as agent:
+            assert agent.run("typeof n") == "undefined"
+            agent.run("globalThis.n = 'bob'")
+        evict(sessions)
+        version, owner, _ = any_store.read("a")
+        assert (version, owner) == (5, "bob")
+        with sessions.lease("a", owner="bob") as agent:
+            assert agent.run("n") == "bob"
+    # A new pool on the same store continues from the store's version too.
+    with pydeno.SessionPool(any_store, KEY) as fresh:
+        before = any_store.read("a")[0]
+        fresh.delete("a", owner="bob")
+        assert any_store.read("a")[:2] == (before + 1, None)
+        with fresh.lease("a", owner="carol") as agent:
+            assert agent.run("typeof n") == "undefined"
+            agent.run("globalThis.n = 'carol'")
+        assert any_store.read("a")[:2] == (before + 2, "carol")
+
+
+def test_deleting_a_session_keeps_none_of_its_journal_in_the_store(any_store: Any) -> None:
+    with pydeno.SessionPool(any_store, KEY) as sessions:
+        with sessions.lease("a", owner="alice") as agent:
+            agent.run("globalThis.note = 'a private note 0123456789'")
+        assert b"a private note 0123456789" in any_store.read("a")[2]
+        sessions.delete("a", owner="alice")
+        sessions.delete("a", owner="alice")  # deleting a deleted session does nothing
+        _, owner, record = any_store.read("a")
+        assert owner is None and b"private note" not in record
+        assert any_store.owner_bytes("alice") == 0

@@ -23,7 +23,7 @@ def take(b: LeaseBook, session_id: str, owner: str | None = None, now: float = 0
     how, entry, evicted = b.claim(session_id, owner)
     if how == "restore":
         assert entry is not None
-        b.restored(entry, object(), 0)
+        b.restored(entry, object(), 0, new=True)
     return how, entry, [e.session_id for e in evicted]
 
 
@@ -177,3 +177,21 @@ def test_a_long_session_id_is_cut_in_messages_and_a_too_long_one_refused() -> No
     assert "'" + "s" * 57 + "...'" in str(info.value)
     with pytest.raises(ValueError, match="session_id must be 1 to 256 characters, got 257"):
         check_session_id("s" * 257)
+
+
+def test_a_tombstone_opens_as_a_deleted_session_with_no_owner_and_no_journal() -> None:
+    assert open_record(KEY, "a", seal(KEY, "a", "alice", 5, None), 5, 1 << 20) == (None, 5, None)
+
+
+def test_a_record_turned_into_a_tombstone_or_back_without_the_key_breaks_the_seal() -> None:
+    _, fmt, sid, _, version, journal, mac = msgpack.unpackb(seal(KEY, "a", None, 3, b"j"))
+    _, _, _, _, _, _, tomb_mac = msgpack.unpackb(seal(KEY, "a", None, 3, None))
+    for changed in (
+        ["pydeno-session", fmt, sid, None, version, None, mac],
+        ["pydeno-session", fmt, sid, None, version, journal, tomb_mac],
+    ):
+        with pytest.raises(pydeno.JournalError, match="is not authentic"):
+            open_record(KEY, "a", msgpack.packb(changed, use_bin_type=True), 0, 1 << 20)
+    # A tombstone names no owner: one that does is not a record this pydeno writes.
+    with pytest.raises(pydeno.JournalError, match="is malformed: bad header"):
+        open_record(KEY, "a", msgpack.packb(["pydeno-session", fmt, sid, "eve", 3, None, mac]), 0, 1 << 20)
