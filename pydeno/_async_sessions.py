@@ -194,7 +194,9 @@ class AsyncSessionPool(NeedsAsyncWith):
                     "wrote or read; a store that loses a journal is refused"
                 )
         else:
-            owner, version, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes)
+            owner, version, journal = open_record(
+                self._key, session_id, stored[2], known, self._max_journal_bytes, stored[0]
+            )
             if journal is not None:
                 if owner != entry.owner:
                     raise other_owner(session_id)

@@ -9,7 +9,14 @@ session id, version), so a store that hands back an older or foreign record is c
 A write names the version it makes and succeeds only over the one before it (compare and
 set): two pools that both think they hold a session cannot silently overwrite each other.
 A deleted session's record is a tombstone the pool writes like any other record, so a store
-needs nothing of its own for deletes, and a file written by an earlier pydeno opens as is.
+needs nothing of its own for deletes.
+
+Both stores also remember the newest version they have held for each session, apart from
+the record, and refuse a record older than that (:class:`~pydeno.JournalError`): a row put
+back behind the store's back is caught even by a pool that has never seen the session. The
+SQLite file keeps that version in a table of its own, maintained by a trigger, so a row put
+back with the sqlite3 command line updates it too; a file written by an earlier pydeno gets
+the table and the trigger when it is first opened, seeded from the rows it has.
 
 ``MemoryJournalStore`` keeps records in this process. ``SQLiteJournalStore(path)`` keeps them
 in a SQLite file (WAL mode, every write a transaction, ``synchronous=FULL``), safe for several
@@ -29,7 +36,8 @@ from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from ._checks import seconds
-from ._errors import StoreBusy, StoreError
+from ._errors import JournalError, StoreBusy, StoreError
+from ._sessions_core import shown
 
 __all__ = ["JournalStore", "MemoryJournalStore", "SQLiteJournalStore"]
 
@@ -40,7 +48,8 @@ class JournalStore(Protocol):
     for a lock held elsewhere); none may change a record it was not asked to."""
 
     def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
-        """(version, owner, record) of the session, or None if it has none."""
+        """(version, owner, record) of the session, or None if it has none. A store may
+        raise JournalError for a record it knows to be older than one it held."""
 
     def write(self, session_id: str, owner: str | None, version: int, record: bytes) -> bool:
         """Store record as the session's version ``version`` if the stored one is
@@ -61,11 +70,16 @@ class MemoryJournalStore:
 
     def __init__(self) -> None:
         self._records: dict[str, tuple[int, str | None, bytes]] = {}
+        # The newest version held per session, kept apart from the records.
+        self._newest: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
         with self._lock:
-            return self._records.get(session_id)
+            stored = self._records.get(session_id)
+            if stored is not None:
+                _check_newest(session_id, stored[0], self._newest.get(session_id, 0))
+            return stored
 
     def write(self, session_id: str, owner: str | None, version: int, record: bytes) -> bool:
         with self._lock:
@@ -73,11 +87,13 @@ class MemoryJournalStore:
             if (stored[0] if stored is not None else 0) != version - 1:
                 return False
             self._records[session_id] = (version, owner, bytes(record))
+            self._newest[session_id] = max(self._newest.get(session_id, 0), version)
             return True
 
     def delete(self, session_id: str) -> None:
         with self._lock:
             self._records.pop(session_id, None)
+            self._newest.pop(session_id, None)
 
     def owner_bytes(self, owner: str) -> int:
         with self._lock:
@@ -88,21 +104,43 @@ class MemoryJournalStore:
             return len(self._records)
 
 
+def _check_newest(session_id: str, version: int, newest: int) -> None:
+    if version < newest:
+        raise JournalError(
+            f"the stored journal of session {shown(session_id)} is version {version}, older than version "
+            f"{newest} the store has held for it; a row put back in the store is refused"
+        )
+
+
 # The result codes that mean "someone else holds the lock" (sqlite3.h); read from the
 # exception's code, never its text.
 _SQLITE_BUSY: Final = 5
 _SQLITE_LOCKED: Final = 6
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS pydeno_journals (
+_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS pydeno_journals (
     session_id TEXT PRIMARY KEY NOT NULL,
     owner TEXT,
     version INTEGER NOT NULL,
     size INTEGER NOT NULL,
     record BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pydeno_journals_owner ON pydeno_journals (owner);
-"""
+)""",
+    "CREATE INDEX IF NOT EXISTS pydeno_journals_owner ON pydeno_journals (owner)",
+)
+# The newest version the file has held per session, kept by triggers so that any writer
+# (a row put back with the sqlite3 command line too) updates it; added to a file written by
+# an earlier pydeno, which had only pydeno_journals, when it is first opened.
+_NEWEST: Final = (
+    "CREATE TABLE pydeno_journal_versions (session_id TEXT PRIMARY KEY NOT NULL, newest INTEGER NOT NULL)",
+    *(
+        f"""CREATE TRIGGER pydeno_journals_{event.split()[0].lower()} AFTER {event} ON pydeno_journals BEGIN
+    INSERT INTO pydeno_journal_versions (session_id, newest) VALUES (NEW.session_id, NEW.version)
+    ON CONFLICT (session_id) DO UPDATE SET newest = max(newest, excluded.newest);
+END"""
+        for event in ("INSERT", "UPDATE OF version")
+    ),
+    "INSERT INTO pydeno_journal_versions (session_id, newest) SELECT session_id, version FROM pydeno_journals",
+)
 
 
 class SQLiteJournalStore:
@@ -127,8 +165,21 @@ class SQLiteJournalStore:
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
-                db.executescript(_SCHEMA)
+                # One transaction: processes opening the same file at once see either none of
+                # it or all of it, and the first of them creates (or migrates) it.
+                db.execute("BEGIN IMMEDIATE")
+                for statement in _TABLES:
+                    db.execute(statement)
+                found = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pydeno_journal_versions'"
+                ).fetchone()
+                if found is None:
+                    for statement in _NEWEST:
+                        db.execute(statement)
+                db.execute("COMMIT")
             except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 db.close()
                 raise
             self._db = db
@@ -156,13 +207,21 @@ class SQLiteJournalStore:
     def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
         with self._connection() as db:
             row = db.execute(
-                "SELECT version, owner, record FROM pydeno_journals WHERE session_id = ?", (session_id,)
+                "SELECT j.version, j.owner, j.record, COALESCE(v.newest, 0) FROM pydeno_journals AS j "
+                "LEFT JOIN pydeno_journal_versions AS v USING (session_id) WHERE j.session_id = ?",
+                (session_id,),
             ).fetchone()
         if row is None:
             return None
-        version, owner, record = row
-        if type(version) is not int or not (owner is None or isinstance(owner, str)) or not isinstance(record, bytes):
+        version, owner, record, newest = row
+        if (
+            type(version) is not int
+            or type(newest) is not int
+            or not (owner is None or isinstance(owner, str))
+            or not isinstance(record, bytes)
+        ):
             raise StoreError(f"journal store {self.path} failed: the row of a session has columns of the wrong types")
+        _check_newest(session_id, version, newest)
         return version, owner, record
 
     def write(self, session_id: str, owner: str | None, version: int, record: bytes) -> bool:
@@ -189,7 +248,15 @@ class SQLiteJournalStore:
 
     def delete(self, session_id: str) -> None:
         with self._connection() as db:
-            db.execute("DELETE FROM pydeno_journals WHERE session_id = ?", (session_id,))
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM pydeno_journals WHERE session_id = ?", (session_id,))
+                db.execute("DELETE FROM pydeno_journal_versions WHERE session_id = ?", (session_id,))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     def owner_bytes(self, owner: str) -> int:
         with self._connection() as db:

@@ -81,11 +81,12 @@ def seal(key: bytes, session_id: str, owner: str | None, version: int, journal: 
 
 
 def open_record(
-    key: bytes, session_id: str, record: Any, known: int, max_bytes: int
+    key: bytes, session_id: str, record: Any, known: int, max_bytes: int, stored_as: int | None = None
 ) -> tuple[str | None, int, bytes | None]:
     """(owner, version, journal) of a record read for session_id, checked: authentic, sealed
-    for this session, and not older than ``known``, the newest version seen for it. The
-    journal is None for the tombstone a delete left (and the owner None with it)."""
+    for this session, sealed as the version the store keeps it under (``stored_as``, if
+    given), and not older than ``known``, the newest version seen for it. The journal is None
+    for the tombstone a delete left (and the owner None with it)."""
     who = f"the stored journal of session {shown(session_id)}"
     if not isinstance(record, bytes):
         raise JournalError(f"{who} is malformed: not bytes")
@@ -112,6 +113,13 @@ def open_record(
         raise JournalError(f"{who} is not authentic: wrong key, or altered since it was signed")
     if sealed_id != session_id:
         raise JournalError(f"{who} was sealed for session {shown(sealed_id)}; a foreign journal is refused")
+    if stored_as is not None and version != stored_as:
+        # The store's version is what its compare-and-set and its own newest-version check
+        # see: a record moved under another number would slip past both.
+        raise JournalError(
+            f"{who} was sealed as version {version} but is stored as version {stored_as}; "
+            "a record moved to another version is refused"
+        )
     if version < known:
         raise JournalError(
             f"{who} is version {version}, older than version {known} this pool last wrote or read; "

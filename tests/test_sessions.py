@@ -240,7 +240,8 @@ class RollbackStore(pydeno.MemoryJournalStore):
         if self.answer is None or stored is None:
             return stored
         other, index = self.answer
-        return (stored[0], stored[1], self.history[other][index])
+        # An older record under the version it was sealed with, as a store rolled back has it.
+        return (index + 1 if other == session_id else stored[0], stored[1], self.history[other][index])
 
 
 def evict(sessions: pydeno.SessionPool, name: str = "evictor") -> None:
@@ -651,14 +652,21 @@ def row_of(store: Any, session_id: str) -> tuple[Any, ...]:
     return (session_id, *store._records[session_id])
 
 
-def put_back(store: Any, row: tuple[Any, ...]) -> None:
-    """Put a copied row back in the store by hand, over whatever it holds for that session."""
+def put_back(store: Any, row: tuple[Any, ...], *, everything: bool = False) -> None:
+    """Put a copied row back in the store by hand, over whatever it holds for that session;
+    with everything, the store's own newest version of the session too (all the store has
+    is then as it was), so that only the pool can tell."""
+    session_id, version = row[0], row[-3] if isinstance(store, pydeno.SQLiteJournalStore) else row[1]
     if isinstance(store, pydeno.SQLiteJournalStore):
         with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as db:
             marks = ", ".join("?" * len(row))
             db.execute(f"INSERT OR REPLACE INTO pydeno_journals VALUES ({marks})", row)
+            if everything:
+                db.execute("UPDATE pydeno_journal_versions SET newest = ? WHERE session_id = ?", (version, session_id))
         return
-    store._records[row[0]] = tuple(row[1:])
+    store._records[session_id] = tuple(row[1:])
+    if everything:
+        store._newest[session_id] = version
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -685,7 +693,7 @@ def test_a_deleted_sessions_old_row_put_back_by_hand_is_refused_and_never_restor
                 assert agent.run("typeof secret") == "undefined"
                 agent.run("globalThis.secret = 'new state'")
             evict(sessions)
-        put_back(any_store, old)
+        put_back(any_store, old, everything=True)
         with pytest.raises(pydeno.JournalError) as info, sessions.lease("a", owner="alice"):
             pass
         assert re.fullmatch(
@@ -735,3 +743,87 @@ def test_deleting_a_session_keeps_none_of_its_journal_in_the_store(any_store: An
         _, owner, record = any_store.read("a")
         assert owner is None and b"private note" not in record
         assert any_store.owner_bytes("alice") == 0
+
+
+@pytest.mark.parametrize("deleted", [True, False], ids=["deleted in between", "not deleted"])
+def test_an_old_row_put_back_by_hand_is_refused_even_by_a_pool_that_never_saw_the_session(
+    any_store: Any, deleted: bool
+) -> None:
+    with pydeno.SessionPool(any_store, KEY) as sessions:
+        for step in range(1, 5):
+            with sessions.lease("a") as agent:
+                agent.run(f"globalThis.step = {step}")
+        old = row_of(any_store, "a")
+        if deleted:
+            sessions.delete("a")
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.step = 'later'")
+    put_back(any_store, old)
+    with pydeno.SessionPool(any_store, KEY) as fresh, pytest.raises(pydeno.JournalError) as info, fresh.lease("a"):
+        pass
+    assert re.fullmatch(
+        r"the stored journal of session 'a' is version 4, older than version \d+ the store has held for it; "
+        r"a row put back in the store is refused",
+        str(info.value),
+    ), str(info.value)
+    assert pydeno.classify_error(info.value).kind == "journal_invalid"
+
+
+def test_an_old_record_put_back_under_a_newer_version_number_is_refused(any_store: Any) -> None:
+    with pydeno.SessionPool(any_store, KEY) as sessions:
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.step = 1")
+        old = row_of(any_store, "a")
+        with sessions.lease("a") as agent:
+            agent.run("globalThis.step = 2")
+        current = row_of(any_store, "a")
+    # The row claims the newest version; the record inside was sealed as the first.
+    forged = list(current)
+    forged[-1] = old[-1]
+    if isinstance(any_store, pydeno.SQLiteJournalStore):
+        forged[3] = len(old[-1])
+    put_back(any_store, tuple(forged))
+    with pydeno.SessionPool(any_store, KEY) as fresh, pytest.raises(pydeno.JournalError) as info, fresh.lease("a"):
+        pass
+    assert str(info.value) == (
+        "the stored journal of session 'a' was sealed as version 1 but is stored as version 2; "
+        "a record moved to another version is refused"
+    )
+
+
+# The schema of a file written before the store kept each session's newest version.
+EARLIER_SCHEMA = """
+CREATE TABLE pydeno_journals (
+    session_id TEXT PRIMARY KEY NOT NULL, owner TEXT, version INTEGER NOT NULL,
+    size INTEGER NOT NULL, record BLOB NOT NULL
+);
+CREATE INDEX pydeno_journals_owner ON pydeno_journals (owner);
+"""
+
+
+def test_a_sqlite_file_from_an_earlier_pydeno_opens_keeps_its_sessions_and_refuses_older_rows(tmp_path: Path) -> None:
+    memory = pydeno.MemoryJournalStore()
+    rows = []
+    with pydeno.SessionPool(memory, KEY) as sessions:
+        for step in (1, 2):
+            with sessions.lease("a", owner="alice") as agent:
+                agent.run(f"globalThis.step = {step}")
+            version, owner, record = memory.read("a") or (0, None, b"")
+            rows.append(("a", owner, version, len(record), record))
+    path = tmp_path / "earlier.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.executescript(EARLIER_SCHEMA)
+        db.execute("INSERT INTO pydeno_journals VALUES (?, ?, ?, ?, ?)", rows[1])
+    with pydeno.SQLiteJournalStore(path):
+        pass  # opened once: the file now keeps each session's newest version, seeded from its rows
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute("INSERT OR REPLACE INTO pydeno_journals VALUES (?, ?, ?, ?, ?)", rows[0])
+    with pydeno.SQLiteJournalStore(path) as store, pydeno.SessionPool(store, KEY) as sessions:
+        with (
+            pytest.raises(pydeno.JournalError, match="is version 1, older than version 2 the store has held for it"),
+            sessions.lease("a", owner="alice"),
+        ):
+            pass
+        store.write("a", "alice", 2, rows[1][-1])  # what the file held, put back through the store
+        with sessions.lease("a", owner="alice") as agent:
+            assert agent.run("step") == 2
