@@ -10,7 +10,8 @@ a second time (DNS rebinding) gains nothing. Redirects are followed by the host,
 each hop checked like the first. Headers the host injects (credentials) go upstream only and
 never reach the guest.
 
-One policy, one I/O path: requests run on a synchronous ``httpx.Client``; an async runtime
+One policy, one I/O path: requests run on a synchronous httpx transport (no client, so
+nothing of httpx's parses a server's answer before the host's checks); an async runtime
 runs them in a worker thread, so the same code serves ``Runtime`` and ``AsyncRuntime`` under
 any event loop, and the total ``timeout`` is enforced on every socket operation.
 """
@@ -18,8 +19,10 @@ any event loop, and the total ``timeout`` is enforced on every socket operation.
 from __future__ import annotations
 
 import ipaddress
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
@@ -37,6 +40,7 @@ from ._fetch_policy import (
     Refusal,
     Target,
     allow_entry,
+    beyond_latin_1,
     headers_option,
     method_option,
     network,
@@ -73,6 +77,36 @@ _HIDDEN_RESPONSE: Final = frozenset(
         "transfer-encoding",
     }
 )
+
+# A word of an injected value this long is a secret of its own: the token of
+# "Bearer <token>" is what a server is most likely to repeat, without its scheme.
+_MIN_SECRET_WORD: Final = 8
+_REDIRECT_SCHEMES: Final = frozenset({"http", "https"})
+
+
+class _Secrets:
+    """The values the host injects, in every form a server is likely to hand one back in:
+    whole, each long word of it alone, and percent-encoded, in any letter case. What the
+    guest is shown of a server's answer (the reason phrase, header names and values, the
+    final URL, error messages) is checked against them."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for value in values:
+            if not value.strip():
+                continue
+            for text in {value, *(word for word in value.split() if len(word) >= _MIN_SECRET_WORD)}:
+                forms.update((text, urllib.parse.quote(text, safe=""), urllib.parse.quote_plus(text, safe="")))
+        # Longest first: the whole value is redacted as one, not word by word.
+        ordered = sorted(forms, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE) if ordered else None
+
+    def scrub(self, text: str) -> str:
+        return text if self._pattern is None else self._pattern.sub("[redacted]", text)
+
+    def found(self, text: str) -> bool:
+        return self._pattern is not None and self._pattern.search(text) is not None
+
 
 # --- requests -------------------------------------------------------------------------------
 
@@ -178,12 +212,12 @@ class HttpFetch:
         self.max_request_bytes = size("max_request_bytes", max_request_bytes, 0)
         self.max_response_bytes = size("max_response_bytes", max_response_bytes, 0)
         injected = [*self._headers, *(pair for e in self._entries for pair in e.headers)]
-        self._secrets = tuple({value for _, value in injected if value.strip()})
+        self._secrets = _Secrets(value for _, value in injected)
         from . import _fetch_transport
 
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext or None, got {type(ssl_context).__name__}")
-        self._client = _fetch_transport.client(self._addresses.refusal, ssl_context)
+        self._transport = _fetch_transport.transport(self._addresses.refusal, ssl_context)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -198,7 +232,7 @@ class HttpFetch:
     def close(self) -> None:
         """Close the connections. Idempotent; a fetch after it fails."""
         self._closed = True
-        self._client.close()
+        self._transport.close()
 
     def __enter__(self) -> HttpFetch:
         return self
@@ -330,12 +364,18 @@ class HttpFetch:
                 raise FetchRefused(f"fetch refused: {where}: each header must be a [name, value] pair of strings")
             name, value = pair
             if not TOKEN.match(name):
-                raise FetchRefused(f"fetch refused: {where}: {_show(name)!r} is not a valid header name")
+                raise FetchRefused(f"fetch refused: {where}: '{_show(name)}' is not a valid header name")
             lowered = name.lower()
             if lowered in FORBIDDEN_REQUEST or lowered.startswith(("proxy-", "sec-")):
                 raise FetchRefused(f"fetch refused: {where}: the guest may not set the {lowered} header")
             if BAD_VALUE.search(value):
                 raise FetchRefused(f"fetch refused: {where}: the {lowered} header has a control character")
+            beyond = beyond_latin_1(value)
+            if beyond is not None:
+                raise FetchRefused(
+                    f"fetch refused: {where}: the {lowered} header has a character beyond Latin-1 "
+                    f"(U+{ord(beyond):04X}); encode the value first, for example with encodeURIComponent()"
+                )
             size += len(name) + len(value)
             headers.append((lowered, value))
         if size > _MAX_HEADER_BYTES:
@@ -385,9 +425,11 @@ class HttpFetch:
         return target, max(entries, key=lambda e: len(e.segments))
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return self._secrets.scrub(text)
+
+    def _where(self, method: str, url: str) -> str:
+        """A hop as messages name it: a URL a server chose may carry an injected value."""
+        return f"{method} {_show(self._scrub(url))}"
 
     def _run(self, request: _Request) -> _Answer:
         """Send request, following redirects hop by hop, all within the timeout."""
@@ -396,7 +438,7 @@ class HttpFetch:
         from ._fetch_transport import DEADLINE, AddressRefused
 
         token = DEADLINE.set(time.monotonic() + self.timeout)
-        first = f"{request.method} {_show(request.url)}"
+        first = self._where(request.method, request.url)
         try:
             return self._exchange(request)
         except AddressRefused as exc:
@@ -412,13 +454,13 @@ class HttpFetch:
     def _exchange(self, request: _Request) -> _Answer:
         import httpx
 
-        from ._fetch_transport import remaining
+        from ._fetch_transport import DEFAULT_HEADERS, remaining
 
         url, method, body = request.url, request.method, request.body
         guest_headers = list(request.headers)
         origin = parse_url(url).origin
         for hop in range(self.max_redirects + 1):
-            where = f"{method} {_show(url)}"
+            where = self._where(method, url)
             target, entry = self._check_url(url, where)
             # The host's headers: this entry's own always; the global ones only on the
             # origin the guest asked for, never on one a redirect chose.
@@ -429,10 +471,17 @@ class HttpFetch:
             if target.origin != origin:
                 sent.pop("authorization", None)
             sent.update(injected)
-            outgoing = self._client.build_request(
-                method, target.url, headers=sent, content=body, timeout=httpx.Timeout(remaining(None))
+            sent = {**{k: v for k, v in DEFAULT_HEADERS if k not in sent}, **sent}
+            # Every value was checked to be Latin-1: each character goes out as its byte.
+            outgoing = httpx.Request(
+                method,
+                target.url,
+                headers=[(k.encode("ascii"), v.encode("latin-1")) for k, v in sent.items()],
+                content=body,
+                extensions={"timeout": httpx.Timeout(remaining(None)).as_dict()},
             )
-            response = self._client.send(outgoing, stream=True)
+            response = self._transport.handle_request(outgoing)
+            response.request = outgoing
             try:
                 location = response.headers.get("location")
                 if response.status_code in _REDIRECTS and location is not None and request.redirect != "manual":
@@ -440,19 +489,14 @@ class HttpFetch:
                         raise FetchFailed(f"fetch failed: {where}: answered with a redirect and redirect is 'error'")
                     if hop == self.max_redirects:
                         break
-                    try:
-                        next_url = str(target.url.join(location))
-                    except (httpx.InvalidURL, UnicodeError, ValueError):
-                        raise FetchFailed(
-                            f"fetch failed: {where}: the redirect's Location is not a valid URL"
-                        ) from None
+                    next_url = self._redirect_target(target, location, where)
                     if (response.status_code == 303 and method != "HEAD") or (
                         response.status_code in (301, 302) and method == "POST"
                     ):
                         method, body = "GET", None
                         guest_headers = [(k, v) for k, v in guest_headers if not k.startswith("content-")]
                     try:
-                        self._check_url(next_url, f"{method} {_show(next_url)}")
+                        self._check_url(next_url, self._where(method, next_url))
                     except FetchRefused as exc:
                         reason = str(exc).removeprefix("fetch refused: ")
                         raise FetchRefused(f"fetch refused: redirect from {where} to {self._scrub(reason)}") from None
@@ -462,24 +506,68 @@ class HttpFetch:
                     continue
                 return _Answer(
                     response.status_code,
-                    response.reason_phrase,
+                    self._reason(response, where),
                     self._scrub(str(target.url)),
                     hop > 0,
-                    self._response_headers(response),
+                    self._response_headers(response, where),
                     self._body(response, where, method),
                 )
             finally:
                 response.close()
-        first = f"{request.method} {_show(request.url)}"
-        raise FetchFailed(f"fetch failed: {first}: more than max_redirects={self.max_redirects} redirects")
+        raise FetchFailed(
+            f"fetch failed: {self._where(request.method, request.url)}: "
+            f"more than max_redirects={self.max_redirects} redirects"
+        )
 
-    def _response_headers(self, response: httpx.Response) -> list[tuple[str, str]]:
+    def _redirect_target(self, target: Target, location: str, where: str) -> str:
+        """The absolute URL a redirect's Location names, or FetchRefused: a scheme other than
+        http(s) (data:, javascript:, file:, ...) or a Location that does not parse is never
+        followed. The URL is checked against the policy by the caller."""
+        import httpx
+
+        try:
+            scheme = urllib.parse.urlsplit(location).scheme.lower()
+        except ValueError:
+            scheme = ""
+            malformed = True
+        else:
+            malformed = False
+        if scheme and scheme not in _REDIRECT_SCHEMES:
+            raise FetchRefused(
+                f"fetch refused: redirect from {where} to a {_show(self._scrub(scheme))[:40]}: URL; "
+                "only http and https URLs are followed"
+            )
+        if not malformed:
+            try:
+                return str(target.url.join(location))
+            except (httpx.InvalidURL, UnicodeError, ValueError):
+                pass
+        raise FetchRefused(f"fetch refused: redirect from {where} to a Location that is not a valid URL")
+
+    def _reason(self, response: httpx.Response, where: str) -> str:
+        """The reason phrase as the server sent it, one character per byte (the fetch
+        standard's statusText), with any injected value redacted."""
+        raw = response.extensions.get("reason_phrase", b"")
+        reason = raw.decode("latin-1") if isinstance(raw, bytes) else ""
+        if BAD_VALUE.search(reason):
+            raise FetchFailed(
+                f"fetch failed: {where}: the server's answer has a control character in its reason phrase"
+            )
+        return self._scrub(reason)
+
+    def _response_headers(self, response: httpx.Response, where: str) -> list[tuple[str, str]]:
+        """The headers the guest sees: each byte one character, as the fetch standard has
+        it. A header whose name or value carries an injected value is left out whole."""
         out = []
         for raw_name, raw_value in response.headers.raw:
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
-            if name in _HIDDEN_RESPONSE or any(secret in value for secret in self._secrets):
+            if name in _HIDDEN_RESPONSE or self._secrets.found(name) or self._secrets.found(value):
                 continue
+            if BAD_VALUE.search(value):
+                raise FetchFailed(
+                    f"fetch failed: {where}: the server's answer has a control character in the {_show(name)} header"
+                )
             out.append((name, value))
         return out
 

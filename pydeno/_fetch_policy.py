@@ -28,6 +28,7 @@ __all__ = [
     "Refusal",
     "Target",
     "allow_entry",
+    "beyond_latin_1",
     "headers_option",
     "method_option",
     "network",
@@ -218,6 +219,12 @@ def allow_entry(text: Any, headers: Any) -> Entry:
     return Entry(text, target.origin, segments, headers_option(f"allow entry {text!r}: headers", headers))
 
 
+def beyond_latin_1(value: str) -> str | None:
+    """The first character of value that is not one byte in Latin-1 (None: there is none).
+    A header value is bytes: the fetch standard's ByteString, one character per byte."""
+    return next((c for c in value if ord(c) > 0xFF), None)
+
+
 def headers_option(what: str, headers: Any) -> tuple[tuple[str, str], ...]:
     if headers is None:
         return ()
@@ -230,6 +237,11 @@ def headers_option(what: str, headers: Any) -> tuple[tuple[str, str], ...]:
         if not isinstance(value, str) or BAD_VALUE.search(value):
             # The value is a secret: never repeat it.
             raise ValueError(f"{what}: the value of {name!r} must be a str without control characters")
+        if beyond_latin_1(value) is not None:
+            raise ValueError(
+                f"{what}: the value of {name!r} has a character beyond Latin-1; a header value is sent as one "
+                "byte per character, so percent-encode or base64 other text"
+            )
         if name.lower() in FORBIDDEN_REQUEST:
             raise ValueError(f"{what}: {name!r} is set by the connection, not by a header option")
         out.append((name.lower(), value))

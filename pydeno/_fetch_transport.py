@@ -5,7 +5,6 @@ HttpFetch is made, so that ``import pydeno`` does not load the HTTP stack."""
 from __future__ import annotations
 
 import contextvars
-import http.cookiejar
 import ipaddress
 import math
 import socket
@@ -20,7 +19,7 @@ import httpx
 
 from ._fetch_policy import IPAddress
 
-__all__ = ["DEADLINE", "AddressRefused", "client", "remaining"]
+__all__ = ["DEADLINE", "DEFAULT_HEADERS", "AddressRefused", "remaining", "transport"]
 
 # Why the host may not connect to an address (None: it may).
 Refusal = Callable[[IPAddress], "str | None"]
@@ -191,23 +190,18 @@ class _Transport(httpx.BaseTransport):
         self._pool.close()
 
 
-class _NoCookies(http.cookiejar.DefaultCookiePolicy):
-    """No cookie is kept from one response for another request (or another guest)."""
+# What every request says unless the guest says otherwise. Identity: the body the guest
+# reads is the body the server sent, with no decoder between.
+DEFAULT_HEADERS: tuple[tuple[str, str], ...] = (
+    ("user-agent", "pydeno-fetch"),
+    ("accept", "*/*"),
+    ("accept-encoding", "identity"),
+)
 
-    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
 
-    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
-
-
-def client(refusal: Refusal, ssl_context: ssl.SSLContext | None) -> httpx.Client:
-    """The client every request of one HttpFetch goes through: no proxies from the
-    environment, no redirects of its own, no cookie jar."""
-    return httpx.Client(
-        transport=_Transport(refusal, ssl_context or ssl.create_default_context()),
-        trust_env=False,
-        follow_redirects=False,
-        cookies=http.cookiejar.CookieJar(policy=_NoCookies()),
-        headers={"User-Agent": "pydeno-fetch", "Accept": "*/*", "Accept-Encoding": "identity"},
-    )
+def transport(refusal: Refusal, ssl_context: ssl.SSLContext | None) -> httpx.BaseTransport:
+    """What every request of one HttpFetch goes through. Requests are sent on it directly,
+    not through an httpx.Client: there are no proxies from the environment, no cookie jar,
+    and no redirect handling of httpx's own (which parses a Location before the host's
+    checks could, and fails on one it cannot parse even when the guest follows nothing)."""
+    return _Transport(refusal, ssl_context or ssl.create_default_context())
