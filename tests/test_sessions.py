@@ -827,3 +827,20 @@ def test_a_sqlite_file_from_an_earlier_pydeno_opens_keeps_its_sessions_and_refus
         store.write("a", "alice", 2, rows[1][-1])  # what the file held, put back through the store
         with sessions.lease("a", owner="alice") as agent:
             assert agent.run("step") == 2
+
+
+def test_a_pool_that_still_holds_a_session_another_deleted_cannot_write_it_back(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with pydeno.SQLiteJournalStore(path) as one, pydeno.SQLiteJournalStore(path) as two:
+        with pydeno.SessionPool(one, KEY) as holder, pydeno.SessionPool(two, KEY) as deleter:
+            with holder.lease("a", owner="alice") as agent:
+                agent.run("globalThis.secret = 'deleted state'")
+            deleter.delete("a", owner="alice")
+            conflict = r"^the journal of session 'a' changed in the store since this pool read it"
+            with pytest.raises(pydeno.JournalError, match=conflict), holder.lease("a", owner="alice") as agent:
+                agent.run("secret += ' again'")
+            # The holder dropped its worker; the store kept the tombstone, so both pools now
+            # see a new, empty session.
+            for sessions in (holder, deleter):
+                with sessions.lease("a", owner="alice") as agent:
+                    assert agent.run("typeof secret") == "undefined"
