@@ -702,6 +702,9 @@ def test_a_deleted_sessions_old_row_put_back_by_hand_is_refused_and_never_restor
             str(info.value),
         ), str(info.value)
         assert pydeno.classify_error(info.value).kind == "journal_invalid"
+        # Nor is a delete written over a row the pool cannot trust.
+        with pytest.raises(pydeno.JournalError, match=r"is version 4, older than .* and the session is not deleted\n"):
+            sessions.delete("a", owner="alice")
 
 
 def test_a_deleted_sessions_versions_go_on_from_where_they_were_so_no_old_row_matches_a_new_one(
@@ -759,8 +762,11 @@ def test_an_old_row_put_back_by_hand_is_refused_even_by_a_pool_that_never_saw_th
         with sessions.lease("a") as agent:
             agent.run("globalThis.step = 'later'")
     put_back(any_store, old)
-    with pydeno.SessionPool(any_store, KEY) as fresh, pytest.raises(pydeno.JournalError) as info, fresh.lease("a"):
-        pass
+    with pydeno.SessionPool(any_store, KEY) as fresh:
+        with pytest.raises(pydeno.JournalError) as info, fresh.lease("a"):
+            pass
+        with pytest.raises(pydeno.JournalError, match="the store has held for it"):
+            fresh.delete("a")
     assert re.fullmatch(
         r"the stored journal of session 'a' is version 4, older than version \d+ the store has held for it; "
         r"a row put back in the store is refused",
@@ -831,16 +837,20 @@ def test_a_sqlite_file_from_an_earlier_pydeno_opens_keeps_its_sessions_and_refus
 
 def test_a_pool_that_still_holds_a_session_another_deleted_cannot_write_it_back(tmp_path: Path) -> None:
     path = tmp_path / "sessions.db"
-    with pydeno.SQLiteJournalStore(path) as one, pydeno.SQLiteJournalStore(path) as two:
-        with pydeno.SessionPool(one, KEY) as holder, pydeno.SessionPool(two, KEY) as deleter:
-            with holder.lease("a", owner="alice") as agent:
-                agent.run("globalThis.secret = 'deleted state'")
-            deleter.delete("a", owner="alice")
-            conflict = r"^the journal of session 'a' changed in the store since this pool read it"
-            with pytest.raises(pydeno.JournalError, match=conflict), holder.lease("a", owner="alice") as agent:
-                agent.run("secret += ' again'")
-            # The holder dropped its worker; the store kept the tombstone, so both pools now
-            # see a new, empty session.
-            for sessions in (holder, deleter):
-                with sessions.lease("a", owner="alice") as agent:
-                    assert agent.run("typeof secret") == "undefined"
+    with (
+        pydeno.SQLiteJournalStore(path) as one,
+        pydeno.SQLiteJournalStore(path) as two,
+        pydeno.SessionPool(one, KEY) as holder,
+        pydeno.SessionPool(two, KEY) as deleter,
+    ):
+        with holder.lease("a", owner="alice") as agent:
+            agent.run("globalThis.secret = 'deleted state'")
+        deleter.delete("a", owner="alice")
+        conflict = r"^the journal of session 'a' changed in the store since this pool read it"
+        with pytest.raises(pydeno.JournalError, match=conflict), holder.lease("a", owner="alice") as agent:
+            agent.run("secret += ' again'")
+        # The holder dropped its worker; the store kept the tombstone, so both pools now
+        # see a new, empty session.
+        for sessions in (holder, deleter):
+            with sessions.lease("a", owner="alice") as agent:
+                assert agent.run("typeof secret") == "undefined"
