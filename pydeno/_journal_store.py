@@ -77,8 +77,7 @@ class MemoryJournalStore:
     def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
         with self._lock:
             stored = self._records.get(session_id)
-            if stored is not None:
-                _check_newest(session_id, stored[0], self._newest.get(session_id, 0))
+            _check_newest(session_id, None if stored is None else stored[0], self._newest.get(session_id, 0))
             return stored
 
     def write(self, session_id: str, owner: str | None, version: int, record: bytes) -> bool:
@@ -104,7 +103,16 @@ class MemoryJournalStore:
             return len(self._records)
 
 
-def _check_newest(session_id: str, version: int, newest: int) -> None:
+def _check_newest(session_id: str, version: int | None, newest: int) -> None:
+    """JournalError if the store's row (its version, None: no row) is not the newest it held."""
+    if version is None:
+        if newest:
+            raise JournalError(
+                f"the store has no journal of session {shown(session_id)}, whose version {newest} it has held; "
+                "a row removed behind the store's back is refused (the store's own delete(session_id) forgets "
+                "a session for good)"
+            )
+        return
     if version < newest:
         raise JournalError(
             f"the stored journal of session {shown(session_id)} is version {version}, older than version "
@@ -206,20 +214,26 @@ class SQLiteJournalStore:
 
     def read(self, session_id: str) -> tuple[int, str | None, bytes] | None:
         with self._connection() as db:
-            row = db.execute(
-                "SELECT j.version, j.owner, j.record, COALESCE(v.newest, 0) FROM pydeno_journals AS j "
-                "LEFT JOIN pydeno_journal_versions AS v USING (session_id) WHERE j.session_id = ?",
-                (session_id,),
-            ).fetchone()
+            # One read transaction: the row and the newest version from the same snapshot.
+            db.execute("BEGIN")
+            try:
+                row = db.execute(
+                    "SELECT version, owner, record FROM pydeno_journals WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                seen = db.execute(
+                    "SELECT newest FROM pydeno_journal_versions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+        newest = 0 if seen is None else seen[0]
+        if type(newest) is not int:
+            raise StoreError(f"journal store {self.path} failed: the newest version of a session is not an integer")
         if row is None:
+            _check_newest(session_id, None, newest)
             return None
-        version, owner, record, newest = row
-        if (
-            type(version) is not int
-            or type(newest) is not int
-            or not (owner is None or isinstance(owner, str))
-            or not isinstance(record, bytes)
-        ):
+        version, owner, record = row
+        if type(version) is not int or not (owner is None or isinstance(owner, str)) or not isinstance(record, bytes):
             raise StoreError(f"journal store {self.path} failed: the row of a session has columns of the wrong types")
         _check_newest(session_id, version, newest)
         return version, owner, record

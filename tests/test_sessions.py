@@ -854,3 +854,27 @@ def test_a_pool_that_still_holds_a_session_another_deleted_cannot_write_it_back(
         for sessions in (holder, deleter):
             with sessions.lease("a", owner="alice") as agent:
                 assert agent.run("typeof secret") == "undefined"
+
+
+def test_a_row_removed_by_hand_is_refused_as_lost_even_by_a_pool_that_never_saw_the_session(any_store: Any) -> None:
+    with pydeno.SessionPool(any_store, KEY) as sessions:
+        for step in (1, 2):
+            with sessions.lease("a") as agent:
+                agent.run(f"globalThis.step = {step}")
+    if isinstance(any_store, pydeno.SQLiteJournalStore):
+        with contextlib.closing(sqlite3.connect(any_store.path, isolation_level=None)) as db:
+            db.execute("DELETE FROM pydeno_journals WHERE session_id = 'a'")
+    else:
+        del any_store._records["a"]
+    with pydeno.SessionPool(any_store, KEY) as fresh:
+        with pytest.raises(pydeno.JournalError) as info, fresh.lease("a"):
+            pass
+        assert fresh.stats()["created"] == 0
+    assert str(info.value) == (
+        "the store has no journal of session 'a', whose version 2 it has held; a row removed behind the "
+        "store's back is refused (the store's own delete(session_id) forgets a session for good)"
+    )
+    # The store's own delete is the way to forget it: the id then starts afresh.
+    any_store.delete("a")
+    with pydeno.SessionPool(any_store, KEY) as fresh, fresh.lease("a") as agent:
+        assert agent.run("typeof step") == "undefined"
