@@ -315,11 +315,14 @@ class SessionPool(NeedsWith):
                 if entry.owner != owner:
                     raise other_owner(session_id)
                 del book.live[session_id]
-        if entry is not None:
-            self._discard(entry)
-        self._bury(session_id, owner)
-        with self._cond:
-            self._cond.notify_all()
+        try:
+            if entry is not None:
+                self._discard(entry)
+            self._bury(session_id, owner)
+        finally:
+            # The slot it held is free even if the store refused the tombstone.
+            with self._cond:
+                self._cond.notify_all()
 
     def _bury(self, session_id: str, owner: str | None) -> None:
         """Write the session's tombstone over its record as the next version (nothing if it
