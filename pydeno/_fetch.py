@@ -525,24 +525,22 @@ class HttpFetch:
         followed. The URL is checked against the policy by the caller."""
         import httpx
 
+        malformed = f"fetch refused: redirect from {where} to a Location that is not a valid URL"
         try:
             scheme = urllib.parse.urlsplit(location).scheme.lower()
         except ValueError:
-            scheme = ""
-            malformed = True
-        else:
-            malformed = False
+            raise FetchRefused(malformed) from None
         if scheme and scheme not in _REDIRECT_SCHEMES:
+            # A scheme is letters, digits and "+-.", which a token could be made of too.
+            shown = self._scrub(scheme)
+            shown = shown if len(shown) <= 32 else shown[:32] + "..."
             raise FetchRefused(
-                f"fetch refused: redirect from {where} to a {_show(self._scrub(scheme))[:40]}: URL; "
-                "only http and https URLs are followed"
+                f"fetch refused: redirect from {where} to a {shown}: URL; only http and https URLs are followed"
             )
-        if not malformed:
-            try:
-                return str(target.url.join(location))
-            except (httpx.InvalidURL, UnicodeError, ValueError):
-                pass
-        raise FetchRefused(f"fetch refused: redirect from {where} to a Location that is not a valid URL")
+        try:
+            return str(target.url.join(location))
+        except (httpx.InvalidURL, UnicodeError, ValueError):
+            raise FetchRefused(malformed) from None
 
     def _reason(self, response: httpx.Response, where: str) -> str:
         """The reason phrase as the server sent it, one character per byte (the fetch

@@ -1068,3 +1068,13 @@ def test_a_guest_header_that_would_split_the_request_is_refused_and_nothing_is_s
         got = refusal(fetch, raw.url("/"), json.dumps({"headers": headers}))
     assert got == ["FetchRefused", f"fetch refused: GET {raw.url('/')}: {why}"]
     assert raw.requests == []
+
+
+def test_a_redirect_whose_scheme_is_an_injected_value_is_refused_without_naming_it(raw: RawServer) -> None:
+    raw.routes["/jump"] = lambda request: answer("302 Found", [(b"Location", header_of(request, "x-api-key") + b":x")])
+    with raw_fetch(raw, headers={"X-Api-Key": TOKEN}) as fetch:
+        got = refusal(fetch, raw.url("/jump"))
+    assert got == [
+        "FetchRefused",
+        f"fetch refused: redirect from GET {raw.url('/jump')} to a [redacted]: URL; only http and https URLs are followed",
+    ]
