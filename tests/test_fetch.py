@@ -1076,5 +1076,6 @@ def test_a_redirect_whose_scheme_is_an_injected_value_is_refused_without_naming_
         got = refusal(fetch, raw.url("/jump"))
     assert got == [
         "FetchRefused",
-        f"fetch refused: redirect from GET {raw.url('/jump')} to a [redacted]: URL; only http and https URLs are followed",
+        f"fetch refused: redirect from GET {raw.url('/jump')} to a [redacted]: URL; "
+        "only http and https URLs are followed",
     ]
