@@ -190,6 +190,11 @@ def _pydantic_base() -> type | None:
     return base if isinstance(base, type) else None
 
 
+def _pydantic_dataclass(hint: Any) -> bool:
+    # pydantic's dataclasses keep their constraints in Field defaults, which only pydantic reads.
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint) and "__pydantic_fields__" in vars(hint)
+
+
 def _is_typeddict(hint: Any) -> bool:
     return isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__required_keys__")
 
@@ -234,6 +239,8 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
         return _named(hint, defs, lambda: {"enum": [_enum_value(hint, m) for m in hint]})
     if _is_typeddict(hint):
         return _named(hint, defs, lambda: _typeddict(hint, defs))
+    if _pydantic_dataclass(hint):
+        return _pydantic(hint, defs)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return _named(hint, defs, lambda: _dataclass(hint, defs))
     if _pydantic_model(hint):
@@ -451,7 +458,12 @@ def with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
 def _pydantic(hint: Any, defs: Defs) -> dict[str, Any]:
     name = hint.__name__
     if defs.claim(name, hint):
-        schema = hint.model_json_schema(ref_template="#/$defs/{model}")
+        if _pydantic_model(hint):
+            schema = hint.model_json_schema(ref_template="#/$defs/{model}")
+        else:
+            import pydantic
+
+            schema = pydantic.TypeAdapter(hint).json_schema(ref_template="#/$defs/{model}")
         # The model's own nested models: pydantic names them the same way.
         for sub_name, sub in schema.pop("$defs", {}).items():
             defs.setdefault(sub_name, sub)
@@ -491,6 +503,10 @@ def build(hint: Any, value: Any, localns: Mapping[str, Any] | None = None) -> An
     if isinstance(value, dict):
         if origin in (dict, Mapping) and len(args) == 2:
             return {k: build(args[1], v, localns) for k, v in value.items()}
+        if _pydantic_dataclass(hint):
+            import pydantic
+
+            return pydantic.TypeAdapter(hint).validate_python(value)
         if dataclasses.is_dataclass(hint) and isinstance(hint, type):
             hints = type_hints(hint, localns, extras=False)
             return hint(**{k: build(hints.get(k, Any), v, localns) for k, v in value.items()})

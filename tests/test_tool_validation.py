@@ -168,8 +168,14 @@ class Model(pydantic.BaseModel):
     share: Annotated[float, Field(ge=0, le=1)]
 
 
+@pydantic.dataclasses.dataclass
+class Placed:
+    row: int = Field(ge=0)
+    label: Annotated[str, Field(max_length=2)] = "a"
+
+
 def test_bounds_on_typeddict_dataclass_and_model_fields_reach_their_definitions() -> None:
-    def fn(r: Range, s: Sized, m: Model) -> None: ...
+    def fn(r: Range, s: Sized, m: Model, p: Placed) -> None: ...
 
     defs = pydeno.Tool("t", fn).input_schema["$defs"]
     assert defs["Range"]["properties"] == {
@@ -181,6 +187,24 @@ def test_bounds_on_typeddict_dataclass_and_model_fields_reach_their_definitions(
         "names": {"type": "array", "items": {"type": "string", "minLength": 1}},
     }
     assert defs["Model"]["properties"]["share"] == {"type": "number", "minimum": 0, "maximum": 1, "title": "Share"}
+    # A pydantic dataclass keeps its bounds in Field defaults, which pydantic's generator reads.
+    assert defs["Placed"]["properties"]["row"] == {"type": "integer", "minimum": 0, "title": "Row"}
+    assert defs["Placed"]["properties"]["label"]["maxLength"] == 2
+
+
+def test_a_pydantic_field_as_a_plain_dataclass_default_is_refused() -> None:
+    @dataclasses.dataclass
+    class Plain:
+        row: int = Field(ge=0)  # type: ignore[assignment]
+
+    def fn(p: Plain) -> None: ...
+
+    with pytest.raises(TypeError) as exc_info:
+        pydeno.Tool("t", fn)
+    assert str(exc_info.value) == (
+        "tool 't': parameter 'p': Plain.row: a pydantic Field as a dataclass default is not applied by the "
+        "dataclass; write row: Annotated[<type>, Field(...)] = <default>"
+    )
 
 
 @pytest.mark.parametrize(
@@ -246,6 +270,12 @@ def rate(pct: Annotated[float, Field(ge=0, le=100)], r: Range, s: Sized) -> None
     SEEN.append((pct, r, s))
 
 
+@pydeno.tool
+def place(p: Placed) -> None:
+    """Record a place."""
+    SEEN.append(p)
+
+
 BOUNDED = pydeno.Tool(
     "bounded",
     SEEN.append,
@@ -256,7 +286,7 @@ BOUNDED = pydeno.Tool(
 @pytest.fixture
 def cm() -> Iterator[pydeno.CodeMode]:
     SEEN.clear()
-    with pydeno.CodeMode([measure, count, count_later, rate, BOUNDED]) as cm:
+    with pydeno.CodeMode([measure, count, count_later, rate, place, BOUNDED]) as cm:
         yield cm
 
 
@@ -356,6 +386,21 @@ def test_bounds_from_metadata_are_enforced_on_the_host(cm: pydeno.CodeMode) -> N
         None,
     ]
     assert [(99.5, {"low": 0.5, "tag": "abc"}, Sized(count=9, names=["a"]))] == SEEN
+
+
+def test_a_pydantic_dataclass_is_checked_by_its_bounds_and_built_by_pydantic(cm: pydeno.CodeMode) -> None:
+    got = messages(
+        cm,
+        "[() => tools.place({p: {row: -1}}), () => tools.place({p: {row: 2, label: 'abc'}}),"
+        " () => tools.place({p: {row: -0}})]",
+    )
+    assert got == [
+        "tools.place(): invalid arguments: $.p.row: -1 is less than the minimum of 0",
+        "tools.place(): invalid arguments: $.p.label: 'abc' is too long",
+        None,
+    ]
+    assert [Placed(row=0)] == SEEN
+    assert type(SEEN[0].row) is int
 
 
 # --- names that collide --------------------------------------------------------------------------
