@@ -636,11 +636,15 @@ def schema_notes(schema: Mapping[str, Any]) -> str | None:
         "maximum",
         "exclusiveMinimum",
         "exclusiveMaximum",
+        "multipleOf",
         "minLength",
         "maxLength",
         "pattern",
         "minItems",
         "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
         "default",
     ):
         if key in schema:

@@ -432,3 +432,19 @@ def test_namespaces_that_share_a_prefix_without_colliding_are_accepted() -> None
     ) as c:
         result = c.execute("[await tools.a.b(), await tools.a.c(), await tools.ab()]")
     assert result.value == [1, 2, 3], str(result)
+
+
+def test_the_declarations_show_every_bound_the_metadata_declares() -> None:
+    @pydeno.tool
+    def pick(
+        pct: Annotated[float, Field(ge=0, le=100)],
+        step: Annotated[int, Field(multiple_of=5)],
+        tags: Annotated[dict[str, str], at.MaxLen(2)],
+    ) -> None:
+        """Pick."""
+
+    with pydeno.CodeMode([pick]) as cm:
+        declarations = cm.typescript()
+    assert "/**\n   * @minimum 0\n   * @maximum 100\n   */\n  pct: number;" in declarations, declarations
+    assert "/** @multipleOf 5 */\n  step: number;" in declarations, declarations
+    assert "/** @maxProperties 2 */\n  tags: Record<string, string>;" in declarations, declarations
