@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import fractions
+import functools
 import json
 import math
 import re
@@ -44,6 +46,7 @@ __all__ = [
     "Validator",
     "build",
     "field_default_error",
+    "overlong_integer",
     "plain",
     "schema_of",
     "ts_name",
@@ -134,6 +137,46 @@ def _finite_first(keyword: str) -> Any:
     return check
 
 
+def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    # jsonschema divides an int by a float step before it guards against overflow: a BigInt
+    # past the float range would raise OverflowError instead of being checked. Exactly, then.
+    if isinstance(instance, int) and not isinstance(instance, bool) and isinstance(step, float) and step:
+        try:
+            instance / step
+        except OverflowError:
+            if (fractions.Fraction(instance) / fractions.Fraction(step)).denominator != 1:
+                yield ValidationError(f"{instance!r} is not a multiple of {step}")
+            return
+    yield from _finite_multiple_of(validator, step, instance, schema)
+
+
+def overlong_integer(value: Any) -> str | None:
+    """The JSON path of the first int in value with more digits than Python turns into text
+    (``sys.get_int_max_str_digits()``), which no message or JSON could show: None if none."""
+    limit = sys.get_int_max_str_digits()
+    if not limit:
+        return None
+    stack: list[tuple[str, Any]] = [("$", value)]
+    while stack:
+        path, item = stack.pop()
+        if type(item) is int:
+            if item.bit_length() > limit * 3 and abs(item) >= _power_of_ten(limit):
+                return path
+        elif isinstance(item, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+@functools.cache
+def _power_of_ten(digits: int) -> int:
+    return 10**digits
+
+
+_finite_multiple_of: Final = _finite_first("multipleOf")
+
+
 def _type(validator: Any, expected: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     names = [expected] if isinstance(expected, str) else expected
     if (
@@ -154,7 +197,8 @@ Validator: Final[Any] = jsonschema.validators.extend(  # type: ignore[no-untyped
     Draft202012Validator,
     validators={
         "type": _type,
-        **{k: _finite_first(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")},
+        **{k: _finite_first(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
+        "multipleOf": _multiple_of,
     },
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"number": _is_number, "integer": _is_integer}),
 )

@@ -34,6 +34,7 @@ from ._schema import (
     build,
     field_default_error,
     first_paragraph,
+    overlong_integer,
     plain,
     schema_of,
     type_hints,
@@ -279,6 +280,13 @@ class Tool:
 
     def validate(self, arguments: Any) -> None:
         """Raise ToolError saying which field is wrong and why, if arguments do not match."""
+        where = overlong_integer(arguments)
+        if where is not None:
+            # Before jsonschema, whose messages would fail to write such an int.
+            raise ToolError(
+                f"tools.{self.name}(): invalid arguments: {where}: an integer of more than "
+                f"{sys.get_int_max_str_digits()} digits is refused"
+            )
         error = jsonschema.exceptions.best_match(self._inputs.iter_errors(arguments))
         if error is not None:
             raise ToolError(f"tools.{self.name}(): invalid arguments: {_where(error)}: {error.message}")

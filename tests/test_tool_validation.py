@@ -448,3 +448,33 @@ def test_the_declarations_show_every_bound_the_metadata_declares() -> None:
     assert "/**\n   * @minimum 0\n   * @maximum 100\n   */\n  pct: number;" in declarations, declarations
     assert "/** @multipleOf 5 */\n  step: number;" in declarations, declarations
     assert "/** @maxProperties 2 */\n  tags: Record<string, string>;" in declarations, declarations
+
+
+HUGE = pydeno.Tool(
+    "huge",
+    SEEN.append,
+    input_schema={
+        "type": "object",
+        "properties": {"n": {"type": "integer", "maximum": 10}, "half": {"multipleOf": 2.5}, "s": {"type": "string"}},
+    },
+)
+
+
+def test_an_integer_too_long_for_text_is_a_tool_error_naming_the_field_not_a_host_failure() -> None:
+    SEEN.clear()
+    with pydeno.CodeMode([HUGE]) as cm:
+        got = messages(cm, "[() => tools.huge({n: 10n ** 5000n}), () => tools.huge({s: [1, -(10n ** 4300n)]})]")
+    assert got == [
+        "tools.huge(): invalid arguments: $.n: an integer of more than 4300 digits is refused",
+        "tools.huge(): invalid arguments: $.s[1]: an integer of more than 4300 digits is refused",
+    ]
+    assert SEEN == []
+
+
+def test_a_huge_integer_meets_a_fractional_multiple_of_exactly() -> None:
+    SEEN.clear()
+    with pydeno.CodeMode([HUGE]) as cm:
+        got = messages(cm, "[() => tools.huge({half: 10n ** 400n}), () => tools.huge({half: 10n ** 400n + 1n})]")
+    assert got[0] is None
+    assert got[1] == f"tools.huge(): invalid arguments: $.half: {10**400 + 1} is not a multiple of 2.5"
+    assert SEEN == [{"half": 10**400}]
