@@ -171,7 +171,8 @@ def overlong_integer(value: Any) -> str | None:
 
 @functools.cache
 def _power_of_ten(digits: int) -> int:
-    return 10**digits
+    power: int = 10**digits
+    return power
 
 
 _finite_multiple_of: Final = _finite_first("multipleOf")
