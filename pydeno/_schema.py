@@ -530,6 +530,9 @@ def build(hint: Any, value: Any, localns: Mapping[str, Any] | None = None) -> An
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
         return build(args[0], value, localns)
+    if origin is typing.Literal:
+        # The declared member itself: -0 (a float on the wire) is the literal 0.
+        return next((a for a in args if a == value and isinstance(a, bool) is isinstance(value, bool)), value)
     if origin in (typing.Union, types.UnionType):
         # The member of value's own Python type first: 2.0 stays a float under int | float.
         for member in args:
@@ -570,6 +573,11 @@ def _matches(hint: Any, value: Any, *, exact: bool = False) -> bool:
     for a number, whether the member is its own Python type."""
     if typing.get_origin(hint) is typing.Annotated:
         return _matches(typing.get_args(hint)[0], value, exact=exact)
+    if typing.get_origin(hint) is typing.Literal:
+        return any(
+            a == value and (type(a) is type(value) if exact else isinstance(a, bool) is isinstance(value, bool))
+            for a in typing.get_args(hint)
+        )
     origin = typing.get_origin(hint) or hint
     if value is None:
         return hint in (None, type(None))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import annotated_types as at
 import anyio
@@ -478,3 +478,15 @@ def test_a_huge_integer_meets_a_fractional_multiple_of_exactly() -> None:
     assert got[0] is None
     assert got[1] == f"tools.huge(): invalid arguments: $.half: {10**400 + 1} is not a multiple of 2.5"
     assert SEEN == [{"half": 10**400}]
+
+
+def test_a_literal_parameter_receives_the_declared_member_itself() -> None:
+    seen: list[Any] = []
+
+    def level(n: Literal[0, 1, 2], m: Literal[0, 1] | None = None) -> None:
+        seen.append((n, type(n).__name__, m, type(m).__name__))
+
+    with pydeno.CodeMode([level]) as cm:
+        result = cm.execute("await tools.level({n: -0, m: -0})")
+    assert result.ok, str(result)
+    assert seen == [(0, "int", 0, "int")]
