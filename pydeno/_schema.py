@@ -60,13 +60,21 @@ class SchemaError(TypeError):
 
 
 class Defs(dict[str, Any]):
-    """The ``$defs`` of a schema being built, which Python type made each name, and the
-    namespace string hints of local types resolve in (the frame that made the tool)."""
+    """The ``$defs`` of a schema being built, which Python type made each name, the
+    namespace string hints of local types resolve in (the frame that made the tool), and the
+    field hints resolved so far, which ``build`` reuses on every call."""
 
     def __init__(self, localns: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.owners: dict[str, Any] = {}
         self.localns = localns
+        self.fields: dict[Any, dict[str, Any]] = {}
+
+    def hints(self, hint: Any) -> dict[str, Any]:
+        """The resolved field hints of a TypedDict or dataclass."""
+        if hint not in self.fields:
+            self.fields[hint] = type_hints(hint, self.localns)
+        return self.fields[hint]
 
     def claim(self, name: str, hint: Any) -> bool:
         """Whether name is new (then it is hint's); refuses two types with one name."""
@@ -439,7 +447,7 @@ def first_paragraph(doc: str) -> str:
 
 
 def _typeddict(hint: Any, defs: Defs) -> dict[str, Any]:
-    hints = type_hints(hint, defs.localns)
+    hints = defs.hints(hint)
     properties = {name: schema_of(_strip_required(h), defs) for name, h in hints.items()}
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     # Read from the resolved hints: under postponed annotations (PEP 563) Python 3.11 builds
@@ -467,7 +475,7 @@ def _strip_required(hint: Any) -> Any:
 
 
 def _dataclass(hint: type, defs: Defs) -> dict[str, Any]:
-    hints = type_hints(hint, defs.localns)
+    hints = defs.hints(hint)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for field in dataclasses.fields(hint):
@@ -520,16 +528,17 @@ def _pydantic(hint: Any, defs: Defs) -> dict[str, Any]:
 # --- Arguments in, results out --------------------------------------------------------------
 
 
-def build(hint: Any, value: Any, localns: Mapping[str, Any] | None = None) -> Any:
+def build(hint: Any, value: Any, fields: Mapping[Any, dict[str, Any]] | None = None) -> Any:
     """A validated JSON-like value as ``hint`` declares it: dataclasses, models and enums
     built from their plain form, an ``int`` from a whole float (the validator let through
     only those a JavaScript number states exactly; ``-0`` is ``0``), through lists, tuples,
-    dicts and unions. ``localns`` resolves the string hints of local types."""
+    dicts and unions. ``fields`` holds the field hints the schema resolved (``Defs.fields``),
+    for types whose string hints only the tool's maker could resolve."""
     if hint is int and isinstance(value, float):
         return int(value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        return build(args[0], value, localns)
+        return build(args[0], value, fields)
     if origin is typing.Literal:
         # The declared member itself: -0 (a float on the wire) is the literal 0.
         return next((a for a in args if a == value and isinstance(a, bool) is isinstance(value, bool)), value)
@@ -537,35 +546,40 @@ def build(hint: Any, value: Any, localns: Mapping[str, Any] | None = None) -> An
         # The member of value's own Python type first: 2.0 stays a float under int | float.
         for member in args:
             if _matches(member, value, exact=True):
-                return build(member, value, localns)
+                return build(member, value, fields)
         for member in args:
             if _matches(member, value):
-                return build(member, value, localns)
+                return build(member, value, fields)
         return value
     if isinstance(value, list):
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            return tuple(build(a, v, localns) for a, v in zip(args, value, strict=False))
+            return tuple(build(a, v, fields) for a, v in zip(args, value, strict=False))
         item = args[0] if args else Any
-        built = [build(item, v, localns) for v in value]
+        built = [build(item, v, fields) for v in value]
         return tuple(built) if origin is tuple or hint is tuple else built
     if isinstance(value, dict):
         if origin in (dict, Mapping) and len(args) == 2:
-            return {k: build(args[1], v, localns) for k, v in value.items()}
+            return {k: build(args[1], v, fields) for k, v in value.items()}
         if _pydantic_dataclass(hint):
             import pydantic
 
             return pydantic.TypeAdapter(hint).validate_python(value)
         if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-            hints = type_hints(hint, localns, extras=False)
-            return hint(**{k: build(hints.get(k, Any), v, localns) for k, v in value.items()})
+            hints = _field_hints(hint, fields)
+            return hint(**{k: build(hints.get(k, Any), v, fields) for k, v in value.items()})
         if _is_typeddict(hint):
-            hints = type_hints(hint, localns, extras=False)
-            return {k: build(_strip_required(hints.get(k, Any)), v, localns) for k, v in value.items()}
+            hints = _field_hints(hint, fields)
+            return {k: build(_strip_required(hints.get(k, Any)), v, fields) for k, v in value.items()}
         if _pydantic_model(hint):
             return hint.model_validate(value)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint(value)
     return value
+
+
+def _field_hints(hint: Any, fields: Mapping[Any, dict[str, Any]] | None) -> dict[str, Any]:
+    found = fields.get(hint) if fields is not None else None
+    return found if found is not None else type_hints(hint, None)
 
 
 def _matches(hint: Any, value: Any, *, exact: bool = False) -> bool:

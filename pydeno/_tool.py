@@ -150,10 +150,10 @@ class Tool:
     """
 
     __slots__ = (
+        "_fields",
         "_hints",
         "_inputs",
         "_keywords",
-        "_localns",
         "_outputs",
         "description",
         "fn",
@@ -186,13 +186,14 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.description = description if description is not None else _description(fn)
         self._hints: dict[str, Any] = {}
-        self._localns = _maker_locals() if input_schema is None else None
+        self._fields: dict[Any, dict[str, Any]] = {}
+        localns = _maker_locals() if input_schema is None else None
         if input_schema is not None:
             _check_schema(name, "input_schema", input_schema)
             self.input_schema = dict(input_schema)
             self._keywords = False
         else:
-            self.input_schema, self._hints = self._schema_from(fn)
+            self.input_schema, self._hints = self._schema_from(fn, localns)
             self._keywords = True
         self._inputs = _check_schema(name, "input_schema", self.input_schema)
         if self.input_schema.get("type") != "object":
@@ -201,7 +202,7 @@ class Tool:
                 "a tool takes one object of named arguments"
             )
         if output_schema is None and input_schema is None:
-            output_schema = self._output_from(fn)
+            output_schema = self._output_from(localns)
         if output_schema is not None:
             _check_schema(name, "output_schema", output_schema)
         self.output_schema = dict(output_schema) if output_schema is not None else None
@@ -210,7 +211,9 @@ class Tool:
         )
 
     # -- schemas from a function ---------------------------------------------------------
-    def _schema_from(self, fn: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _schema_from(
+        self, fn: Callable[..., Any], localns: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -218,11 +221,14 @@ class Tool:
                 f"tool {self.name!r}: {fn!r} has no signature to make a schema from; pass input_schema="
             ) from None
         try:
-            hints = type_hints(fn, self._localns)
+            hints = type_hints(fn, localns)
         except Exception as exc:  # noqa: BLE001 - any failure to resolve a name is the same misuse
             raise TypeError(f"tool {self.name!r}: its type hints cannot be resolved ({exc})") from None
         docs = parameter_docs(inspect.getdoc(fn) or "")
-        defs = Defs(self._localns)
+        # The maker's locals are needed only while hints are resolved: the fields resolved
+        # are kept for building arguments, the frame's other values are not.
+        defs = Defs(localns)
+        self._fields = defs.fields
         properties: dict[str, Any] = {}
         required: list[str] = []
         extra: Any = False
@@ -258,11 +264,11 @@ class Tool:
             out["$defs"] = dict(defs)
         return out, hints
 
-    def _output_from(self, fn: Callable[..., Any]) -> dict[str, Any] | None:
+    def _output_from(self, localns: dict[str, Any] | None) -> dict[str, Any] | None:
         hint = self._hints.get("return", inspect.Parameter.empty)
         if hint is inspect.Parameter.empty or hint is Any:
             return None
-        defs = Defs(self._localns)
+        defs = Defs(localns)
         try:
             schema = schema_of(hint, defs)
         except SchemaError:
@@ -296,7 +302,7 @@ class Tool:
         self.validate(arguments)
         if not self._keywords:
             return self.fn(arguments)
-        built = {name: build(self._hints.get(name, Any), value, self._localns) for name, value in arguments.items()}
+        built = {name: build(self._hints.get(name, Any), value, self._fields) for name, value in arguments.items()}
         return self.fn(**built)
 
     def finish(self, result: Any) -> Any:

@@ -5,6 +5,8 @@ string): they resolve from the decorating caller's frame, as pydantic resolves t
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from typing import Any, NotRequired, TypedDict
 
 import pydantic
@@ -75,3 +77,28 @@ def test_a_name_that_resolves_nowhere_is_still_refused_with_the_name() -> None:
         assert str(exc) == "tool 'broken': its type hints cannot be resolved (name 'Nowhere' is not defined)"
     else:
         raise AssertionError("a hint naming nothing was accepted")
+
+
+def test_a_tool_keeps_its_resolved_types_but_none_of_its_makers_other_locals() -> None:
+    class Big:
+        pass
+
+    def make() -> tuple[pydeno.Tool, weakref.ref[Big]]:
+        big = Big()
+
+        @dataclasses.dataclass
+        class Point:
+            x: int
+
+        @pydeno.tool
+        def shift(p: Point) -> int:
+            return p.x + 1
+
+        return shift, weakref.ref(big)
+
+    shift, big = make()
+    gc.collect()
+    assert big() is None
+    with pydeno.CodeMode([shift]) as cm:
+        result = cm.execute("await tools.shift({p: {x: -0}})")
+    assert result.value == 1, str(result)
