@@ -45,7 +45,7 @@ __all__ = [
     "SchemaError",
     "Validator",
     "build",
-    "field_default_error",
+    "is_pydantic_field",
     "overlong_integer",
     "plain",
     "schema_of",
@@ -363,6 +363,12 @@ def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, .
         ) from None
     extra_keys: set[str] = set()
     for item in declared:
+        if type(item).__module__ == "pydantic.functional_validators":
+            # pydantic runs these when it validates; a tool's arguments meet the JSON Schema.
+            raise SchemaError(
+                f"{type(item).__name__} in Annotated is not run when the tool is called: check the value in the "
+                "function, or take a pydantic model, which validates itself"
+            )
         if isinstance(item, FieldInfo):
             if not item.is_required():
                 raise SchemaError(
@@ -403,7 +409,7 @@ def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, .
 _MISSING: Final = object()
 
 
-def field_default_error(default: Any) -> bool:
+def is_pydantic_field(default: Any) -> bool:
     """Whether default is a pydantic ``Field(...)``, which a plain function or dataclass keeps
     as the object itself instead of applying it."""
     module = sys.modules.get("pydantic.fields")
@@ -481,7 +487,7 @@ def _dataclass(hint: type, defs: Defs) -> dict[str, Any]:
     for field in dataclasses.fields(hint):
         if not field.init:
             continue
-        if field_default_error(field.default):
+        if is_pydantic_field(field.default):
             raise SchemaError(
                 f"{hint.__name__}.{field.name}: a pydantic Field as a dataclass default is not applied by the "
                 f"dataclass; write {field.name}: Annotated[<type>, Field(...)] = <default>"

@@ -32,8 +32,8 @@ from ._schema import (
     SchemaError,
     Validator,
     build,
-    field_default_error,
     first_paragraph,
+    is_pydantic_field,
     overlong_integer,
     plain,
     schema_of,
@@ -238,7 +238,7 @@ class Tool:
                     f"tool {self.name!r}: parameter {p.name!r} cannot be named in an arguments object "
                     "(positional-only or *args); a tool takes named arguments"
                 )
-            if field_default_error(p.default):
+            if is_pydantic_field(p.default):
                 raise TypeError(
                     f"tool {self.name!r}: parameter {p.name!r}: a pydantic Field as a default is not applied when "
                     f"the tool is called; write {p.name}: Annotated[<type>, Field(...)] = <default>"

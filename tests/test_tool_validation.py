@@ -218,6 +218,10 @@ def test_a_pydantic_field_as_a_plain_dataclass_default_is_refused() -> None:
         ),
         (Annotated[int, Field(default=3)], "a default inside Annotated is not applied to a call"),
         (Annotated[float, Field(allow_inf_nan=True)], "allow_inf_nan=True cannot hold"),
+        (
+            Annotated[int, pydantic.AfterValidator(abs)],
+            "AfterValidator in Annotated is not run when the tool is called: check the value in the function",
+        ),
     ],
 )
 def test_metadata_the_schema_cannot_state_is_refused_when_the_tool_is_made(hint: Any, message: str) -> None:
