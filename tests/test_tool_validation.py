@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -494,3 +495,20 @@ def test_a_literal_parameter_receives_the_declared_member_itself() -> None:
         result = cm.execute("await tools.level({n: -0, m: -0})")
     assert result.ok, str(result)
     assert seen == [(0, "int", 0, "int")]
+
+
+def test_annotated_types_bounds_without_pydantic_are_refused_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As if pydantic were not installed: importing it fails.
+    monkeypatch.setitem(sys.modules, "pydantic", None)
+
+    def fn(x): ...  # type: ignore[no-untyped-def]
+
+    fn.__annotations__ = {"x": Annotated[int, at.Ge(0)]}
+    with pytest.raises(TypeError) as exc_info:
+        pydeno.Tool("t", fn)
+    assert str(exc_info.value) == (
+        "tool 't': parameter 'x': Annotated metadata Ge(ge=0) needs pydantic to be stated in the schema "
+        "(pip install pydantic)"
+    )
+    fn.__annotations__ = {"x": Annotated[int, "a count", object()]}
+    assert pydeno.Tool("t", fn).input_schema["properties"]["x"] == {"type": "integer", "description": "a count"}
