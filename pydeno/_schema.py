@@ -22,6 +22,7 @@ refused with the hint named, at the moment a tool is made, not when a guest call
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import fractions
@@ -32,6 +33,7 @@ import re
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -362,7 +364,7 @@ def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, .
             f"Annotated metadata {declared[0]!r} needs pydantic to be stated in the schema (pip install pydantic)"
         ) from None
     extra_keys: set[str] = set()
-    for item in declared:
+    for index, item in enumerate(declared):
         if type(item).__module__ == "pydantic.functional_validators":
             # pydantic runs these when it validates; a tool's arguments meet the JSON Schema.
             raise SchemaError(
@@ -375,8 +377,19 @@ def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, .
                     "a default inside Annotated is not applied to a call: give it as the parameter's (or field's) "
                     "own default, name: Annotated[<type>, Field(...)] = <default>"
                 )
+            for alias in ("alias", "validation_alias"):
+                if getattr(item, alias, None) is not None:
+                    raise SchemaError(
+                        f"{alias}={getattr(item, alias)!r} in Annotated is not applied to a tool's arguments: "
+                        "name the parameter (or field) as the program passes it"
+                    )
             if isinstance(item.json_schema_extra, Mapping):
                 extra_keys.update(item.json_schema_extra)
+            if item.discriminator is not None:
+                # Which member to try first: the union's anyOf already checks every member.
+                item = copy.copy(item)  # noqa: PLW2901 - the copy stands for the item from here on
+                item.discriminator = None
+                declared[index] = item
         for part in (item, *getattr(item, "metadata", ())):
             if getattr(part, "allow_inf_nan", None) is True:
                 raise SchemaError(
@@ -387,8 +400,14 @@ def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, .
     stand_in = _STAND_IN.get(kind, Any) if isinstance(kind, str) else Any
     try:
         annotated: Any = typing.Annotated[(stand_in, *declared)]
-        plain_schema = pydantic.TypeAdapter(stand_in).json_schema()
-        full = pydantic.TypeAdapter(annotated).json_schema()
+        with warnings.catch_warnings():
+            # pydantic warns that field-only attributes (deprecated=, ...) have no effect
+            # outside a model; here they become the keywords of a parameter's schema.
+            field_only = getattr(sys.modules.get("pydantic.warnings"), "UnsupportedFieldAttributeWarning", None)
+            if isinstance(field_only, type) and issubclass(field_only, Warning):
+                warnings.simplefilter("ignore", field_only)
+            plain_schema = pydantic.TypeAdapter(stand_in).json_schema()
+            full = pydantic.TypeAdapter(annotated).json_schema()
     except Exception as exc:  # noqa: BLE001 - pydantic's refusal, whatever its class, is the message
         raise SchemaError(f"Annotated metadata {declared!r} has no JSON Schema: {exc}") from None
     keywords = {k: v for k, v in full.items() if plain_schema.get(k, _MISSING) != v}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -218,6 +219,7 @@ def test_a_pydantic_field_as_a_plain_dataclass_default_is_refused() -> None:
             "(e.g. Annotated[int, Field(ge=0)] | None), not on the whole union",
         ),
         (Annotated[int, Field(default=3)], "a default inside Annotated is not applied to a call"),
+        (Annotated[int, Field(alias="y")], "alias='y' in Annotated is not applied to a tool's arguments"),
         (Annotated[float, Field(allow_inf_nan=True)], "allow_inf_nan=True cannot hold"),
         (
             Annotated[int, pydantic.AfterValidator(abs)],
@@ -512,3 +514,41 @@ def test_annotated_types_bounds_without_pydantic_are_refused_not_dropped(monkeyp
     )
     fn.__annotations__ = {"x": Annotated[int, "a count", object()]}
     assert pydeno.Tool("t", fn).input_schema["properties"]["x"] == {"type": "integer", "description": "a count"}
+
+
+class Cat(pydantic.BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class Dog(pydantic.BaseModel):
+    kind: Literal["dog"]
+
+
+def test_a_discriminated_union_keeps_its_members_and_is_checked_by_them() -> None:
+    seen: list[Any] = []
+
+    def adopt(pet: Annotated[Cat | Dog, Field(discriminator="kind", description="the pet")]) -> None:
+        seen.append(pet)
+
+    tool = pydeno.Tool("adopt", adopt)
+    assert tool.input_schema["properties"]["pet"] == {
+        "anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+        "description": "the pet",
+    }
+    with pydeno.CodeMode([tool]) as cm:
+        got = messages(
+            cm, "[() => tools.adopt({pet: {kind: 'cat', lives: 9}}), () => tools.adopt({pet: {kind: 'cow'}})]"
+        )
+    assert got[0] is None
+    assert got[1].startswith("tools.adopt(): invalid arguments: $.pet"), got[1]
+    assert seen == [Cat(kind="cat", lives=9)]
+
+
+def test_field_only_attributes_become_keywords_without_a_warning() -> None:
+    def fn(x: Annotated[int, Field(deprecated=True, title="Count")]) -> None: ...
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        schema = pydeno.Tool("t", fn).input_schema
+    assert schema["properties"]["x"] == {"type": "integer", "deprecated": True, "title": "Count"}
