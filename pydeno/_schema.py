@@ -50,6 +50,7 @@ __all__ = [
     "is_pydantic_field",
     "overlong_integer",
     "plain",
+    "reason",
     "schema_of",
     "ts_name",
     "ts_of",
@@ -215,6 +216,17 @@ Validator: Final[Any] = jsonschema.validators.extend(  # type: ignore[no-untyped
 )
 """Draft 2020-12 as JSON means it: NaN and Infinity satisfy no numeric schema (no schema form
 opts in), and ``integer`` is an int, or a whole float within Number.MAX_SAFE_INTEGER."""
+
+
+def reason(error: ValidationError) -> str:
+    """error's message, or, for a union no member of which takes a non-finite number or an
+    inexact integer, the member's reason that says why (jsonschema's own says only that none
+    matched)."""
+    if error.validator in ("anyOf", "oneOf") and isinstance(error.instance, float):
+        for sub in error.context or ():
+            if not sub.relative_path and sub.message.endswith((_NOT_FINITE, _BEYOND_SAFE)):
+                return sub.message
+    return error.message
 
 
 def type_hints(obj: Any, localns: Mapping[str, Any] | None, *, extras: bool = True) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ._schema import (
     is_pydantic_field,
     overlong_integer,
     plain,
+    reason,
     schema_of,
     type_hints,
     with_default,
@@ -295,7 +296,7 @@ class Tool:
             )
         error = jsonschema.exceptions.best_match(self._inputs.iter_errors(arguments))
         if error is not None:
-            raise ToolError(f"tools.{self.name}(): invalid arguments: {_where(error)}: {error.message}")
+            raise ToolError(f"tools.{self.name}(): invalid arguments: {_where(error)}: {reason(error)}")
 
     def start(self, arguments: Any) -> Any:
         """Validate arguments and call the function: its result, or an awaitable of it."""
@@ -313,7 +314,7 @@ class Tool:
             if error is not None:
                 where = error.json_path if error.json_path != "$" else "the result"
                 raise ToolError(
-                    f"tools.{self.name}() returned a value its output schema refuses: {where}: {error.message}"
+                    f"tools.{self.name}() returned a value its output schema refuses: {where}: {reason(error)}"
                 )
         return result
 

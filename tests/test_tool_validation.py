@@ -54,10 +54,10 @@ def refusal(tool: pydeno.Tool, arguments: dict[str, Any]) -> str:
     ],
 )
 def test_a_non_finite_number_satisfies_no_numeric_schema(schema: dict[str, Any], value: float) -> None:
-    message = refusal(raw(schema), {"x": value})
-    assert message.startswith("tools.t(): invalid arguments: $.x: "), message
-    # A union's own text when no one member's reason stands out.
-    assert "JSON has no NaN or Infinity" in message or "is not valid under any of the given schemas" in message, message
+    shown = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(value)]
+    assert refusal(raw(schema), {"x": value}) == (
+        f"tools.t(): invalid arguments: $.x: {shown} is not a finite number (JSON has no NaN or Infinity)"
+    )
 
 
 def test_a_nan_argument_is_refused_by_a_minimum_with_its_javascript_name() -> None:
@@ -552,3 +552,24 @@ def test_field_only_attributes_become_keywords_without_a_warning() -> None:
         warnings.simplefilter("error")
         schema = pydeno.Tool("t", fn).input_schema
     assert schema["properties"]["x"] == {"type": "integer", "deprecated": True, "title": "Count"}
+
+
+def test_an_optional_number_says_why_a_non_finite_or_inexact_value_fits_no_member() -> None:
+    def fn(n: int | None = None, x: float | str = 0) -> None: ...
+
+    tool = pydeno.Tool("t", fn)
+    assert refusal(tool, {"n": 2.0**53}) == (
+        "tools.t(): invalid arguments: $.n: 9007199254740992 is not an exact integer: it is beyond "
+        "Number.MAX_SAFE_INTEGER (2**53 - 1), where a JavaScript number cannot tell neighbouring integers apart; "
+        "pass a BigInt (e.g. 2n ** 60n) for a larger integer"
+    )
+    assert refusal(tool, {"n": math.nan}) == (
+        "tools.t(): invalid arguments: $.n: NaN is not a finite number (JSON has no NaN or Infinity)"
+    )
+    assert refusal(tool, {"x": -math.inf}) == (
+        "tools.t(): invalid arguments: $.x: -Infinity is not a finite number (JSON has no NaN or Infinity)"
+    )
+    assert (
+        refusal(tool, {"n": "a"})
+        == "tools.t(): invalid arguments: $.n: 'a' is not valid under any of the given schemas"
+    )
