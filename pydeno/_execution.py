@@ -32,7 +32,7 @@ from ._function import JsFunction
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._taxonomy import Catalog, classify_error
 from ._tool import Tool
-from ._tools import budget_message
+from ._tools import budget_message, check_namespaces
 from ._values import Undefined
 from .host._typecheck import PROGRAM, CheckFailed, check
 
@@ -108,6 +108,7 @@ class ToolSet:
             if t.name in self.tools:
                 raise ValueError(f"two tools are named {t.name!r}")
             self.tools[t.name] = t
+        check_namespaces(self.tools)
         self.max_tool_calls = optional_count("max_tool_calls", max_tool_calls, 0)
         self.approve = check_policy(approve, self.tools)
 

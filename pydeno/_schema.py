@@ -8,25 +8,54 @@ Three pure translations, no I/O:
   interface per type.
 * ``ts_of(schema, ...)``: the TypeScript type of a JSON Schema, for ``CodeMode.typescript()``.
 * ``build(hint, value)`` turns a validated argument into what the Python function declared
-  (a dataclass or pydantic model from a plain object), and ``plain(value)`` turns what a tool
-  returned into values the wire carries (dataclasses and models into plain objects).
+  (a dataclass or pydantic model from a plain object, an ``int`` from an integral number),
+  and ``plain(value)`` turns what a tool returned into values the wire carries (dataclasses
+  and models into plain objects).
+
+``Validator`` checks values against a schema as JSON means it: no NaN or Infinity satisfies
+a numeric schema, and an integer is one a JavaScript number states exactly.
 
 Hints that JSON cannot carry exactly (``bytes``, ``datetime``, ``set``, ``complex``) are
-refused with the hint named, at the moment a tool is made, not when a guest calls it.
+refused with the hint named, at the moment a tool is made, not when a guest calls it; so is
+``Annotated`` metadata whose bound the schema cannot state.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
+import fractions
+import functools
 import json
+import math
 import re
+import sys
 import types
 import typing
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["Defs", "SchemaError", "build", "plain", "schema_of", "ts_of", "ts_name"]
+import jsonschema.validators
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+__all__ = [
+    "MAX_SAFE_INTEGER",
+    "Defs",
+    "SchemaError",
+    "Validator",
+    "build",
+    "is_pydantic_field",
+    "overlong_integer",
+    "plain",
+    "reason",
+    "schema_of",
+    "ts_name",
+    "ts_of",
+    "type_hints",
+]
 
 
 class SchemaError(TypeError):
@@ -34,11 +63,21 @@ class SchemaError(TypeError):
 
 
 class Defs(dict[str, Any]):
-    """The ``$defs`` of a schema being built, and which Python type made each name."""
+    """The ``$defs`` of a schema being built, which Python type made each name, the
+    namespace string hints of local types resolve in (the frame that made the tool), and the
+    field hints resolved so far, which ``build`` reuses on every call."""
 
-    def __init__(self) -> None:
+    def __init__(self, localns: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.owners: dict[str, Any] = {}
+        self.localns = localns
+        self.fields: dict[Any, dict[str, Any]] = {}
+
+    def hints(self, hint: Any) -> dict[str, Any]:
+        """The resolved field hints of a TypedDict or dataclass."""
+        if hint not in self.fields:
+            self.fields[hint] = type_hints(hint, self.localns)
+        return self.fields[hint]
 
     def claim(self, name: str, hint: Any) -> bool:
         """Whether name is new (then it is hint's); refuses two types with one name."""
@@ -59,6 +98,150 @@ _SIMPLE: Final[dict[Any, dict[str, Any]]] = {
     object: {},
 }
 
+# --- Validation -------------------------------------------------------------------------------
+
+# Number.MAX_SAFE_INTEGER: past it a JavaScript number stands for several integers at once.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+_NOT_FINITE: Final = "is not a finite number (JSON has no NaN or Infinity)"
+_BEYOND_SAFE: Final = (
+    "is not an exact integer: it is beyond Number.MAX_SAFE_INTEGER (2**53 - 1), where a JavaScript number "
+    "cannot tell neighbouring integers apart; pass a BigInt (e.g. 2n ** 60n) for a larger integer"
+)
+
+
+def js_number(value: float) -> str:
+    """A float as JavaScript writes it, for messages a program's author reads."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return repr(value)
+
+
+def _is_number(checker: Any, instance: Any) -> bool:
+    if isinstance(instance, float):
+        return math.isfinite(instance)
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    # An int is exact whatever its size (a BigInt arrives as one); a float only when it is a
+    # whole number a JavaScript number cannot confuse with its neighbours.
+    if isinstance(instance, float):
+        return instance.is_integer() and abs(instance) <= MAX_SAFE_INTEGER
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _finite_first(keyword: str) -> Any:
+    """A numeric keyword that refuses NaN and Infinity, which jsonschema's own skips or lets
+    through (NaN compares false with every bound)."""
+    original = Draft202012Validator.VALIDATORS[keyword]
+
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        if isinstance(instance, float) and not math.isfinite(instance):
+            yield ValidationError(f"{js_number(instance)} {_NOT_FINITE}")
+            return
+        yield from original(validator, value, instance, schema)
+
+    return check
+
+
+def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    # jsonschema divides an int by a float step before it guards against overflow: a BigInt
+    # past the float range would raise OverflowError instead of being checked. Exactly, then.
+    if isinstance(instance, int) and not isinstance(instance, bool) and isinstance(step, float) and step:
+        try:
+            instance / step
+        except OverflowError:
+            if (fractions.Fraction(instance) / fractions.Fraction(step)).denominator != 1:
+                yield ValidationError(f"{instance!r} is not a multiple of {step}")
+            return
+    yield from _finite_multiple_of(validator, step, instance, schema)
+
+
+def overlong_integer(value: Any) -> str | None:
+    """The JSON path of the first int in value with more digits than Python turns into text
+    (``sys.get_int_max_str_digits()``), which no message or JSON could show: None if none."""
+    limit = sys.get_int_max_str_digits()
+    if not limit:
+        return None
+    stack: list[tuple[str, Any]] = [("$", value)]
+    while stack:
+        path, item = stack.pop()
+        if type(item) is int:
+            if item.bit_length() > limit * 3 and abs(item) >= _power_of_ten(limit):
+                return path
+        elif isinstance(item, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+@functools.cache
+def _power_of_ten(digits: int) -> int:
+    power: int = 10**digits
+    return power
+
+
+_finite_multiple_of: Final = _finite_first("multipleOf")
+
+
+def _type(validator: Any, expected: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    names = [expected] if isinstance(expected, str) else expected
+    if (
+        isinstance(instance, float)
+        and isinstance(names, list)
+        and not any(validator.is_type(instance, n) for n in names)
+    ):
+        if not math.isfinite(instance) and ("number" in names or "integer" in names):
+            yield ValidationError(f"{js_number(instance)} {_NOT_FINITE}")
+            return
+        if "integer" in names and instance.is_integer():
+            yield ValidationError(f"{js_number(instance)} {_BEYOND_SAFE}")
+            return
+    yield from Draft202012Validator.VALIDATORS["type"](validator, expected, instance, schema)
+
+
+Validator: Final[Any] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    validators={
+        "type": _type,
+        **{k: _finite_first(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
+        "multipleOf": _multiple_of,
+    },
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"number": _is_number, "integer": _is_integer}),
+)
+"""Draft 2020-12 as JSON means it: NaN and Infinity satisfy no numeric schema (no schema form
+opts in), and ``integer`` is an int, or a whole float within Number.MAX_SAFE_INTEGER."""
+
+
+def reason(error: ValidationError) -> str:
+    """error's message, or, for a union no member of which takes a non-finite number or an
+    inexact integer, the member's reason that says why (jsonschema's own says only that none
+    matched)."""
+    if error.validator in ("anyOf", "oneOf") and isinstance(error.instance, float):
+        for sub in error.context or ():
+            if not sub.relative_path and sub.message.endswith((_NOT_FINITE, _BEYOND_SAFE)):
+                return sub.message
+    return error.message
+
+
+def type_hints(obj: Any, localns: Mapping[str, Any] | None, *, extras: bool = True) -> dict[str, Any]:
+    """obj's resolved type hints; a name its own module and class cannot resolve is looked up
+    in localns (the locals of the function that made the tool, where a local type lives)."""
+    try:
+        return typing.get_type_hints(obj, include_extras=extras)
+    except NameError:
+        if not localns:
+            raise
+        namespace = dict(localns)
+        if isinstance(obj, type):
+            namespace.update(vars(obj))  # what get_type_hints would have used for a class
+        return typing.get_type_hints(obj, localns=namespace, include_extras=extras)
+
 
 def _pydantic_model(hint: Any) -> bool:
     # Looked up, never imported: pydantic is optional, and a model exists only once it is.
@@ -72,6 +255,11 @@ def _pydantic_base() -> type | None:
     module = sys.modules.get("pydantic")
     base = getattr(module, "BaseModel", None)
     return base if isinstance(base, type) else None
+
+
+def _pydantic_dataclass(hint: Any) -> bool:
+    # pydantic's dataclasses keep their constraints in Field defaults, which only pydantic reads.
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint) and "__pydantic_fields__" in vars(hint)
 
 
 def _is_typeddict(hint: Any) -> bool:
@@ -90,8 +278,7 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
         return dict(_SIMPLE[hint])
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        text = next((a for a in args[1:] if isinstance(a, str)), None)
-        return _described(schema_of(args[0], defs), text)
+        return _annotated(args[0], args[1:], defs)
     if origin in (typing.Union, types.UnionType):
         members = [schema_of(a, defs) for a in args]
         return members[0] if len(members) == 1 else {"anyOf": members}
@@ -119,6 +306,8 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
         return _named(hint, defs, lambda: {"enum": [_enum_value(hint, m) for m in hint]})
     if _is_typeddict(hint):
         return _named(hint, defs, lambda: _typeddict(hint, defs))
+    if _pydantic_dataclass(hint):
+        return _pydantic(hint, defs)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return _named(hint, defs, lambda: _dataclass(hint, defs))
     if _pydantic_model(hint):
@@ -127,6 +316,136 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
         f"{_hint_name(hint)} has no exact JSON Schema; tools take and return str, int, float, bool, None, "
         "list, tuple, dict[str, ...], Literal, Optional/Union, Enum, TypedDict, dataclasses and pydantic models"
     )
+
+
+# --- Annotated metadata -----------------------------------------------------------------------
+
+# What each JSON type is in Python, for asking pydantic which keywords metadata adds to it.
+_STAND_IN: Final[dict[str, Any]] = {
+    "integer": int,
+    "number": float,
+    "string": str,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": None,
+}
+_KIND_NAME: Final = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "a boolean",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
+# Keywords that describe a value without bounding it: these may sit on any schema.
+_ANNOTATIONS: Final = frozenset(
+    {"title", "description", "examples", "deprecated", "readOnly", "writeOnly", "$comment", "format"}
+)
+_KEYWORDS: Final = frozenset(Draft202012Validator.VALIDATORS) | _ANNOTATIONS
+
+
+def _annotated(base: Any, metadata: tuple[Any, ...], defs: Defs) -> dict[str, Any]:
+    """``Annotated[base, ...]``: a str is the description; pydantic's ``Field`` and
+    ``annotated_types`` constraints become the keywords pydantic's own generator gives them.
+    Other objects are markers for other libraries and say nothing to the schema."""
+    schema = schema_of(base, defs)
+    text = next((a for a in metadata if isinstance(a, str)), None)
+    others = tuple(a for a in metadata if not isinstance(a, str))
+    if others:
+        schema = {**schema, **_metadata_keywords(base, schema, others)}
+    if text and "description" not in schema:
+        schema = {**schema, "description": text}
+    return schema
+
+
+def _from_library(item: Any) -> bool:
+    return type(item).__module__.split(".")[0] in ("pydantic", "annotated_types")
+
+
+def _metadata_keywords(base: Any, schema: dict[str, Any], metadata: tuple[Any, ...]) -> dict[str, Any]:
+    declared = [m for m in metadata if _from_library(m)]
+    if not declared:
+        return {}
+    try:
+        import pydantic
+        from pydantic.fields import FieldInfo
+    except ImportError:
+        raise SchemaError(
+            f"Annotated metadata {declared[0]!r} needs pydantic to be stated in the schema (pip install pydantic)"
+        ) from None
+    extra_keys: set[str] = set()
+    for index, item in enumerate(declared):
+        if type(item).__module__ == "pydantic.functional_validators":
+            # pydantic runs these when it validates; a tool's arguments meet the JSON Schema.
+            raise SchemaError(
+                f"{type(item).__name__} in Annotated is not run when the tool is called: check the value in the "
+                "function, or take a pydantic model, which validates itself"
+            )
+        if isinstance(item, FieldInfo):
+            if not item.is_required():
+                raise SchemaError(
+                    "a default inside Annotated is not applied to a call: give it as the parameter's (or field's) "
+                    "own default, name: Annotated[<type>, Field(...)] = <default>"
+                )
+            for alias in ("alias", "validation_alias"):
+                if getattr(item, alias, None) is not None:
+                    raise SchemaError(
+                        f"{alias}={getattr(item, alias)!r} in Annotated is not applied to a tool's arguments: "
+                        "name the parameter (or field) as the program passes it"
+                    )
+            if isinstance(item.json_schema_extra, Mapping):
+                extra_keys.update(item.json_schema_extra)
+            if item.discriminator is not None:
+                # Which member to try first: the union's anyOf already checks every member.
+                item = copy.copy(item)  # noqa: PLW2901 - the copy stands for the item from here on
+                item.discriminator = None
+                declared[index] = item
+        for part in (item, *getattr(item, "metadata", ())):
+            if getattr(part, "allow_inf_nan", None) is True:
+                raise SchemaError(
+                    "allow_inf_nan=True cannot hold: a tool's numbers are JSON numbers, which have no NaN or "
+                    "Infinity, and every numeric schema refuses them; take a str to receive those"
+                )
+    kind = schema.get("type") if "$ref" not in schema and "anyOf" not in schema else None
+    stand_in = _STAND_IN.get(kind, Any) if isinstance(kind, str) else Any
+    try:
+        annotated: Any = typing.Annotated[(stand_in, *declared)]
+        with warnings.catch_warnings():
+            # pydantic warns that field-only attributes (deprecated=, ...) have no effect
+            # outside a model; here they become the keywords of a parameter's schema.
+            field_only = getattr(sys.modules.get("pydantic.warnings"), "UnsupportedFieldAttributeWarning", None)
+            if isinstance(field_only, type) and issubclass(field_only, Warning):
+                warnings.simplefilter("ignore", field_only)
+            plain_schema = pydantic.TypeAdapter(stand_in).json_schema()
+            full = pydantic.TypeAdapter(annotated).json_schema()
+    except Exception as exc:  # noqa: BLE001 - pydantic's refusal, whatever its class, is the message
+        raise SchemaError(f"Annotated metadata {declared!r} has no JSON Schema: {exc}") from None
+    keywords = {k: v for k, v in full.items() if plain_schema.get(k, _MISSING) != v}
+    for key in keywords:
+        if key in _ANNOTATIONS or key in extra_keys or key.startswith("x-"):
+            continue
+        if stand_in is Any and "anyOf" in schema:
+            raise SchemaError(
+                "Annotated metadata that bounds a value must be on the union's member it bounds "
+                "(e.g. Annotated[int, Field(ge=0)] | None), not on the whole union"
+            )
+        if key not in _KEYWORDS or stand_in is Any:
+            what = _KIND_NAME.get(kind, _hint_name(base)) if isinstance(kind, str) else _hint_name(base)
+            raise SchemaError(f"Annotated metadata gives {key!r}, which does not apply to {what}")
+    return keywords
+
+
+_MISSING: Final = object()
+
+
+def is_pydantic_field(default: Any) -> bool:
+    """Whether default is a pydantic ``Field(...)``, which a plain function or dataclass keeps
+    as the object itself instead of applying it."""
+    module = sys.modules.get("pydantic.fields")
+    field_info = getattr(module, "FieldInfo", None)
+    return isinstance(field_info, type) and isinstance(default, field_info)
 
 
 def _hint_name(hint: Any) -> str:
@@ -165,7 +484,7 @@ def first_paragraph(doc: str) -> str:
 
 
 def _typeddict(hint: Any, defs: Defs) -> dict[str, Any]:
-    hints = typing.get_type_hints(hint, include_extras=True)
+    hints = defs.hints(hint)
     properties = {name: schema_of(_strip_required(h), defs) for name, h in hints.items()}
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     # Read from the resolved hints: under postponed annotations (PEP 563) Python 3.11 builds
@@ -193,12 +512,17 @@ def _strip_required(hint: Any) -> Any:
 
 
 def _dataclass(hint: type, defs: Defs) -> dict[str, Any]:
-    hints = typing.get_type_hints(hint, include_extras=True)
+    hints = defs.hints(hint)
     properties: dict[str, Any] = {}
     required: list[str] = []
     for field in dataclasses.fields(hint):
         if not field.init:
             continue
+        if is_pydantic_field(field.default):
+            raise SchemaError(
+                f"{hint.__name__}.{field.name}: a pydantic Field as a dataclass default is not applied by the "
+                f"dataclass; write {field.name}: Annotated[<type>, Field(...)] = <default>"
+            )
         schema = schema_of(hints[field.name], defs)
         if field.default is not dataclasses.MISSING:
             schema = with_default(schema, field.default)
@@ -224,7 +548,12 @@ def with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
 def _pydantic(hint: Any, defs: Defs) -> dict[str, Any]:
     name = hint.__name__
     if defs.claim(name, hint):
-        schema = hint.model_json_schema(ref_template="#/$defs/{model}")
+        if _pydantic_model(hint):
+            schema = hint.model_json_schema(ref_template="#/$defs/{model}")
+        else:
+            import pydantic
+
+            schema = pydantic.TypeAdapter(hint).json_schema(ref_template="#/$defs/{model}")
         # The model's own nested models: pydantic names them the same way.
         for sub_name, sub in schema.pop("$defs", {}).items():
             defs.setdefault(sub_name, sub)
@@ -236,32 +565,48 @@ def _pydantic(hint: Any, defs: Defs) -> dict[str, Any]:
 # --- Arguments in, results out --------------------------------------------------------------
 
 
-def build(hint: Any, value: Any) -> Any:
+def build(hint: Any, value: Any, fields: Mapping[Any, dict[str, Any]] | None = None) -> Any:
     """A validated JSON-like value as ``hint`` declares it: dataclasses, models and enums
-    built from their plain form, through lists, tuples, dicts and unions."""
+    built from their plain form, an ``int`` from a whole float (the validator let through
+    only those a JavaScript number states exactly; ``-0`` is ``0``), through lists, tuples,
+    dicts and unions. ``fields`` holds the field hints the schema resolved (``Defs.fields``),
+    for types whose string hints only the tool's maker could resolve."""
+    if hint is int and isinstance(value, float):
+        return int(value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        return build(args[0], value)
+        return build(args[0], value, fields)
+    if origin is typing.Literal:
+        # The declared member itself: -0 (a float on the wire) is the literal 0.
+        return next((a for a in args if a == value and isinstance(a, bool) is isinstance(value, bool)), value)
     if origin in (typing.Union, types.UnionType):
+        # The member of value's own Python type first: 2.0 stays a float under int | float.
+        for member in args:
+            if _matches(member, value, exact=True):
+                return build(member, value, fields)
         for member in args:
             if _matches(member, value):
-                return build(member, value)
+                return build(member, value, fields)
         return value
     if isinstance(value, list):
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-            return tuple(build(a, v) for a, v in zip(args, value, strict=False))
+            return tuple(build(a, v, fields) for a, v in zip(args, value, strict=False))
         item = args[0] if args else Any
-        built = [build(item, v) for v in value]
+        built = [build(item, v, fields) for v in value]
         return tuple(built) if origin is tuple or hint is tuple else built
     if isinstance(value, dict):
         if origin in (dict, Mapping) and len(args) == 2:
-            return {k: build(args[1], v) for k, v in value.items()}
+            return {k: build(args[1], v, fields) for k, v in value.items()}
+        if _pydantic_dataclass(hint):
+            import pydantic
+
+            return pydantic.TypeAdapter(hint).validate_python(value)
         if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-            hints = typing.get_type_hints(hint)
-            return hint(**{k: build(hints.get(k, Any), v) for k, v in value.items()})
+            hints = _field_hints(hint, fields)
+            return hint(**{k: build(hints.get(k, Any), v, fields) for k, v in value.items()})
         if _is_typeddict(hint):
-            hints = typing.get_type_hints(hint)
-            return {k: build(_strip_required(hints.get(k, Any)), v) for k, v in value.items()}
+            hints = _field_hints(hint, fields)
+            return {k: build(_strip_required(hints.get(k, Any)), v, fields) for k, v in value.items()}
         if _pydantic_model(hint):
             return hint.model_validate(value)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
@@ -269,15 +614,32 @@ def build(hint: Any, value: Any) -> Any:
     return value
 
 
-def _matches(hint: Any, value: Any) -> bool:
-    """Whether value (already valid for the union) is the member ``hint``'s shape."""
+def _field_hints(hint: Any, fields: Mapping[Any, dict[str, Any]] | None) -> dict[str, Any]:
+    found = fields.get(hint) if fields is not None else None
+    return found if found is not None else type_hints(hint, None)
+
+
+def _matches(hint: Any, value: Any, *, exact: bool = False) -> bool:
+    """Whether value (already valid for the union) is the member ``hint``'s shape; ``exact``:
+    for a number, whether the member is its own Python type."""
+    if typing.get_origin(hint) is typing.Annotated:
+        return _matches(typing.get_args(hint)[0], value, exact=exact)
+    if typing.get_origin(hint) is typing.Literal:
+        return any(
+            a == value and (type(a) is type(value) if exact else isinstance(a, bool) is isinstance(value, bool))
+            for a in typing.get_args(hint)
+        )
     origin = typing.get_origin(hint) or hint
     if value is None:
         return hint in (None, type(None))
     if isinstance(value, bool):
         return origin is bool
     if isinstance(value, (int, float)):
-        return origin in (int, float) or (isinstance(origin, type) and issubclass(origin, enum.Enum))
+        if exact:
+            return origin is type(value)
+        if origin is int:
+            return isinstance(value, int) or value.is_integer()
+        return origin is float or (isinstance(origin, type) and issubclass(origin, enum.Enum))
     if isinstance(value, str):
         return (
             origin is str
@@ -378,11 +740,15 @@ def schema_notes(schema: Mapping[str, Any]) -> str | None:
         "maximum",
         "exclusiveMinimum",
         "exclusiveMaximum",
+        "multipleOf",
         "minLength",
         "maxLength",
         "pattern",
         "minItems",
         "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
         "default",
     ):
         if key in schema:

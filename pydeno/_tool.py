@@ -6,25 +6,41 @@ object; the function then receives that object as its one argument) or made from
 function's signature and type hints (each parameter a property; the function is called with
 them as keyword arguments, dataclasses and pydantic models built from their plain form).
 Arguments are checked against the schema on the host before the function runs, by
-``jsonschema`` (draft 2020-12); results against the output schema, when there is one, after.
-A refused call raises :class:`~pydeno.ToolError` with the field and the reason, which is
-what the guest catches.
+``jsonschema`` (draft 2020-12, as JSON means it: see ``_schema.Validator``); results against
+the output schema, when there is one, after. A refused call raises :class:`~pydeno.ToolError`
+with the field and the reason, which is what the guest catches.
+
+Hints are resolved where the function lives and, for types local to a function (a
+``TypedDict`` defined next to the tool under ``from __future__ import annotations``), in the
+locals of the frame that made the tool, as pydantic resolves them.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
-import typing
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, overload
 
 import jsonschema
 import jsonschema.exceptions
-from jsonschema import Draft202012Validator
 
 from ._errors import ToolError
-from ._schema import Defs, SchemaError, build, first_paragraph, plain, schema_of, with_default
+from ._schema import (
+    Defs,
+    SchemaError,
+    Validator,
+    build,
+    first_paragraph,
+    is_pydantic_field,
+    overlong_integer,
+    plain,
+    reason,
+    schema_of,
+    type_hints,
+    with_default,
+)
 
 __all__ = ["Tool", "tool"]
 
@@ -47,17 +63,29 @@ def check_name(name: Any) -> str:
     return name
 
 
-def _check_schema(name: str, which: str, schema: Any) -> Draft202012Validator:
+def _check_schema(name: str, which: str, schema: Any) -> Any:
     if not isinstance(schema, Mapping):
         raise TypeError(f"tool {name!r}: {which} must be a JSON Schema object (a dict), got {type(schema).__name__}")
     try:
-        Draft202012Validator.check_schema(schema)
+        Validator.check_schema(schema)
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
         raise ValueError(
             f"tool {name!r}: {which} is not a valid JSON Schema (draft 2020-12): {exc.message} (at {where})"
         ) from None
-    return Draft202012Validator(schema)
+    return Validator(schema)
+
+
+def _maker_locals() -> dict[str, Any] | None:
+    """The locals of the function that is making a tool: the first frame outside pydeno
+    (``@tool``, ``Tool(...)`` and ``CodeMode([fn])`` all come through here). None at a
+    module's top level, whose names the function's own globals already hold."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "pydeno":
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None or frame.f_locals is frame.f_globals:
+        return None
+    return dict(frame.f_locals)
 
 
 def _where(error: jsonschema.exceptions.ValidationError) -> str:
@@ -123,6 +151,7 @@ class Tool:
     """
 
     __slots__ = (
+        "_fields",
         "_hints",
         "_inputs",
         "_keywords",
@@ -158,12 +187,14 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.description = description if description is not None else _description(fn)
         self._hints: dict[str, Any] = {}
+        self._fields: dict[Any, dict[str, Any]] = {}
+        localns = _maker_locals() if input_schema is None else None
         if input_schema is not None:
             _check_schema(name, "input_schema", input_schema)
             self.input_schema = dict(input_schema)
             self._keywords = False
         else:
-            self.input_schema, self._hints = self._schema_from(fn)
+            self.input_schema, self._hints = self._schema_from(fn, localns)
             self._keywords = True
         self._inputs = _check_schema(name, "input_schema", self.input_schema)
         if self.input_schema.get("type") != "object":
@@ -172,7 +203,7 @@ class Tool:
                 "a tool takes one object of named arguments"
             )
         if output_schema is None and input_schema is None:
-            output_schema = self._output_from(fn)
+            output_schema = self._output_from(localns)
         if output_schema is not None:
             _check_schema(name, "output_schema", output_schema)
         self.output_schema = dict(output_schema) if output_schema is not None else None
@@ -181,7 +212,9 @@ class Tool:
         )
 
     # -- schemas from a function ---------------------------------------------------------
-    def _schema_from(self, fn: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _schema_from(
+        self, fn: Callable[..., Any], localns: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -189,11 +222,14 @@ class Tool:
                 f"tool {self.name!r}: {fn!r} has no signature to make a schema from; pass input_schema="
             ) from None
         try:
-            hints = typing.get_type_hints(fn, include_extras=True)
+            hints = type_hints(fn, localns)
         except Exception as exc:  # noqa: BLE001 - any failure to resolve a name is the same misuse
             raise TypeError(f"tool {self.name!r}: its type hints cannot be resolved ({exc})") from None
         docs = parameter_docs(inspect.getdoc(fn) or "")
-        defs = Defs()
+        # The maker's locals are needed only while hints are resolved: the fields resolved
+        # are kept for building arguments, the frame's other values are not.
+        defs = Defs(localns)
+        self._fields = defs.fields
         properties: dict[str, Any] = {}
         required: list[str] = []
         extra: Any = False
@@ -202,6 +238,11 @@ class Tool:
                 raise TypeError(
                     f"tool {self.name!r}: parameter {p.name!r} cannot be named in an arguments object "
                     "(positional-only or *args); a tool takes named arguments"
+                )
+            if is_pydantic_field(p.default):
+                raise TypeError(
+                    f"tool {self.name!r}: parameter {p.name!r}: a pydantic Field as a default is not applied when "
+                    f"the tool is called; write {p.name}: Annotated[<type>, Field(...)] = <default>"
                 )
             try:
                 schema = schema_of(hints.get(p.name, Any), defs)
@@ -224,11 +265,11 @@ class Tool:
             out["$defs"] = dict(defs)
         return out, hints
 
-    def _output_from(self, fn: Callable[..., Any]) -> dict[str, Any] | None:
+    def _output_from(self, localns: dict[str, Any] | None) -> dict[str, Any] | None:
         hint = self._hints.get("return", inspect.Parameter.empty)
         if hint is inspect.Parameter.empty or hint is Any:
             return None
-        defs = Defs()
+        defs = Defs(localns)
         try:
             schema = schema_of(hint, defs)
         except SchemaError:
@@ -246,16 +287,23 @@ class Tool:
 
     def validate(self, arguments: Any) -> None:
         """Raise ToolError saying which field is wrong and why, if arguments do not match."""
+        where = overlong_integer(arguments)
+        if where is not None:
+            # Before jsonschema, whose messages would fail to write such an int.
+            raise ToolError(
+                f"tools.{self.name}(): invalid arguments: {where}: an integer of more than "
+                f"{sys.get_int_max_str_digits()} digits is refused"
+            )
         error = jsonschema.exceptions.best_match(self._inputs.iter_errors(arguments))
         if error is not None:
-            raise ToolError(f"tools.{self.name}(): invalid arguments: {_where(error)}: {error.message}")
+            raise ToolError(f"tools.{self.name}(): invalid arguments: {_where(error)}: {reason(error)}")
 
     def start(self, arguments: Any) -> Any:
         """Validate arguments and call the function: its result, or an awaitable of it."""
         self.validate(arguments)
         if not self._keywords:
             return self.fn(arguments)
-        built = {name: build(self._hints.get(name, Any), value) for name, value in arguments.items()}
+        built = {name: build(self._hints.get(name, Any), value, self._fields) for name, value in arguments.items()}
         return self.fn(**built)
 
     def finish(self, result: Any) -> Any:
@@ -266,7 +314,7 @@ class Tool:
             if error is not None:
                 where = error.json_path if error.json_path != "$" else "the result"
                 raise ToolError(
-                    f"tools.{self.name}() returned a value its output schema refuses: {where}: {error.message}"
+                    f"tools.{self.name}() returned a value its output schema refuses: {where}: {reason(error)}"
                 )
         return result
 

@@ -131,7 +131,7 @@ class ToolBridge:
                 )
             if not callable(fn):
                 raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
-        _check_namespaces(tools)
+        check_namespaces(tools)
         max_calls = optional_count("max_calls", max_calls, 0)
         self._tools = dict(tools)
         # Once, not per call: a tool's signature does not change.
@@ -231,8 +231,10 @@ class ToolBridge:
         return "\n".join(lines)
 
 
-def _check_namespaces(names: Mapping[str, object]) -> None:
-    """No name may be both a tool and a namespace of others (``a`` and ``a.b``)."""
+def check_namespaces(names: Mapping[str, object]) -> None:
+    """No name may be both a tool and a namespace of others (``a`` and ``a.b``): the guest's
+    ``tools`` object could hold only one of them. ToolBridge and Code Mode's tool set both
+    refuse such a set here."""
     for name in names:
         parts = name.split(".")
         for i in range(1, len(parts)):

@@ -218,6 +218,31 @@ async def test_arguments_that_are_not_json_are_refused_even_when_the_schema_allo
         ], str(result)
 
 
+async def test_a_non_finite_or_inexact_number_is_refused_by_the_servers_schema_before_the_call() -> None:
+    async with files_server() as files, pydeno.AsyncCodeMode(await pydeno.mcp_tools({"files": files})) as cm:
+        result = await cm.execute(
+            "const refused = [];\n"
+            "for (const level of [NaN, -Infinity, 2**53, 1e300]) {\n"
+            "  try { await tools.files.strict({level}) } catch (e) { refused.push(e.message) }\n"
+            "}\n"
+            "[refused, await tools.files.called()]"
+        )
+        prefix = "tools.files.strict(): invalid arguments: $.level:"
+        beyond = (
+            "is not an exact integer: it is beyond Number.MAX_SAFE_INTEGER (2**53 - 1), where a JavaScript number "
+            "cannot tell neighbouring integers apart; pass a BigInt (e.g. 2n ** 60n) for a larger integer"
+        )
+        assert result.value == [
+            [
+                f"{prefix} NaN is not a finite number (JSON has no NaN or Infinity)",
+                f"{prefix} -Infinity is not a finite number (JSON has no NaN or Infinity)",
+                f"{prefix} 9007199254740992 {beyond}",
+                f"{prefix} 1e+300 {beyond}",
+            ],
+            {"result": []},
+        ], str(result)
+
+
 async def test_a_call_the_server_never_answers_is_an_upstream_failure_after_the_timeout() -> None:
     async def hold(conn: SocketStream) -> None:
         async with conn:
