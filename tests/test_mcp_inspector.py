@@ -185,9 +185,10 @@ def wait_until(condition: Callable[[], Any], what: str, limit: float = 30.0) -> 
 
 
 @contextlib.contextmanager
-def http_server(log: Path, *flags: str) -> Iterator[str]:
-    """``pydeno mcp --http`` on a free port: its URL; stopped with SIGTERM after, which it must
-    answer by exiting 0. Its stderr goes to ``log``, a file, so nothing it writes can block it."""
+def http_server(log: Path, *flags: str) -> Iterator[tuple[str, psutil.Process]]:
+    """``pydeno mcp --http`` on a free port: its URL and process; stopped with SIGTERM after,
+    which it must answer by exiting 0. Its stderr goes to ``log``, a file, so nothing it
+    writes can block it."""
     with log.open("w") as err:
         proc = subprocess.Popen(
             [*SERVER, "--http", "--port", "0", *flags],
@@ -203,7 +204,7 @@ def http_server(log: Path, *flags: str) -> Iterator[str]:
             found = re.search(r"serving on (http://\S+)", log.read_text())
             return found.group(1) if found else None
 
-        yield wait_until(address, "the server's address")
+        yield wait_until(address, "the server's address"), psutil.Process(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         status = proc.wait(30)
@@ -216,7 +217,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]
     if request.param == "stdio":
         yield stdio()
     else:
-        with http_server(tmp_path / "server.err") as url:
+        with http_server(tmp_path / "server.err") as (url, _):
             yield http(url)
 
 
@@ -298,7 +299,8 @@ def test_a_twenty_megabyte_value_reaches_the_inspector_as_a_bounded_result_that_
     # Over stdio the SDK closes the connection on a message past its cap ("Connection closed",
     # exit status 1) and the client gets nothing; the server has to bound the whole result.
     assert reply.status in (0, TOOL_ERROR_STATUS), reply.stderr[-2000:]
-    assert len(reply.stdout.encode()) < TS_SDK_STDIO_MESSAGE_CAP
+    size = len(reply.stdout.encode())
+    assert size < TS_SDK_STDIO_MESSAGE_CAP, f"the Inspector got a result of {size:,} bytes"
     content = structured(reply)
     assert "value" in content["truncated"], content["truncated"]
 
@@ -313,7 +315,7 @@ def test_one_shot_inspector_calls_that_never_delete_their_session_are_never_lock
     # behind; more calls than --max-sessions must still each be served, each on a fresh
     # runtime: a session given up for a newcomer must not hand it the old one's state.
     code = "let seen = 42; const earlier = globalThis.earlier ?? null; globalThis.earlier = 'set'; ({ seen, earlier })"
-    with http_server(tmp_path / "server.err", "--session", "--max-sessions", "2") as url:
+    with http_server(tmp_path / "server.err", "--session", "--max-sessions", "2") as (url, _):
         for call in range(5):
             reply = inspector.run_javascript(http(url), code)
             assert reply.status == 0, f"call {call + 1}: {reply.stdout[:1000]}"
@@ -399,3 +401,28 @@ def test_a_stdio_server_stops_its_running_call_when_the_inspector_is_killed(insp
         client.wait()
     _, alive = psutil.wait_procs(left, timeout=15)
     assert not alive, f"left behind: {[(p.pid, p.name()) for p in alive]}"
+
+
+@pytest.mark.parametrize("flags", [(), ("--session",)], ids=["fresh-workers", "session"])
+def test_an_http_call_is_stopped_with_its_worker_when_the_inspector_is_killed_during_it(
+    inspector: Inspector, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    with http_server(tmp_path / "server.err", "--pool-size", "1", *flags) as (url, server):
+        client = subprocess.Popen(
+            inspector.command(http(url), *call_options("await new Promise(() => {})")),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            # Two workers: the call's own, checked out of the pool of one, and the pool's new one.
+            running = wait_until(
+                lambda: len(found := [p for p in _descendants(server) if _is_worker(p)]) >= 2 and found,
+                "the call's worker and the pool's",
+            )
+        finally:
+            client.kill()
+            client.wait()
+        # The call's worker goes long before the server's 30 s timeout would end it; the
+        # pool's stays, warm for the next call.
+        wait_until(lambda: sum(p.is_running() for p in running) == 1, "the call's worker killed", limit=15)
