@@ -256,7 +256,7 @@ def test_the_inspector_gets_a_programs_value_as_structured_content_and_text(
     content = structured(reply)
     assert content["ok"] is True
     assert content["value"] == [14, 28, 42]
-    assert text(reply) == "ok: [14, 28, 42]"
+    assert text(reply).startswith("ok: [14, 28, 42]")
 
 
 def test_the_inspector_runs_typescript(inspector: Inspector, target: list[str]) -> None:
@@ -344,7 +344,7 @@ def _is_server(proc: psutil.Process) -> bool:
 
 
 def test_a_stdio_server_and_its_workers_are_gone_once_the_inspector_exits(inspector: Inspector) -> None:
-    code = "await new Promise((resolve) => setTimeout(resolve, 1500)); 42"
+    code = "await new Promise((resolve) => setTimeout(resolve, 500)); 42"
     client = subprocess.Popen(
         inspector.command(stdio("--session"), *call_options(code)),
         stdin=subprocess.DEVNULL,
