@@ -36,7 +36,9 @@ pytestmark = pytest.mark.slow
 
 INSPECTOR_PACKAGE: Final = "@modelcontextprotocol/inspector"
 # One exact version: a newer Inspector may behave differently, and the tests should change
-# only when this line does. (It declares Node >= 22.19; its CLI runs on Node 20 too.)
+# only when this line does. It pins its SDK (@modelcontextprotocol/client 2.3.1) exactly; its
+# other dependencies follow its own ranges. It declares Node >= 22.19, and its CLI runs on
+# Node 20 too (npm only warns).
 INSPECTOR_VERSION: Final = "2.12.0"
 
 TREE: Final = Path(__file__).resolve().parents[1]
