@@ -1,0 +1,114 @@
+"""Where code that did not compile failed, shown in the code as its caller wrote it.
+
+The worker gives such a SyntaxError a stack of exactly one frame, its place
+(``at guest:eval:L:C``: line and UTF-16 column from 1, as V8 counts them), and for a
+JavaScript eval that is TypeScript a trailer line saying so (worker/main.ts). That is guest
+data like any stack: it is read only to show a place, as bounded integers checked against
+the code the host sent, and never decides a kind. The excerpt is made here, from the code
+as the caller wrote it, so a wrapper the host added (Code Mode's block) never shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Final
+
+from ._errors import JavaScriptError
+
+__all__ = ["Place", "compile_failure", "locate", "place_error"]
+
+_TYPESCRIPT: Final = "\n    [the code compiles as TypeScript]"
+# The header (the message may have lines of its own), then the one frame; nine digits
+# bound what int() is given.
+_PLACE: Final = re.compile(
+    r"\n    at guest:(?:eval|module):([1-9][0-9]{0,8}):([1-9][0-9]{0,8})(" + re.escape(_TYPESCRIPT) + r")?\Z"
+)
+# JavaScript's line terminators, which V8 counts lines by (str.splitlines knows more).
+_LINE_BREAK: Final = re.compile("\r\n|[\n\r\u2028\u2029]")
+# An excerpt shows at most this many characters of its line, around the place.
+_WIDTH: Final = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Place:
+    """A place in code: ``line`` and ``column`` from 1, the column in characters as Python
+    counts them; ``excerpt`` the line with a caret under the place."""
+
+    line: int
+    column: int
+    excerpt: str
+
+
+def compile_failure(exc: BaseException) -> tuple[int, int, bool] | None:
+    """(line, UTF-16 column, whether the code is TypeScript) of a SyntaxError the worker
+    placed, or None for any other error."""
+    if not isinstance(exc, JavaScriptError) or exc.name != "SyntaxError" or not isinstance(exc.stack, str):
+        return None
+    found = _PLACE.search(exc.stack)
+    if found is None or "\n    at " in exc.stack[: found.start()]:
+        return None
+    return int(found.group(1)), int(found.group(2)), found.group(3) is not None
+
+
+def locate(code: str, line: int, column: int, *, shift: int = 0) -> Place | None:
+    """The place of (line, UTF-16 column) of a source that is ``shift`` characters of a
+    wrapper (on its first line) and then ``code``; None when it is not in the code. A place
+    just past the code's last line (a wrapper's closing line) is the end of the code."""
+    lines = _LINE_BREAK.split(code)
+    if line == 1:
+        column -= shift
+    if line == len(lines) + 1:
+        line, column = len(lines), _units(lines[-1]) + 1
+    if not 1 <= line <= len(lines):
+        return None
+    text = lines[line - 1]
+    at = _index(text, max(1, column))
+    if at > len(text):
+        return None
+    return Place(line, at + 1, _excerpt(text, line, at))
+
+
+def _units(text: str) -> int:
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+def _index(text: str, column: int) -> int:
+    """The index in text of a UTF-16 column from 1 (past the end: one more than its length)."""
+    units = 0
+    for i, c in enumerate(text):
+        if units >= column - 1:
+            return i
+        units += 2 if ord(c) > 0xFFFF else 1
+    return len(text) if units >= column - 1 else len(text) + 1
+
+
+def _excerpt(text: str, line: int, at: int) -> str:
+    start = max(0, min(at - _WIDTH // 2, len(text) - _WIDTH))
+    shown = text[start : start + _WIDTH]
+    before = "…" if start > 0 else ""
+    after = "…" if start + _WIDTH < len(text) else ""
+    # The caret's line keeps the tabs of the code's, so the caret lines up under it.
+    pad = "".join("\t" if c == "\t" else " " for c in before + shown[: at - start])
+    number = str(line)
+    return f"{number} | {before}{shown}{after}\n{' ' * len(number)} | {pad}^"
+
+
+def place_error(exc: JavaScriptError, code: str, *, typescript: bool) -> None:
+    """Give exc, a failed eval of code, the place where it did not compile (if the worker
+    placed it): ``.line`` and ``.column``, the place in its text, and a note with an excerpt;
+    and, for JavaScript that is TypeScript, the option that evaluates it as such."""
+    found = compile_failure(exc)
+    if found is None:
+        return
+    line, column, is_typescript = found
+    place = locate(code, line, column)
+    if place is None:
+        return
+    exc.line, exc.column = place.line, place.column
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]} (line {place.line}, column {place.column})", *exc.args[1:])
+    note = f"SyntaxError at line {place.line}, column {place.column}:\n{place.excerpt}"
+    if is_typescript and not typescript:
+        note += '\nThe code is TypeScript (it compiles once its types are stripped): evaluate it with lang="ts".'
+    exc.add_note(note)
