@@ -94,21 +94,32 @@ def _excerpt(text: str, line: int, at: int) -> str:
     return f"{number} | {before}{shown}{after}\n{' ' * len(number)} | {pad}^"
 
 
-def place_error(exc: JavaScriptError, code: str, *, typescript: bool) -> None:
-    """Give exc, a failed eval of code, the place where it did not compile (if the worker
-    placed it): ``.line`` and ``.column``, the place in its text, and a note with an excerpt;
-    and, for JavaScript that is TypeScript, the option that evaluates it as such."""
+def place_error(exc: JavaScriptError, code: str, *, typescript: bool, shift: int = 0) -> Place | None:
+    """Give exc, a failed run of a source that is ``shift`` characters of a wrapper and then
+    code, the place where it did not compile (if the worker placed it): ``.line`` and
+    ``.column``, the place in its text, and a note with an excerpt; and, for JavaScript that
+    is TypeScript, the option that evaluates it as such. Placed again (a Code Mode placing
+    its program, which the runtime placed in its wrapper), the new place replaces the old."""
     found = compile_failure(exc)
     if found is None:
-        return
+        return None
     line, column, is_typescript = found
-    place = locate(code, line, column)
+    place = locate(code, line, column, shift=shift)
+    previous = exc.__dict__.pop("_placed", None)
+    if isinstance(previous, tuple):
+        exc.args, note = previous
+        if note in getattr(exc, "__notes__", ()):
+            exc.__notes__.remove(note)
+    exc.line = exc.column = None
     if place is None:
-        return
+        return None
     exc.line, exc.column = place.line, place.column
-    if exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"{exc.args[0]} (line {place.line}, column {place.column})", *exc.args[1:])
+    args = exc.args
+    if args and isinstance(args[0], str):
+        exc.args = (f"{args[0]} (line {place.line}, column {place.column})", *args[1:])
     note = f"SyntaxError at line {place.line}, column {place.column}:\n{place.excerpt}"
     if is_typescript and not typescript:
         note += '\nThe code is TypeScript (it compiles once its types are stripped): evaluate it with lang="ts".'
     exc.add_note(note)
+    exc._placed = (args, note)  # type: ignore[attr-defined]
+    return place

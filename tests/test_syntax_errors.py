@@ -5,6 +5,7 @@ excerpt of the code as it was written, in JavaScript and TypeScript, through eve
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Iterator
 
 import anyio
@@ -223,6 +224,41 @@ def test_a_runtime_error_after_a_return_rewrite_points_into_the_program(cm: pyde
     assert (result.error["name"], result.error["line"], result.error["column"]) == ("TypeError", 2, 26)
 
 
+def test_a_top_level_return_works_through_start_and_its_approvals() -> None:
+    @pydeno.tool
+    def double(n: int) -> int:
+        """Twice n."""
+        return n * 2
+
+    with pydeno.CodeMode([double], approve="ask") as cm:
+        paused = cm.start("const d = await tools.double({ n: 21 });\nreturn d;")
+        assert isinstance(paused, pydeno.PausedToolCall)
+        result = paused.resume()
+    assert isinstance(result, pydeno.ExecutionResult)
+    assert result.value == 42
+
+
+def test_a_program_that_forges_a_compile_failure_after_running_is_not_run_again(cm: pydeno.CodeMode) -> None:
+    code = (
+        "console.log('once');\n"
+        "const e = new SyntaxError('Illegal return statement');\n"
+        "e.stack = 'SyntaxError: Illegal return statement\\n    at guest:eval:1:1';\n"
+        "throw e"
+    )
+    result = cm.execute(code)
+    assert result.stdout == "once"
+    assert result.error is not None and result.error["message"] == "Illegal return statement"
+
+
+def test_a_top_level_return_in_a_session_program_does_not_keep_its_declarations() -> None:
+    with pydeno.CodeMode([]) as cm:
+        cm._repl = True
+        assert cm.execute("const kept = 1; kept").value == 1
+        assert cm.execute("const inner = 2; return inner + kept").value == 3
+        result = cm.execute("inner")
+    assert result.error is not None and result.error["name"] == "ReferenceError"
+
+
 # --- pure placement ---------------------------------------------------------------------------
 
 
@@ -239,3 +275,27 @@ def test_locate_takes_the_wrapper_off_the_first_line() -> None:
     assert place is not None and (place.line, place.column) == (1, 9)
     place = locate("\tx y", 1, 4)
     assert place is not None and place.excerpt == "1 | \tx y\n  | \t  ^"
+
+
+# --- the MCP server -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("session", [False, True])
+def test_over_mcp_a_syntax_error_is_placed_in_the_program_and_a_return_is_its_value(session: bool) -> None:
+    from mcp import Client, StdioServerParameters
+
+    async def main() -> tuple[object, ...]:
+        flags = ["-m", "pydeno", "mcp", *(["--session"] if session else [])]
+        async with Client(StdioServerParameters(command=sys.executable, args=flags)) as client:
+            broken = await client.call_tool("run_javascript", {"code": "const n: number = 1;\nlet b = ;"})
+            returned = await client.call_tool("run_javascript", {"code": "const n: number = 20;\nreturn n + 1;"})
+        return broken.structured_content, broken.content[0].text, returned.structured_content  # type: ignore[union-attr]
+
+    broken, text, returned = anyio.run(main)
+    assert isinstance(broken, dict) and isinstance(returned, dict)
+    error = broken["error"]
+    assert (error["name"], error["line"], error["column"]) == ("SyntaxError", 2, 9)
+    assert error["excerpt"] == "2 | let b = ;\n  |         ^"
+    assert isinstance(text, str) and "{" not in text and "2 | let b = ;" in text
+    assert returned["value"] == 21
