@@ -16,7 +16,7 @@ from typing import Final
 
 from ._errors import JavaScriptError
 
-__all__ = ["Place", "compile_failure", "locate", "place_error"]
+__all__ = ["Place", "compile_failure", "locate", "place_error", "place_text", "placed"]
 
 _TYPESCRIPT: Final = "\n    [the code compiles as TypeScript]"
 # The header (the message may have lines of its own), then the one frame; nine digits
@@ -107,7 +107,7 @@ def place_error(exc: JavaScriptError, code: str, *, typescript: bool, shift: int
     place = locate(code, line, column, shift=shift)
     previous = exc.__dict__.pop("_placed", None)
     if isinstance(previous, tuple):
-        exc.args, note = previous
+        exc.args, note = previous[0], previous[1]
         if note in getattr(exc, "__notes__", ()):
             exc.__notes__.remove(note)
     exc.line = exc.column = None
@@ -117,9 +117,28 @@ def place_error(exc: JavaScriptError, code: str, *, typescript: bool, shift: int
     args = exc.args
     if args and isinstance(args[0], str):
         exc.args = (f"{args[0]} (line {place.line}, column {place.column})", *args[1:])
-    note = f"SyntaxError at line {place.line}, column {place.column}:\n{place.excerpt}"
-    if is_typescript and not typescript:
-        note += '\nThe code is TypeScript (it compiles once its types are stripped): evaluate it with lang="ts".'
+    typescript_hint = is_typescript and not typescript
+    note = place_text(place, 'lang="ts"' if typescript_hint else None)
     exc.add_note(note)
-    exc._placed = (args, note)  # type: ignore[attr-defined]
+    exc._placed = (args, note, place, typescript_hint)  # type: ignore[attr-defined]
     return place
+
+
+def place_text(place: Place, typescript_option: str | None) -> str:
+    """The note for a place; with the option that evaluates code as TypeScript, when the
+    code is TypeScript given as JavaScript."""
+    note = f"SyntaxError at line {place.line}, column {place.column}:\n{place.excerpt}"
+    if typescript_option is not None:
+        note += (
+            f"\nThe code is TypeScript (it compiles once its types are stripped): evaluate it with {typescript_option}."
+        )
+    return note
+
+
+def placed(exc: BaseException) -> tuple[Place, bool] | None:
+    """The place :func:`place_error` gave exc, and whether its code is TypeScript given as
+    JavaScript; None if it gave none."""
+    state = getattr(exc, "_placed", None)
+    if not isinstance(state, tuple) or len(state) != 4 or not isinstance(state[2], Place):
+        return None
+    return state[2], bool(state[3])

@@ -4,15 +4,21 @@ excerpt of the code as it was written, in JavaScript and TypeScript, through eve
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 
 import pydeno
 from pydeno._syntax import locate
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +305,60 @@ def test_over_mcp_a_syntax_error_is_placed_in_the_program_and_a_return_is_its_va
     assert error["excerpt"] == "2 | let b = ;\n  |         ^"
     assert isinstance(text, str) and "{" not in text and "2 | let b = ;" in text
     assert returned["value"] == 21
+
+
+# --- the pydeno command ---------------------------------------------------------------------
+
+
+def command(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pydeno", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=False,
+    )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@pytest.mark.parametrize("lang", ["ts", "typescript", "TS"])
+def test_the_command_evaluates_typescript_with_lang_ts(lang: str) -> None:
+    done = command("--lang", lang, "const n: number = 2; n * 21")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "42\n", "")
+
+
+def test_the_command_reads_typescript_from_stdin() -> None:
+    done = command("--lang", "ts", "-", stdin=b"interface P { x: number }\nconst p: P = { x: 4 };\np.x * 2\n")
+    assert (done.returncode, done.stdout) == (0, "8\n")
+
+
+def test_the_command_refuses_another_lang() -> None:
+    done = command("--lang", "py", "1")
+    assert done.returncode == 2
+    assert "argument --lang" in done.stderr and '"js", "javascript", "ts" or "typescript"' in done.stderr
+
+
+def test_the_command_shows_where_code_did_not_compile() -> None:
+    done = command("let a = 1;\nlet b = ;")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "Evaluation failed: SyntaxError: Unexpected token ';' (line 2, column 9)\n"
+        "    at guest:eval:2:9\n"
+        "2 | let b = ;\n"
+        "  |         ^\n"
+    )
+
+
+def test_the_command_names_lang_ts_for_typescript_given_as_javascript() -> None:
+    done = command("const n: number = 1")
+    assert done.returncode == 1
+    assert "evaluate it with --lang ts" in done.stderr
+    assert 'lang="ts"' not in done.stderr
+
+
+def test_the_commands_json_names_the_place() -> None:
+    done = command("--json", "1 +\n+ * 2")
+    error = json.loads(done.stdout)["error"]
+    assert (error["name"], error["line"], error["column"]) == ("SyntaxError", 2, 3)
