@@ -147,6 +147,17 @@ def test_a_module_that_does_not_parse_is_placed_in_its_source(rt: pydeno.Runtime
     assert "2 | let b = ;\n  |         ^" in notes(exc)
 
 
+def test_a_module_v8_refuses_to_compile_is_placed_and_names_no_data_url(rt: pydeno.Runtime) -> None:
+    for _ in range(2):  # Deno names it by its data: URL the first time, by its sourceURL after
+        with pytest.raises(pydeno.JavaScriptError) as exc_info:
+            rt.eval_module("export const a = 1;\n  return 5;")
+        exc = exc_info.value
+        assert exc.message == "Illegal return statement"
+        assert exc.stack == "SyntaxError: Illegal return statement\n    at guest:module:2:3"
+        assert (exc.line, exc.column) == (2, 3)
+        assert "data:" not in str(exc)
+
+
 # --- lang= spellings ------------------------------------------------------------------------
 
 

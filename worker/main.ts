@@ -10,7 +10,16 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
-import { addModule, exportsOf, hasModules, mapModuleStack, programUrl, rewriteEval, unresolved } from "./modules.ts";
+import {
+  addModule,
+  exportsOf,
+  hasModules,
+  mapModuleStack,
+  moduleCompileError,
+  programUrl,
+  rewriteEval,
+  unresolved,
+} from "./modules.ts";
 import type { Strip } from "./intrinsics.ts";
 import { compileError, compileFailure, EVAL_SCRIPT, mapStack, stripped, toJavaScript } from "./typescript.ts";
 import {
@@ -929,7 +938,9 @@ function runAddModule(id: number, specifier: string, source: string): void {
 }
 
 function runEvalModule(id: number, source: string): void {
-  answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf)));
+  answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf, (e: any) => {
+    throw moduleCompileError(e);
+  })));
 }
 
 function evaluateTs(strip: Strip, code: string): any {
