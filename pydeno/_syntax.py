@@ -33,11 +33,13 @@ _WIDTH: Final = 100
 @dataclasses.dataclass(frozen=True, slots=True)
 class Place:
     """A place in code: ``line`` and ``column`` from 1, the column in characters as Python
-    counts them; ``excerpt`` the line with a caret under the place."""
+    counts them; ``excerpt`` the line with a caret under the place (cut around it)."""
 
     line: int
     column: int
     excerpt: str
+    #: The whole line the place is on.
+    text: str
 
 
 def compile_failure(exc: BaseException) -> tuple[int, int, bool] | None:
@@ -66,7 +68,7 @@ def locate(code: str, line: int, column: int, *, shift: int = 0) -> Place | None
     at = _index(text, max(1, column))
     if at > len(text):
         return None
-    return Place(line, at + 1, _excerpt(text, line, at))
+    return Place(line, at + 1, _excerpt(text, line, at), text)
 
 
 def _units(text: str) -> int:

@@ -267,6 +267,19 @@ def test_a_program_that_forges_a_compile_failure_after_running_is_not_run_again(
     assert result.error is not None and result.error["message"] == "Illegal return statement"
 
 
+def test_a_program_whose_eval_fails_for_a_return_is_not_run_again(cm: pydeno.CodeMode) -> None:
+    result = cm.execute("globalThis.runs = (globalThis.runs ?? 0) + 1;\neval('return 1')")
+    assert result.error is not None and result.error["message"] == "Illegal return statement"
+    assert cm.execute("runs").value == 1
+
+
+def test_a_module_that_fails_to_load_is_not_taken_for_the_program_failing_to_compile(cm: pydeno.CodeMode) -> None:
+    code = "globalThis.loads = (globalThis.loads ?? 0) + 1;\nawait import('data:text/javascript,return 1')"
+    result = cm.execute(code)
+    assert result.error is not None and result.error["excerpt"] is None
+    assert cm.execute("loads").value == 1
+
+
 def test_a_top_level_return_in_a_session_program_does_not_keep_its_declarations() -> None:
     with pydeno.CodeMode([]) as cm:
         cm._repl = True

@@ -842,13 +842,16 @@ function evaluate(code: string, script: string): any {
 // compilation has failed, the same source is handed to it again, as a global eval with
 // side effects refused: it fails to compile the same way, and nothing runs.
 
-/** Whether an inspector evaluation failed to compile: a SyntaxError none of whose frames is
- * in the script it made (code that ran and threw has one there, whatever its stack says). */
+/** Whether an inspector evaluation failed to compile: a SyntaxError in the script it made,
+ * thrown where this worker called it, none of whose frames is in that script (code that ran
+ * and threw has one there, whatever its stack says; a rejection from elsewhere, such as a
+ * module that would not load, names no script or no frames). */
 function notCompiled(details: any): boolean {
   try {
-    if (details.exception?.className !== "SyntaxError") return false;
+    if (details.exception?.className !== "SyntaxError" || typeof details.scriptId !== "string") return false;
     const frames = details.stackTrace?.callFrames;
     const n = frames?.length ?? 0;
+    if (n === 0) return false;
     for (let i = 0; i < n; i++) if (frames[i].scriptId === details.scriptId) return false;
     return typeof details.lineNumber === "number" && typeof details.columnNumber === "number";
   } catch { return false; }
