@@ -128,7 +128,7 @@ from ._function import JsFunction
 from ._options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
 from ._sandbox import sandbox_status
-from ._syntax import place_text, placed
+from ._syntax import place_text, placed, top_level_return
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
 from ._version import PROJECT, __version__, about, mixed_install
@@ -350,7 +350,10 @@ def _fail(exc: BaseException, as_json: bool) -> int:
             found = placed(exc)
             if found is not None:
                 # The note's place without its first line, which str(exc) already says.
-                lines += place_text(found[0], "--lang ts" if found[1] else None).splitlines()[1:]
+                text = place_text(
+                    found[0], "--lang ts" if found[1] else None, returning=top_level_return(exc, found[0])
+                )
+                lines += text.splitlines()[1:]
         print("\n".join(lines), file=sys.stderr)
     else:
         # The note every PydenoError carries (Kind, Fix, Docs), with the option that raises

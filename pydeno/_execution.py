@@ -30,7 +30,7 @@ from ._errors import (
 )
 from ._function import JsFunction
 from ._schema import doc_comment, object_body, ts_name, ts_of
-from ._syntax import compile_failure, locate, place_error
+from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._taxonomy import Catalog, classify_error
 from ._tool import Tool
 from ._tools import budget_message
@@ -67,9 +67,6 @@ _OPEN: Final = "{"
 # so nothing of it ran. Its declarations are the function's: they never outlive the run.
 _FUNCTION_OPEN: Final = "(async () => {"
 _FUNCTION_CLOSE: Final = "\n})()"
-# V8's message for a return outside a function.
-_ILLEGAL_RETURN: Final = "Illegal return statement"
-_RETURN_AT: Final = re.compile(r"return(?![\w$])")
 
 
 def program(code: str) -> str:
@@ -322,12 +319,10 @@ class Execution:
         found = compile_failure(exc)
         if self.shift != len(_OPEN) or found is None:
             return None
-        if not isinstance(exc, JavaScriptError) or exc.message != _ILLEGAL_RETURN:
+        if not isinstance(exc, JavaScriptError):
             return None
-        # The place must be a `return` the program has there: an eval("return 1") the
-        # program ran fails with the same message, at the call.
         place = locate(self.code, found[0], found[1], shift=self.shift)
-        if place is None or not _RETURN_AT.match(place.text, place.column - 1):
+        if place is None or not top_level_return(exc, place):
             return None
         # A worker's stack is guest data: a program that only looks as if it did not compile
         # has run, which its calls and its output show; it is not run again.

@@ -16,7 +16,7 @@ from typing import Final
 
 from ._errors import JavaScriptError
 
-__all__ = ["Place", "compile_failure", "locate", "place_error", "place_text", "placed"]
+__all__ = ["Place", "compile_failure", "locate", "place_error", "place_text", "placed", "top_level_return"]
 
 _TYPESCRIPT: Final = "\n    [the code compiles as TypeScript]"
 # The header (the message may have lines of its own), then the one frame; nine digits
@@ -26,6 +26,9 @@ _PLACE: Final = re.compile(
 )
 # JavaScript's line terminators, which V8 counts lines by (str.splitlines knows more).
 _LINE_BREAK: Final = re.compile("\r\n|[\n\r\u2028\u2029]")
+# V8's message for a return outside a function.
+_ILLEGAL_RETURN: Final = "Illegal return statement"
+_RETURN_AT: Final = re.compile(r"return(?![\w$])")
 # An excerpt shows at most this many characters of its line, around the place.
 _WIDTH: Final = 100
 
@@ -120,20 +123,29 @@ def place_error(exc: JavaScriptError, code: str, *, typescript: bool, shift: int
     if args and isinstance(args[0], str):
         exc.args = (f"{args[0]} (line {place.line}, column {place.column})", *args[1:])
     typescript_hint = is_typescript and not typescript
-    note = place_text(place, 'lang="ts"' if typescript_hint else None)
+    note = place_text(place, 'lang="ts"' if typescript_hint else None, returning=top_level_return(exc, place))
     exc.add_note(note)
     exc._placed = (args, note, place, typescript_hint)  # type: ignore[attr-defined]
     return place
 
 
-def place_text(place: Place, typescript_option: str | None) -> str:
+def top_level_return(exc: JavaScriptError, place: Place) -> bool:
+    """Whether exc is V8's refusal of a ``return`` outside a function, at a ``return`` the
+    code has at place (an ``eval("return 1")`` the code ran fails with the same message, at
+    the call)."""
+    return exc.message == _ILLEGAL_RETURN and _RETURN_AT.match(place.text, place.column - 1) is not None
+
+
+def place_text(place: Place, typescript_option: str | None, *, returning: bool = False) -> str:
     """The note for a place; with the option that evaluates code as TypeScript, when the
-    code is TypeScript given as JavaScript."""
+    code is TypeScript given as JavaScript; and what an eval's value is, for a return."""
     note = f"SyntaxError at line {place.line}, column {place.column}:\n{place.excerpt}"
     if typescript_option is not None:
         note += (
             f"\nThe code is TypeScript (it compiles once its types are stripped): evaluate it with {typescript_option}."
         )
+    if returning:
+        note += "\nAn eval's value is its last expression: end the code with the value instead of returning it."
     return note
 
 

@@ -136,6 +136,13 @@ def test_javascript_that_is_simply_wrong_gets_no_typescript_note(rt: pydeno.Runt
     assert "lang=" not in notes(failure(rt, "const n: number = ;", "ts"))
 
 
+def test_a_top_level_return_in_an_eval_gets_a_note_saying_what_its_value_is(rt: pydeno.Runtime) -> None:
+    exc = failure(rt, "const r = 5;\nreturn r")
+    assert (exc.line, exc.column) == (2, 1)
+    assert "An eval's value is its last expression: end the code with the value instead of returning it." in notes(exc)
+    assert "instead of returning" not in notes(failure(rt, "eval('return 1')"))
+
+
 # --- eval_module ----------------------------------------------------------------------------
 
 
