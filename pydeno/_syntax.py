@@ -1,8 +1,9 @@
 """Where code that did not compile failed, shown in the code as its caller wrote it.
 
-The worker gives such a SyntaxError a stack of exactly one frame, its place
-(``at guest:eval:L:C``: line and UTF-16 column from 1, as V8 counts them), and for a
-JavaScript eval that is TypeScript a trailer line saying so (worker/main.ts). That is guest
+The worker gives such a SyntaxError a stack of exactly one frame, its place, marked as no
+frame of V8's is (``at guest:eval:L:C (did not compile)``: line and UTF-16 column from 1,
+as V8 counts them), and for a JavaScript eval that is TypeScript the mark says so
+(``(did not compile; it compiles as TypeScript)``; worker/typescript.ts and main.ts). That is guest
 data like any stack: it is read only to show a place, as bounded integers checked against
 the code the host sent, and never decides a kind. The excerpt is made here, from the code
 as the caller wrote it, so a wrapper the host added (Code Mode's block) never shows.
@@ -18,11 +19,11 @@ from ._errors import JavaScriptError
 
 __all__ = ["Place", "compile_failure", "locate", "place_error", "place_text", "placed", "top_level_return"]
 
-_TYPESCRIPT: Final = "\n    [the code compiles as TypeScript]"
-# The header (the message may have lines of its own), then the one frame; nine digits
-# bound what int() is given.
+# The header (the message may have lines of its own), then the one frame, marked; nine
+# digits bound what int() is given.
 _PLACE: Final = re.compile(
-    r"\n    at guest:(?:eval|module):([1-9][0-9]{0,8}):([1-9][0-9]{0,8})(" + re.escape(_TYPESCRIPT) + r")?\Z"
+    r"\n    at guest:(?:eval|module):([1-9][0-9]{0,8}):([1-9][0-9]{0,8}) "
+    r"\(did not compile(; it compiles as TypeScript)?\)\Z"
 )
 # JavaScript's line terminators, which V8 counts lines by (str.splitlines knows more).
 _LINE_BREAK: Final = re.compile("\r\n|[\n\r\u2028\u2029]")

@@ -39,6 +39,12 @@ def failure(rt: pydeno.Runtime, code: str, lang: str = "js") -> pydeno.JavaScrip
     return exc_info.value
 
 
+def forged_at(place: str) -> str:
+    """Code that throws a SyntaxError whose stack looks like a compile error's at place."""
+    stack = f"SyntaxError: x\\n    at guest:eval:{place} (did not compile)"
+    return f"{{ const e = new SyntaxError('x'); e.stack = '{stack}'; throw e }}"
+
+
 def notes(exc: BaseException) -> str:
     return "\n".join(getattr(exc, "__notes__", []))
 
@@ -61,7 +67,7 @@ def test_a_syntax_error_names_its_line_and_column_and_shows_its_line_with_a_care
 def test_a_syntax_error_on_the_await_route_is_placed_too(rt: pydeno.Runtime) -> None:
     exc = failure(rt, "let a = 1;\nawait 1; let b = ;\na")
     assert (exc.line, exc.column) == (2, 18)
-    assert exc.stack == "SyntaxError: Unexpected token ';'\n    at guest:eval:2:18"
+    assert exc.stack == "SyntaxError: Unexpected token ';'\n    at guest:eval:2:18 (did not compile)"
 
 
 def test_the_column_counts_characters_after_astral_ones_and_lines_end_as_javascript_ends_them(
@@ -88,12 +94,28 @@ def test_a_syntax_error_thrown_while_running_is_not_given_a_compile_place(rt: py
 
 
 def test_a_stack_the_guest_forged_cannot_place_outside_the_code(rt: pydeno.Runtime) -> None:
-    code = "const e = new SyntaxError('x'); e.stack = 'SyntaxError: x\\n    at guest:eval:99:99'; throw e"
+    code = forged_at("99:99")
     exc = failure(rt, code)
     assert exc.line is None
     assert pydeno.classify_error(exc).kind == "js_error"
-    forged = "const e = new SyntaxError('x'); e.stack = 'SyntaxError: x\\n    at guest:eval:1:999999999999'; throw e"
+    forged = forged_at("1:999999999999")
     assert failure(rt, forged).line is None
+
+
+def test_a_forged_place_inside_the_code_is_shown_but_changes_no_kind(rt: pydeno.Runtime) -> None:
+    code = forged_at("1:3")
+    exc = failure(rt, code)
+    assert (exc.line, exc.column) == (1, 3)
+    assert pydeno.classify_error(exc).kind == "js_error"
+    assert exc.message == "x"
+
+
+def test_a_declaration_that_clashes_as_the_code_starts_is_not_taken_for_a_compile_error(rt: pydeno.Runtime) -> None:
+    rt.eval("let clashing = 1")
+    exc = failure(rt, "function clashing() {}")
+    assert exc.message == "Identifier 'clashing' has already been declared"
+    assert exc.line is None
+    assert str(exc) == "Evaluation failed: SyntaxError: Identifier 'clashing' has already been declared"
 
 
 def test_the_place_survives_pickling(rt: pydeno.Runtime) -> None:
@@ -160,7 +182,7 @@ def test_a_module_v8_refuses_to_compile_is_placed_and_names_no_data_url(rt: pyde
             rt.eval_module("export const a = 1;\n  return 5;")
         exc = exc_info.value
         assert exc.message == "Illegal return statement"
-        assert exc.stack == "SyntaxError: Illegal return statement\n    at guest:module:2:3"
+        assert exc.stack == "SyntaxError: Illegal return statement\n    at guest:module:2:3 (did not compile)"
         assert (exc.line, exc.column) == (2, 3)
         assert "data:" not in str(exc)
 
@@ -264,9 +286,9 @@ def test_a_top_level_return_works_through_start_and_its_approvals() -> None:
 
 def test_a_program_that_forges_a_compile_failure_after_running_is_not_run_again(cm: pydeno.CodeMode) -> None:
     code = (
-        "console.log('once');\n"
+        "/*return*/ console.log('once');\n"
         "const e = new SyntaxError('Illegal return statement');\n"
-        "e.stack = 'SyntaxError: Illegal return statement\\n    at guest:eval:1:1';\n"
+        "e.stack = 'SyntaxError: Illegal return statement\\n    at guest:eval:1:4 (did not compile)';\n"
         "throw e"
     )
     result = cm.execute(code)
@@ -376,7 +398,7 @@ def test_the_command_shows_where_code_did_not_compile() -> None:
     assert done.returncode == 1
     assert done.stderr == (
         "Evaluation failed: SyntaxError: Unexpected token ';' (line 2, column 9)\n"
-        "    at guest:eval:2:9\n"
+        "    at guest:eval:2:9 (did not compile)\n"
         "2 | let b = ;\n"
         "  |         ^\n"
     )

@@ -71,11 +71,11 @@ def test_typescript_that_does_not_parse_is_a_syntax_error_at_its_position(rt: py
     assert exc.name == "SyntaxError"
     assert exc.message == "Unexpected identifier 'y'"
     assert (exc.line, exc.column) == (2, 7)
-    assert exc.stack.endswith("\n    at guest:eval:2:7")
+    assert exc.stack.endswith("\n    at guest:eval:2:7 (did not compile)")
     assert "stripTypeScriptTypes" not in exc.stack
-    assert error_of(rt, "let a b").stack.endswith("\n    at guest:eval:1:7")
-    assert error_of(rt, "await 1;\n let a b").stack.endswith("\n    at guest:eval:2:8")
-    assert error_of(rt, "enum E { A }\nlet a: = 2").stack.endswith("\n    at guest:eval:2:8")
+    assert error_of(rt, "let a b").stack.endswith("\n    at guest:eval:1:7 (did not compile)")
+    assert error_of(rt, "await 1;\n let a b").stack.endswith("\n    at guest:eval:2:8 (did not compile)")
+    assert error_of(rt, "enum E { A }\nlet a: = 2").stack.endswith("\n    at guest:eval:2:8 (did not compile)")
 
 
 def test_a_syntax_error_thrown_while_running_keeps_its_own_frames(rt: pydeno.Runtime) -> None:

@@ -859,10 +859,10 @@ function notCompiled(details: any): boolean {
 
 /** thrown (V8's SyntaxError for code that did not compile) as a SyntaxError at the place the
  * inspector's exceptionDetails name (from 0), in the script named `script`. */
-function placedError(thrown: any, script: string, details: any, trailer = ""): any {
+function placedError(thrown: any, script: string, details: any, more = ""): any {
   let message = "";
   try { message = StringFn(thrown.message); } catch { return thrown; }
-  return compileError(message, script, details.lineNumber + 1, details.columnNumber + 1, trailer);
+  return compileError(message, script, details.lineNumber + 1, details.columnNumber + 1, more);
 }
 
 /** Rejects with the compile error `thrown` of code (a classic script named `script`) at its
@@ -883,9 +883,9 @@ async function compilePlace(code: string, script: string, thrown: any): Promise<
   throw placedError(thrown, script, details, trailer);
 }
 
-/** After a frame, what marks a JavaScript eval's compile error as code that is TypeScript:
+/** What a JavaScript eval's compile error says after its mark when the code is TypeScript:
  * the host then names the option that evaluates it as such. */
-const TYPESCRIPT_TRAILER = "\n    [the code compiles as TypeScript]";
+const TYPESCRIPT_TRAILER = "; it compiles as TypeScript";
 const AsyncFunctionCtor: any = ObjectGetPrototypeOf(async function () {}).constructor;
 
 /** Whether code, which did not compile as JavaScript, is TypeScript: its types strip (the

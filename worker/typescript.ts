@@ -116,14 +116,15 @@ function syntaxErrorAt(e: any, code: string, script: string, prefix = ""): Synta
   return compileError(prefix + text, script, at[0], at[1]);
 }
 
-/** A SyntaxError for code that did not compile: its stack names the one place, in the
- * script named `script` (line and UTF-16 column from 1, as V8's frames count them), and
- * `trailer` lines after it. */
-export function compileError(message: string, script: string, line: number, column: number, trailer = ""): SyntaxError {
+/** A SyntaxError for code that did not compile: its stack's one frame is the place, in the
+ * script named `script` (line and UTF-16 column from 1, as V8's frames count them), marked
+ * as no frame of V8's is (V8 gives one to a SyntaxError a declaration throws as the code
+ * starts, at the same place), with `more` said after the mark. */
+export function compileError(message: string, script: string, line: number, column: number, more = ""): SyntaxError {
   const error = new SyntaxErrorCtor(message);
   ObjectDefineProperty(error, "stack", {
     __proto__: null,
-    value: `SyntaxError: ${message}\n    at ${script}:${line}:${column}${trailer}`,
+    value: `SyntaxError: ${message}\n    at ${script}:${line}:${column} (did not compile${more})`,
     writable: true, enumerable: false, configurable: true,
   } as PropertyDescriptor);
   return error;
