@@ -346,7 +346,7 @@ async function replEval(code: string, script: string): Promise<any> {
     if (res.exceptionDetails !== undefined) {
       const details = res.exceptionDetails, ex = details.exception;
       const thrown = ex === undefined ? new ErrorCtor(details.text) : await fetchRemote(ex);
-      if (!notCompiled(details)) throw thrown;
+      if (!didNotCompile(details)) throw thrown;
       throw placedError(thrown, script, details, script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "");
     }
     return await fetchRemote(res.result);
@@ -846,7 +846,7 @@ function evaluate(code: string, script: string): any {
  * thrown where this worker called it, none of whose frames is in that script (code that ran
  * and threw has one there, whatever its stack says; a rejection from elsewhere, such as a
  * module that would not load, names no script or no frames). */
-function notCompiled(details: any): boolean {
+function didNotCompile(details: any): boolean {
   try {
     if (details.exception?.className !== "SyntaxError" || typeof details.scriptId !== "string") return false;
     const frames = details.stackTrace?.callFrames;
@@ -878,7 +878,7 @@ async function compilePlace(code: string, script: string, thrown: any): Promise<
   } catch { /* no place: the error as V8 gave it */ } finally {
     post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
   }
-  if (details === undefined || !notCompiled(details)) throw thrown;
+  if (details === undefined || !didNotCompile(details)) throw thrown;
   const trailer = script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "";
   throw placedError(thrown, script, details, trailer);
 }
