@@ -106,7 +106,13 @@ class AsyncCodeMode(NeedsAsyncWith):
             try:
                 rt = await self._runtime()
                 execution.usage = rt._meter()
-                value = await rt.eval(self._source(code), timeout=timeout, lang="ts")
+                try:
+                    value = await rt.eval(self._source(code), timeout=timeout, lang="ts")
+                except JavaScriptError as exc:
+                    returning = execution.returning(exc)
+                    if returning is None:
+                        raise
+                    value = await rt.eval(returning, timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -136,9 +142,11 @@ class AsyncCodeMode(NeedsAsyncWith):
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
-            return await self._drive(execution, command)
+            return await self._drive(execution, command, timeout)
 
-    async def _drive(self, execution: Execution, command: Command) -> ExecutionResult | PausedToolCall:
+    async def _drive(
+        self, execution: Execution, command: Command, timeout: float | None = None
+    ) -> ExecutionResult | PausedToolCall:
         """Answer the program's tool calls until it finishes or asks for approval."""
         rt = self._rt
         assert rt is not None
@@ -147,7 +155,14 @@ class AsyncCodeMode(NeedsAsyncWith):
             while True:
                 call = await rt._next_call(command)
                 if call is None:
-                    return execution.result(value=rt._outcome(command))
+                    try:
+                        return execution.result(value=rt._outcome(command))
+                    except JavaScriptError as exc:
+                        returning = execution.returning(exc)
+                        if returning is None:
+                            raise
+                    command = await rt._start_eval(returning, timeout, lang="ts")
+                    continue
                 pending, value, error = await self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
@@ -222,7 +237,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             raise RuntimeError("the session is closed")
         if self._paused is not None:
             raise RuntimeError("a program is paused at a tool call: resume it first")
-        execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+        execution = Execution(self._tools, self.max_output_chars, expose=self._expose, code=code)
         if not typecheck:
             return execution, None
         limit = timeout if timeout is not None else self._check_timeout

@@ -252,16 +252,20 @@ def code_text(code: Any) -> str:
     return code
 
 
-Lang = Literal["js", "ts"]
+Lang = Literal["js", "javascript", "ts", "typescript"]
+# lang='s usual names, in any case ("TS", "TypeScript"): what each asks for.
+_LANGS: Final = {"js": False, "javascript": False, "ts": True, "typescript": True}
+_LANG_NAMES: Final = '"js", "javascript", "ts" or "typescript"'
 
 
 def is_typescript(lang: Any) -> bool:
-    """Whether lang= asks for TypeScript; refuses anything but "js" and "ts"."""
-    if lang == "ts" and isinstance(lang, str):
-        return True
-    if lang == "js" and isinstance(lang, str):
-        return False
-    raise ValueError(f'lang must be "js" or "ts", got {lang!r}')
+    """Whether lang= asks for TypeScript; refuses anything but the names in _LANGS."""
+    if not isinstance(lang, str):
+        raise TypeError(f"lang must be a str, one of {_LANG_NAMES}, got {lang!r}")
+    typescript = _LANGS.get(lang.lower())
+    if typescript is None:
+        raise ValueError(f"lang must be {_LANG_NAMES} (in any case), got {lang!r}")
+    return typescript
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")

@@ -2,7 +2,7 @@
 
 ::
 
-    pydeno [--timeout S] [--max-memory SIZE] [--sandbox MODE] [--json] CODE
+    pydeno [--lang ts] [--timeout S] [--max-memory SIZE] [--sandbox MODE] [--json] CODE
     pydeno [options] -          # the code is all of stdin (UTF-8)
     pydeno doctor [--json]      # which OS sandbox layers a worker gets here
     pydeno errors [KIND] [--json]
@@ -17,6 +17,8 @@ the value as one line of JSON on stdout and exits. Exit codes:
 * 0: the value, as JSON, on stdout; nothing else is written anywhere.
 * 1: the guest threw or failed to compile (kind ``js_error``): ``str(exc)`` (``Evaluation
   failed: TypeError: ...``) and the stack's ``at ...`` frames on stderr, nothing on stdout.
+  Code that did not compile ends its first line with ``(line L, column C)`` and shows the
+  line with a caret under the place; JavaScript that is TypeScript says to pass ``--lang ts``.
 * 2: anything else (a limit, a crash, no sandbox, no deno, undecodable stdin): on stderr
   ``pydeno: <exception type>: <message>``, then the exception's own note (``Kind:`` with
   whether a retry can help, ``Fix:`` its ``.hint``), ``Option:`` the command-line option
@@ -30,6 +32,8 @@ output goes to stderr (as the text only, one line per call), and so do Python wa
 log records. Options are validated before any worker starts; a bad value is an argparse
 error (exit 2, usage on stderr).
 
+* ``--lang {js,ts}``: the code's language, as ``lang=`` takes it (``javascript`` and
+  ``typescript`` too, in any case; default ``js``): TypeScript has its types stripped.
 * ``--timeout S``: seconds the eval may take (a positive float; default: the runtime's 30).
 * ``--max-memory SIZE``: bytes (``268435456``), or a number with ``K``, ``M`` or ``G``
   (or ``KB``/``KiB``, ``MB``/``MiB``, ``GB``/``GiB``; case-insensitive; all powers of 1024):
@@ -41,7 +45,8 @@ error (exit 2, usage on stderr).
   classify_error(exc).to_dict(), "hint": ..., "docs": "pydeno errors <kind>" (``exc.docs``),
   "option": "--timeout" | null}``. ``E`` is ``{"type": <exception class>, "message":
   str(exc)}``; for a JavaScriptError ``message`` is the guest's own ``.message`` and ``E``
-  adds ``"name"`` and ``"stack"`` (the JavaScript error object's three fields).
+  adds ``"name"`` and ``"stack"`` (the JavaScript error object's three fields), and
+  ``"line"`` and ``"column"`` (where code did not compile, else null).
 
 Subcommands are recognised only as the first argument (``pydeno doctor``, ``pydeno errors``,
 ``pydeno mcp``), so they and a positional CODE share one command line. Code that is literally
@@ -123,6 +128,7 @@ from ._function import JsFunction
 from ._options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
 from ._sandbox import sandbox_status
+from ._syntax import place_text, placed, top_level_return
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
 from ._version import PROJECT, __version__, about, mixed_install
@@ -273,7 +279,10 @@ def _eval_parser() -> argparse.ArgumentParser:
         epilog=_EVAL_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("code", metavar="CODE", help='JavaScript to evaluate, or "-" to read it from stdin')
+    parser.add_argument(
+        "code", metavar="CODE", help='JavaScript (or TypeScript, with --lang ts) to evaluate, or "-" to read stdin'
+    )
+    parser.add_argument("--lang", type=_lang, default="js", metavar="{js,ts}", help="the code's language (default js)")
     # Another project is named pydeno on PyPI: the version line says which one this is.
     parser.add_argument("--version", action="version", version=f"{PROJECT}, version {__version__}")
     parser.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="seconds the eval may take (default 30)")
@@ -289,6 +298,14 @@ def _eval_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _lang(text: str) -> str:
+    try:
+        _checks.is_typescript(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _console(level: str, text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -300,7 +317,14 @@ def _hint(exc: BaseException, kind: str) -> str:
 
 def _error_object(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, JavaScriptError):
-        return {"type": type(exc).__name__, "message": exc.message, "name": exc.name, "stack": exc.stack}
+        return {
+            "type": type(exc).__name__,
+            "message": exc.message,
+            "name": exc.name,
+            "stack": exc.stack,
+            "line": exc.line,
+            "column": exc.column,
+        }
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
@@ -323,6 +347,13 @@ def _fail(exc: BaseException, as_json: bool) -> int:
         lines = [str(exc)]
         if isinstance(exc, JavaScriptError):
             lines += [line for line in exc.stack.splitlines() if line.lstrip().startswith("at ")]
+            found = placed(exc)
+            if found is not None:
+                # The note's place without its first line, which str(exc) already says.
+                text = place_text(
+                    found[0], "--lang ts" if found[1] else None, returning=top_level_return(exc, found[0])
+                )
+                lines += text.splitlines()[1:]
         print("\n".join(lines), file=sys.stderr)
     else:
         # The note every PydenoError carries (Kind, Fix, Docs), with the option that raises
@@ -362,7 +393,7 @@ def _evaluate(argv: Sequence[str]) -> int:
         code = sys.stdin.buffer.read().decode("utf-8") if args.code == "-" else args.code
         options["on_console"] = _console
         with Runtime(**options) as rt:
-            value = to_json_value(rt.eval(code))
+            value = to_json_value(rt.eval(code, lang=args.lang))
     except KeyboardInterrupt:
         print("pydeno: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

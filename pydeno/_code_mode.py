@@ -108,7 +108,13 @@ class CodeMode(NeedsWith):
             try:
                 rt = self._runtime()
                 execution.usage = rt._meter()
-                value = rt.eval(self._source(code), timeout=timeout, lang="ts")
+                try:
+                    value = rt.eval(self._source(code), timeout=timeout, lang="ts")
+                except JavaScriptError as exc:
+                    returning = execution.returning(exc)
+                    if returning is None:
+                        raise
+                    value = rt.eval(returning, timeout=timeout, lang="ts")
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -138,9 +144,11 @@ class CodeMode(NeedsWith):
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
-            return self._drive(execution, command)
+            return self._drive(execution, command, timeout)
 
-    def _drive(self, execution: Execution, command: Command) -> ExecutionResult | PausedToolCall:
+    def _drive(
+        self, execution: Execution, command: Command, timeout: float | None = None
+    ) -> ExecutionResult | PausedToolCall:
         """Answer the program's tool calls until it finishes or asks for approval."""
         rt = self._rt
         assert rt is not None
@@ -149,7 +157,14 @@ class CodeMode(NeedsWith):
             while True:
                 call = rt._next_call(command)
                 if call is None:
-                    return execution.result(value=rt._outcome(command))
+                    try:
+                        return execution.result(value=rt._outcome(command))
+                    except JavaScriptError as exc:
+                        returning = execution.returning(exc)
+                        if returning is None:
+                            raise
+                    command = rt._start_eval(returning, timeout, lang="ts")
+                    continue
                 pending, value, error = self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
@@ -222,7 +237,7 @@ class CodeMode(NeedsWith):
             raise RuntimeError("the session is closed")
         if self._paused is not None:
             raise RuntimeError("a program is paused at a tool call: resume it first")
-        execution = Execution(self._tools, self.max_output_chars, expose=self._expose)
+        execution = Execution(self._tools, self.max_output_chars, expose=self._expose, code=code)
         if not typecheck:
             return execution, None
         limit = timeout if timeout is not None else self._check_timeout

@@ -126,6 +126,11 @@ class JavaScriptError(PydenoError):
     own properties, such as ``code``). A thrown error has no cause, no errors and no
     properties.
 
+    Code that did not compile raises a SyntaxError whose ``line`` and ``column`` (from 1,
+    the column in characters) say where, in the code as written; ``str()`` ends with
+    ``(line L, column C)`` and a note shows the line with a caret. Any other error's
+    ``line`` and ``column`` are None.
+
     Any JavaScriptError passed to JavaScript (an argument, a host function's result, an
     item of either) becomes a real ``Error`` with the same name, message, stack, cause,
     errors and properties, of the built-in class its name names (``TypeError``...) or else
@@ -142,6 +147,9 @@ class JavaScriptError(PydenoError):
 
     cause: object
     has_cause: bool
+    # Set by the runtime that ran the code, which has its text (pydeno/_syntax.py).
+    line: int | None = None
+    column: int | None = None
     errors: list[object] | None
     properties: dict[str, object]
 

@@ -30,6 +30,7 @@ from ._errors import (
 )
 from ._function import JsFunction
 from ._schema import doc_comment, object_body, ts_name, ts_of
+from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._taxonomy import Catalog, classify_error
 from ._tool import Tool
 from ._tools import budget_message, check_namespaces
@@ -43,6 +44,7 @@ __all__ = [
     "ExecutionResult",
     "PendingCall",
     "ToolSet",
+    "function_program",
     "program",
 ]
 
@@ -60,11 +62,21 @@ _FRAME: Final = re.compile(r"\bat (?:.*\()?(?:guest:eval|<anonymous>):(\d+):(\d+
 # A program runs as a block, so its let, const and class stay in its execution. The brace
 # shares the first line: line numbers are the program's, columns of line 1 are one more.
 _OPEN: Final = "{"
+# A program with a top-level return (which no block allows) runs as the body of an async
+# function instead, whose returned value is its value; only once the block did not compile,
+# so nothing of it ran. Its declarations are the function's: they never outlive the run.
+_FUNCTION_OPEN: Final = "(async () => {"
+_FUNCTION_CLOSE: Final = "\n})()"
 
 
 def program(code: str) -> str:
     """The source a Code Mode evaluates for a program."""
     return _OPEN + code + "\n}"
+
+
+def function_program(code: str) -> str:
+    """The source a Code Mode evaluates for a program that returns its value."""
+    return _FUNCTION_OPEN + code + _FUNCTION_CLOSE
 
 
 def as_tools(tools: Any) -> list[Tool]:
@@ -269,8 +281,12 @@ class Execution:
     driver runs them on; the lock keeps each record whole.
     """
 
-    def __init__(self, tools: ToolSet, max_output_chars: int, *, expose: bool = False) -> None:
+    def __init__(self, tools: ToolSet, max_output_chars: int, *, expose: bool = False, code: str = "") -> None:
         self.toolset = tools
+        # The program as written, and how many characters of a wrapper come before it on its
+        # first line in the source that runs: where an error is placed.
+        self.code = code
+        self.shift = len(_OPEN)
         self.expose = expose
         self.max_output_chars = max_output_chars
         self.stdout: list[str] = []
@@ -296,6 +312,26 @@ class Execution:
                 self.cut.add(field)
             self._chars[field] += len(text) + 1
             (self.stdout if field == "stdout" else self.stderr).append(text)
+
+    def returning(self, exc: BaseException) -> str | None:
+        """The source to run the program as instead, when exc says its block did not compile
+        for a top-level return and nothing of it ran: the program as a function body (its
+        errors placed from then on by that wrapper); else None."""
+        found = compile_failure(exc)
+        if self.shift != len(_OPEN) or found is None:
+            return None
+        if not isinstance(exc, JavaScriptError):
+            return None
+        place = locate(self.code, found[0], found[1], shift=self.shift)
+        if place is None or not top_level_return(exc, place):
+            return None
+        # A worker's stack is guest data: a program that only looks as if it did not compile
+        # has run, which its calls and its output show; it is not run again.
+        with self._lock:
+            if self.tool_calls or self.stdout or self.stderr:
+                return None
+        self.shift = len(_FUNCTION_OPEN)
+        return function_program(self.code)
 
     # -- tool calls ------------------------------------------------------------------------
     def call(self, name: Any, args: Any) -> Any:
@@ -440,7 +476,12 @@ class Execution:
         line = int(found.group(1)) if found else None
         column = int(found.group(2)) if found else None
         if line == 1 and column is not None:
-            column = max(1, column - len(_OPEN))
+            column = max(1, column - self.shift)
+        excerpt = None
+        if isinstance(exc, JavaScriptError):
+            place = place_error(exc, self.code, typescript=True, shift=self.shift)
+            if place is not None:
+                line, column, excerpt = place.line, place.column, place.excerpt
         if isinstance(exc, TypeCheckError):
             first = next((d for d in exc.diagnostics if d["file"] == PROGRAM), None)
             line, column = (int(str(first["line"])), int(str(first["column"]))) if first else (None, None)
@@ -449,6 +490,7 @@ class Execution:
             "message": message,
             "line": line,
             "column": column,
+            "excerpt": excerpt,
             "kind": info.kind,
             "retryable": info.retryable,
             "retry_with_larger_limits": info.retry_with_larger_limits,
@@ -460,7 +502,8 @@ class Execution:
 class ExecutionResult:
     """What one ``CodeMode.execute`` gave: ``ok``, ``value``, ``stdout``, ``stderr``,
     ``error`` (``None``, or a dict of the guest's ``name`` and ``message``, the ``line`` and
-    ``column`` in the program, and ``kind``, ``retryable``, ``retry_with_larger_limits`` and
+    ``column`` in the program, its ``excerpt`` (for code that did not compile, the line as
+    written with a caret under the place; else ``None``), and ``kind``, ``retryable``, ``retry_with_larger_limits`` and
     ``hint`` from :func:`pydeno.classify_error`), ``tool_calls`` (each a dict of ``name``,
     ``arguments``, ``outcome`` (``ok``, ``error`` or ``refused``), ``error`` and
     ``duration_s``), ``duration_s`` and ``truncated`` (the fields cut to
@@ -524,6 +567,8 @@ class ExecutionResult:
             first, _, rest = str(e["message"]).partition("\n")
             lines.append(f"error: {e['name']}: {first}{where}")
             lines.extend(rest.splitlines())
+            if e.get("excerpt"):
+                lines.extend(str(e["excerpt"]).splitlines())
             retry = "yes" if e["retryable"] else "no"
             lines.append(f"kind: {e['kind']} (retryable: {retry})")
             lines.append(f"hint: {e['hint']}")

@@ -106,8 +106,8 @@ def tool_description(config: ServerConfig) -> str:
         [
             "Run a JavaScript or TypeScript program (types are stripped, not checked) in a sandboxed Deno "
             "worker and get back its result.",
-            "- The result is the value of the program's last expression; top-level `await` works. There is no "
-            "top-level `return`: end the program with the expression, e.g. `const r = await work(); r`.",
+            "- The result is the value of the program's last expression; top-level `await` works. A top-level "
+            "`return` works too: the program then runs as an async function body, whose declarations never persist.",
             "- console.log / info / debug output comes back as `stdout`, console.warn / error as `stderr` "
             f"(each cut at {DEFAULT_MAX_OUTPUT_CHARS} characters).",
             "- No network, no file system, no environment, no subprocesses, no `Deno`, `process` or `require`, "

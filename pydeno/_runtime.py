@@ -19,9 +19,11 @@ from typing import Any, Unpack
 from ._backends import _sync as backend
 from ._checks import Lang, NeedsWith, code_text, is_typescript, module_specifier, source_text
 from ._determinism import prelude
+from ._errors import JavaScriptError
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, checked_options
 from ._stats import Stats
+from ._syntax import place_error
 from .host._core import NEED_DATA, Command
 from .host._monitor import Watch
 from .host._process import WorkerProcess
@@ -103,14 +105,21 @@ class Runtime(NeedsWith):
     # -- public API -------------------------------------------------------------------
     def eval(self, code: str, *, timeout: float | None = None, lang: Lang = "js") -> Any:
         """Evaluate code and return its value (a returned promise is awaited). With
-        ``lang="ts"`` the code is TypeScript: the worker strips its types with Deno's own
-        transpiler first, and an error's positions point into the code as written."""
+        ``lang="ts"`` (or ``"typescript"``; ``"js"`` or ``"javascript"`` is the default, any
+        case) the code is TypeScript: the worker strips its types with Deno's own transpiler
+        first, and an error's positions point into the code as written. Code that does not
+        compile raises a SyntaxError with its ``line`` and ``column`` and a note showing the
+        place."""
         code = code_text(code)
         typescript = is_typescript(lang)
         with self._lock:
             self._ready()
             rid, data = self._core.connection.eval(code, typescript=typescript)
-            return self._roundtrip(rid, data, timeout)
+            try:
+                return self._roundtrip(rid, data, timeout)
+            except JavaScriptError as exc:
+                place_error(exc, code, typescript=typescript)
+                raise
 
     def add_module(self, specifier: str, source: str) -> None:
         """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
@@ -132,7 +141,11 @@ class Runtime(NeedsWith):
         with self._lock:
             self._ready()
             rid, data = self._core.connection.eval_module(source)
-            value = self._roundtrip(rid, data, timeout)
+            try:
+                value = self._roundtrip(rid, data, timeout)
+            except JavaScriptError as exc:
+                place_error(exc, source, typescript=True)
+                raise
         if not isinstance(value, dict):
             raise TypeError(f"the module's exports arrived as {type(value).__name__}, not a dict")
         return value

@@ -196,6 +196,8 @@ def test_json_failure(args: tuple[str, ...], stdin: bytes, env: dict[str, str], 
             "name": "TypeError",
             "message": "Cannot read properties of null (reading 'x')",
             "stack": "TypeError: Cannot read properties of null (reading 'x')\n    at guest:eval:1:6",
+            "line": None,
+            "column": None,
         }
     else:
         assert set(error) == {"type", "message"}

@@ -130,7 +130,7 @@ def test_a_module_that_does_not_parse_is_a_syntax_error_at_its_position(rt: pyde
     exc = js_error(rt.eval_module, "export const q: = 1;")
     assert exc.name == "SyntaxError"
     assert exc.message.startswith("guest:module: Unexpected token `=`.")
-    assert exc.stack.endswith("\n    at guest:module:1:17")
+    assert exc.stack.endswith("\n    at guest:module:1:17 (did not compile)")
     rt.add_module("broken", "export let = ;")
     exc = js_error(rt.eval_module, "import 'broken';")
     assert exc.message.startswith("broken: ")

@@ -10,9 +10,18 @@
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
-import { addModule, exportsOf, hasModules, mapModuleStack, programUrl, rewriteEval, unresolved } from "./modules.ts";
+import {
+  addModule,
+  exportsOf,
+  hasModules,
+  mapModuleStack,
+  moduleCompileError,
+  programUrl,
+  rewriteEval,
+  unresolved,
+} from "./modules.ts";
 import type { Strip } from "./intrinsics.ts";
-import { compileFailure, EVAL_SCRIPT, mapStack, toJavaScript } from "./typescript.ts";
+import { compileError, compileFailure, EVAL_SCRIPT, mapStack, stripped, toJavaScript } from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
   DENO_PERMISSIONS,
@@ -303,8 +312,9 @@ function loadNodeProcess(): void {
   }
 }
 
-/** Evaluates code in REPL mode; resolves [value] or rejects with the thrown value. */
-async function replEval(code: string): Promise<any> {
+/** Evaluates code in REPL mode; resolves [value] or rejects with the thrown value (a code
+ * that does not compile: a SyntaxError at its place in the script named `script`). */
+async function replEval(code: string, script: string): Promise<any> {
   loadNodeProcess();
   if (!hookInstalled) {
     hookInstalled = true;
@@ -334,8 +344,10 @@ async function replEval(code: string): Promise<any> {
   void kept; // the inspector has answered: the evaluation's promise may go now
   try {
     if (res.exceptionDetails !== undefined) {
-      const ex = res.exceptionDetails.exception;
-      throw ex === undefined ? new ErrorCtor(res.exceptionDetails.text) : await fetchRemote(ex);
+      const details = res.exceptionDetails, ex = details.exception;
+      const thrown = ex === undefined ? new ErrorCtor(details.text) : await fetchRemote(ex);
+      if (!didNotCompile(details)) throw thrown;
+      throw placedError(thrown, script, details, script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "");
     }
     return await fetchRemote(res.result);
   } finally {
@@ -797,11 +809,11 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
 function evaluate(code: string, script: string): any {
   // A TypeScript eval's JavaScript runs under its own name, so that its frames map back.
   const repl = script === EVAL_SCRIPT ? code : code + "\n//# sourceURL=" + script;
-  if (RegExpExec(AWAIT_RE, code) !== null) return replEval(repl);
+  if (RegExpExec(AWAIT_RE, code) !== null) return replEval(repl, script);
   // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
   // poisoned array iteration or put accessors on indices of Object/Array.prototype would
   // garble its answer, so such a guest takes the REPL route, which does not use it.
-  if (!classicScriptSafe()) return replEval(repl);
+  if (!classicScriptSafe()) return replEval(repl, script);
   // One script name for every plain JavaScript eval: V8's compilation cache, keyed on source
   // and origin, then serves repeated source. New code is what leaves compiled scripts behind
   // (see "Memory over a long life"); only a short source is kept to compare the next with: a
@@ -817,8 +829,77 @@ function evaluate(code: string, script: string): any {
         "(its other effects stand; evals that use await are not affected)",
     );
   }
-  if (outcome[1] !== null) throw outcome[1].thrown;
+  if (outcome[1] !== null) {
+    if (outcome[1].isCompileError === true) return compilePlace(code, script, outcome[1].thrown);
+    throw outcome[1].thrown;
+  }
   return outcome[0];
+}
+
+// --- Where code that does not compile fails ---------------------------------------------------
+// V8 gives a classic script's compile error no frame and JavaScript no way to read its place.
+// The inspector's answer to an evaluation that does not compile carries it; so, only once a
+// compilation has failed, the same source is handed to it again, as a global eval with
+// side effects refused: it fails to compile the same way, and nothing runs.
+
+/** Whether an inspector evaluation failed to compile: a SyntaxError in the script it made,
+ * thrown where this worker called it, none of whose frames is in that script (code that ran
+ * and threw has one there, whatever its stack says; a rejection from elsewhere, such as a
+ * module that would not load, names no script or no frames). */
+function didNotCompile(details: any): boolean {
+  try {
+    if (details.exception?.className !== "SyntaxError" || typeof details.scriptId !== "string") return false;
+    const frames = details.stackTrace?.callFrames;
+    const n = frames?.length ?? 0;
+    if (n === 0) return false;
+    for (let i = 0; i < n; i++) if (frames[i].scriptId === details.scriptId) return false;
+    return typeof details.lineNumber === "number" && typeof details.columnNumber === "number";
+  } catch { return false; }
+}
+
+/** thrown (V8's SyntaxError for code that did not compile) as a SyntaxError at the place the
+ * inspector's exceptionDetails name (from 0), in the script named `script`. */
+function placedError(thrown: any, script: string, details: any, more = ""): any {
+  let message = "";
+  try { message = StringFn(thrown.message); } catch { return thrown; }
+  return compileError(message, script, details.lineNumber + 1, details.columnNumber + 1, more);
+}
+
+/** Rejects with the compile error `thrown` of code (a classic script named `script`) at its
+ * place; a plain JavaScript eval's also says whether the code is TypeScript. */
+async function compilePlace(code: string, script: string, thrown: any): Promise<never> {
+  loadNodeProcess();
+  let details: any = undefined;
+  try {
+    const res = await inspectorCall("Runtime.evaluate", {
+      expression: code, silent: true, throwOnSideEffect: true, objectGroup: "pydeno",
+    });
+    details = res.exceptionDetails;
+  } catch { /* no place: the error as V8 gave it */ } finally {
+    post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
+  }
+  if (details === undefined || !didNotCompile(details)) throw thrown;
+  const trailer = script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "";
+  throw placedError(thrown, script, details, trailer);
+}
+
+/** What a JavaScript eval's compile error says after its mark when the code is TypeScript:
+ * the host then names the option that evaluates it as such. */
+const TYPESCRIPT_TRAILER = "; it compiles as TypeScript";
+const AsyncFunctionCtor: any = ObjectGetPrototypeOf(async function () {}).constructor;
+
+/** Whether code, which did not compile as JavaScript, is TypeScript: its types strip (the
+ * text changes) and what is left compiles. Compiled as an async function body, which is
+ * made and never called. */
+async function isTypeScript(code: string): Promise<boolean> {
+  try {
+    return await withStrip((strip) => {
+      const js = stripped(strip, code);
+      if (js === code) return false;
+      new AsyncFunctionCtor(js);
+      return true;
+    });
+  } catch { return false; }
 }
 
 function runEval(id: number, code: string): void {
@@ -860,7 +941,9 @@ function runAddModule(id: number, specifier: string, source: string): void {
 }
 
 function runEvalModule(id: number, source: string): void {
-  answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf)));
+  answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf, (e: any) => {
+    throw moduleCompileError(e);
+  })));
 }
 
 function evaluateTs(strip: Strip, code: string): any {

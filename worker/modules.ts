@@ -16,17 +16,28 @@ import {
   RegExpExec,
   type Strip,
   StringCharCodeAt,
+  StringFn,
   StringIndexOf,
   StringSlice,
   SyntaxErrorCtor,
 } from "./intrinsics.ts";
-import { isSpace, isWord, parseError, stripped } from "./typescript.ts";
+import { compileError, isSpace, isWord, parseError, stripped } from "./typescript.ts";
 const JSONStringify = JSON.stringify;
 const JSONParse = JSON.parse;
 const ObjectKeys = Object.keys;
 const TypeErrorCtor = TypeError;
 const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).internal].core.encode;
 const btoaFn = globalThis.btoa;
+const atobFn = globalThis.atob;
+const coreDecode: (b: Uint8Array) => string = (Deno as any)[(Deno as any).internal].core.decode;
+const Uint8ArrayCtor = Uint8Array;
+
+/** The text of a binary string's bytes, as UTF-8. */
+function decodeUtf8(binary: string): string {
+  const bytes = new Uint8ArrayCtor(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = StringCharCodeAt(binary, i);
+  return coreDecode(bytes);
+}
 const fromCharCode = String.fromCharCode;
 
 // --- The lexer: where a text's import specifiers are ------------------------------------
@@ -340,6 +351,32 @@ export function exportsOf(namespace: any): any {
 }
 
 // --- Frames -----------------------------------------------------------------------------
+
+// Deno's loader reports a module that V8 would not compile by its URL, after the message: a
+// data: URL the first time (its base64 the whole text), the name in its sourceURL after.
+const NOT_COMPILED = / at (?:data:text\/javascript;base64,([A-Za-z0-9+\/=]*)|(guest:module\/\d+)):(\d+):(\d+)$/;
+const SOURCE_URL = /\n\/\/# sourceURL=(guest:module\/\d+)$/;
+
+/** For a SyntaxError Deno's loader gave a rewritten module that did not compile, the same
+ * error at its place in that module (a frame mapModuleStack maps to the code as written);
+ * any other error as it is. */
+export function moduleCompileError(e: any): any {
+  let message = "";
+  try {
+    if (!(e instanceof SyntaxErrorCtor)) return e;
+    message = StringFn(e.message);
+  } catch { return e; }
+  const found = RegExpExec(NOT_COMPILED, message);
+  if (found === null) return e;
+  let name: string | undefined = found[2];
+  if (name === undefined) {
+    let text = "";
+    try { text = decodeUtf8(atobFn(found[1])); } catch { return e; }
+    name = RegExpExec(SOURCE_URL, text)?.[1];
+  }
+  if (name === undefined || named[name] === undefined) return e;
+  return compileError(StringSlice(message, 0, found.index), name, NumberParseInt(found[3], 10), NumberParseInt(found[4], 10));
+}
 
 const FRAME = /guest:module\/(\d+):(\d+):(\d+)/;
 

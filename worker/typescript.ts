@@ -65,7 +65,7 @@ export function toJavaScript(strip: Strip, code: string): [string, string] {
   try {
     js = transformed(strip, code);
   } catch (e) {
-    throw syntaxErrorAt(e, EVAL_SCRIPT) ?? e;
+    throw syntaxErrorAt(e, code, EVAL_SCRIPT) ?? e;
   }
   return [js, remember(code, js)];
 }
@@ -76,7 +76,7 @@ export function parseError(strip: Strip, code: string, script: string, prefix = 
   try {
     transformed(strip, code);
   } catch (e) {
-    return syntaxErrorAt(e, script, prefix);
+    return syntaxErrorAt(e, code, script, prefix);
   }
   return null;
 }
@@ -99,23 +99,63 @@ export function compileFailure(strip: Strip, code: string, e: any): any {
 
 const PARSE_AT = /\s+at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
 
-/** The transpiler's parse error (its message the SyntaxError, an excerpt of the code and a
- * made-up file name) as a SyntaxError at its position in the script named `script`, or null
- * when its message gives no position. */
-function syntaxErrorAt(e: any, script: string, prefix = ""): SyntaxError | null {
+/** The transpiler's parse error for `code` (its message the SyntaxError, an excerpt of the
+ * code and a made-up file name) as a SyntaxError at its position in the script named
+ * `script`, or null when its message gives no position. The excerpt is dropped: the host
+ * shows one of the code as its caller wrote it (a Code Mode program has a wrapper). */
+function syntaxErrorAt(e: any, code: string, script: string, prefix = ""): SyntaxError | null {
   let message = "";
   try { message = StringFn(e?.message ?? ""); } catch { return null; }
   const found = RegExpExec(PARSE_AT, message);
   if (found === null) return null;
   let text = StringSlice(message, 0, found.index);
   if (StringStartsWith(text, "SyntaxError: ")) text = StringSlice(text, "SyntaxError: ".length);
-  const error = new SyntaxErrorCtor(prefix + text);
+  const excerpt = StringIndexOf(text, "\n  |");
+  if (excerpt >= 0) text = StringSlice(text, 0, excerpt);
+  const at = scriptPosition(code, transpilerOffset(code, NumberParseInt(found[1], 10), NumberParseInt(found[2], 10)));
+  return compileError(prefix + text, script, at[0], at[1]);
+}
+
+/** A SyntaxError for code that did not compile: its stack's one frame is the place, in the
+ * script named `script` (line and UTF-16 column from 1, as V8's frames count them), marked
+ * as no frame of V8's is (V8 gives one to a SyntaxError a declaration throws as the code
+ * starts, at the same place), with `more` said after the mark. */
+export function compileError(message: string, script: string, line: number, column: number, more = ""): SyntaxError {
+  const error = new SyntaxErrorCtor(message);
   ObjectDefineProperty(error, "stack", {
     __proto__: null,
-    value: `SyntaxError: ${prefix}${text}\n    at ${script}:${NumberParseInt(found[1], 10)}:${NumberParseInt(found[2], 10)}`,
+    value: `SyntaxError: ${message}\n    at ${script}:${line}:${column} (did not compile${more})`,
     writable: true, enumerable: false, configurable: true,
   } as PropertyDescriptor);
   return error;
+}
+
+/** The offset in text of the transpiler's line and column: it counts lines by \n alone and
+ * columns in code points. */
+function transpilerOffset(text: string, line: number, column: number): number {
+  let offset = 0;
+  for (let l = 1; l < line; l++) {
+    const nl = StringIndexOf(text, "\n", offset);
+    if (nl < 0) return text.length;
+    offset = nl + 1;
+  }
+  for (let c = 1; c < column && offset < text.length; c++) {
+    const unit = StringCharCodeAt(text, offset);
+    offset += unit >= 0xd800 && unit <= 0xdbff ? 2 : 1;
+  }
+  return offset < text.length ? offset : text.length;
+}
+
+/** The line and column (from 1) of an offset in text as V8 counts them: lines end at \n,
+ * \r\n, \r, U+2028 and U+2029, columns are UTF-16 units. */
+export function scriptPosition(text: string, offset: number): [number, number] {
+  let line = 1, start = 0;
+  for (let i = 0; i < offset && i < text.length; i++) {
+    const c = StringCharCodeAt(text, i);
+    if (c === 13 && StringCharCodeAt(text, i + 1) === 10) continue;
+    if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) { line++; start = i + 1; }
+  }
+  return [line, offset - start + 1];
 }
 
 // --- Positions ---------------------------------------------------------------------------
