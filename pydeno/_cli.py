@@ -474,6 +474,16 @@ def _whole(name: str, minimum: int, maximum: int | None = None) -> Callable[[str
     return parse
 
 
+def _byte_count(flag: str, minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = parse_size(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least {minimum} bytes, got {text!r}")
+        return value
+
+    return parse
+
+
 def _mcp_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pydeno mcp",
@@ -498,14 +508,41 @@ def _mcp_parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=_seconds,
         metavar="SECONDS",
-        help="with --session: close a session's worker after this long without a call (default 600)",
+        help="with --session: close a session's worker after this long without a call (default 120)",
     )
     parser.add_argument(
         "--max-sessions",
         type=_whole("number of sessions", 1),
         metavar="N",
-        help="with --session: sessions kept at once, each with its own worker; a new one past N is refused "
-        "(default 32)",
+        help="with --session: sessions kept at once, each with its own worker; past N the least recently used "
+        "idle one gives way, and with none idle a new one is turned away (default 16, at most --max-workers)",
+    )
+    parser.add_argument(
+        "--max-workers",
+        type=_whole("number of workers", 1),
+        metavar="N",
+        help="deno workers alive at once, warm spares and sessions' workers included (default 16); "
+        "over HTTP one MCP session may run at most half of them",
+    )
+    parser.add_argument(
+        "--max-queued",
+        type=_whole("number of calls", 0),
+        metavar="N",
+        help="calls that may wait for a worker, or for their session's running call (default 32); "
+        "a call past it gets a retryable error at once; over HTTP one MCP session may queue at most half",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_byte_count("--max-message-bytes", 4096),
+        metavar="SIZE",
+        help="the largest JSON-RPC message read (default 4M); a longer one is discarded and answered with an error",
+    )
+    parser.add_argument(
+        "--max-result-bytes",
+        type=_byte_count("--max-result-bytes", 4096),
+        metavar="SIZE",
+        help="the largest tool result, text and structured content together (default 1M); what does not fit is "
+        "cut and named in `truncated`",
     )
     parser.add_argument(
         "--pool-size",
@@ -554,6 +591,11 @@ def _mcp(argv: Sequence[str]) -> int:
         print(MCP_EXTRA_MISSING, file=sys.stderr)
         return EXIT_FAILURE
     config = ServerConfig(http=args.http, session=args.session, runtime=options)
+    workers = config.max_workers if args.max_workers is None else args.max_workers
+    if args.session and args.max_sessions is None:
+        args.max_sessions = min(config.max_sessions, workers)
+    if args.session and args.max_sessions > workers:
+        parser.error(f"--max-sessions {args.max_sessions} is over --max-workers {workers}: each session holds a worker")
     changes: dict[str, Any] = {
         name: value
         for name, value in (
@@ -563,6 +605,10 @@ def _mcp(argv: Sequence[str]) -> int:
             ("pool_size", args.pool_size),
             ("max_sessions", args.max_sessions),
             ("max_code_bytes", args.max_code_bytes),
+            ("max_workers", args.max_workers),
+            ("max_queued", args.max_queued),
+            ("max_message_bytes", args.max_message_bytes),
+            ("max_result_bytes", args.max_result_bytes),
             ("timeout", args.timeout),
         )
         if value is not None
