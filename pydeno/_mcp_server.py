@@ -148,7 +148,9 @@ def tool_description(config: ServerConfig) -> str:
             f"- Limits: {limits}.",
             f"- {state}",
             "- The value comes back as JSON; what JSON cannot hold is a tagged object such as "
-            '`{"$type": "undefined"}` or `{"$type": "bytes", "base64": "..."}`.',
+            '`{"$type": "undefined"}` or `{"$type": "bytes", "base64": "..."}`. A whole result is at most '
+            f'{_size(config.max_result_bytes)}: a bigger value comes back as `{{"$type": "truncated", ...}}` with a '
+            "preview, so return what you need, not everything.",
             "- A failed run (an exception, a syntax error, a limit) is an error result: `error.kind` says what "
             "failed (js_error, timeout, memory_limit, ...), `error.message` and `error.line` where, and "
             "`error.hint` how to fix it.",
