@@ -8,6 +8,7 @@
     pydeno errors [KIND] [--json]
     pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
                [--timeout S] [--max-memory SIZE] [--cpu-limit S] [--sandbox MODE] [--max-code-bytes N]
+               [--max-workers N] [--max-queued N] [--max-message-bytes SIZE] [--max-result-bytes SIZE]
 
 Evaluating code
 ---------------
@@ -96,8 +97,13 @@ until stdin closes, or with ``--http`` over streamable HTTP at ``http://HOST:POR
 is printed on stderr once it listens). Without ``--session`` every call runs on a fresh worker
 from a pool of ``--pool-size`` warm ones (default 2); with it each MCP session keeps one
 runtime (its first worker a warm one from the pool), so top-level declarations persist,
-closed after ``--idle-timeout`` seconds without a call (default 600) or when the session ends;
-a new session past ``--max-sessions`` (default 32) is refused as an error result.
+closed after ``--idle-timeout`` seconds without a call (default 120) or when the session ends;
+past ``--max-sessions`` (default 16) the least recently used idle session gives way, and with
+every session busy a new one gets a retryable error result. At most ``--max-workers`` workers
+(default 16) are alive and ``--max-queued`` calls (default 32) wait; a call past both gets a
+retryable error result at once, and over HTTP one MCP session may hold half of each. A message
+over ``--max-message-bytes`` (default 4M) is discarded and answered with a JSON-RPC error; a
+result is cut to ``--max-result-bytes`` (default 1M), text and structured content together.
 ``--timeout``, ``--max-memory``, ``--sandbox`` are as for code, ``--cpu-limit S`` caps the CPU
 seconds of one call, and a call's own ``timeout`` may only lower ``--timeout``. A program over
 ``--max-code-bytes`` (UTF-8, default 100000) is refused as an error result. SIGINT, SIGTERM

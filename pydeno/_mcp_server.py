@@ -978,8 +978,12 @@ class _Output:
         while data:
             with contextlib.suppress(OSError):
                 await anyio.wait_writable(self._fd)
-            # A pipe that polls writable takes PIPE_BUF bytes without blocking.
-            data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+            try:
+                # A pipe that polls writable takes PIPE_BUF bytes without blocking.
+                data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+            except BrokenPipeError:
+                # The client is gone: nothing will read this; the end of stdin stops the server.
+                return
 
     async def flush(self) -> None:
         await anyio.lowlevel.checkpoint()
