@@ -512,3 +512,52 @@ def test_a_failed_call_is_logged_for_the_operator_naming_the_server_flag() -> No
     fix = line.split("; fix: ")[1]
     assert fix.startswith("raise --timeout (now 0.5)")
     assert "timeout=" not in fix
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("127.0.0.1:8765", True),
+        ("127.0.0.1", True),
+        ("localhost:8765", True),
+        ("[::1]:8765", True),
+        ("192.168.1.20:8765", True),
+        ("attacker.example:8765", False),
+        ("127.0.0.1.attacker.example", False),
+        ("localhost.attacker.example:80", False),
+        ("127.0.0.1:80@attacker.example", False),
+        ("[::1]attacker", False),
+        ("", False),
+    ],
+)
+def test_only_an_ip_address_or_localhost_passes_the_host_check(host: str, local: bool) -> None:
+    from pydeno._mcp_server import _local_name
+
+    assert _local_name(host) is local
+
+
+@pytest.mark.parametrize(
+    ("kind", "flag", "keyword"),
+    [
+        ("timeout", "--timeout", "timeout="),
+        ("memory_limit", "--max-memory", "max_memory="),
+        ("cpu_limit", "--cpu-limit", "cpu_limit="),
+    ],
+)
+def test_operator_advice_names_the_server_flag_not_the_python_keyword(kind: str, flag: str, keyword: str) -> None:
+    from pydeno._mcp_server import operator_fix
+
+    fix = operator_fix(None, kind)
+    assert flag in fix
+    assert keyword not in fix
+
+
+@pytest.mark.slow
+async def test_an_http_body_over_max_message_bytes_is_refused_and_the_server_serves_on() -> None:
+    async with http_server("--max-message-bytes", "64K") as (url, _), raw_http(url) as client:
+        big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"code": "x" * 100_000}}}
+        refused = await client.post(big)
+        await client.initialize()
+        served = await client.call("6 * 7")
+    assert refused.status_code == 413
+    assert served["structuredContent"]["value"] == 42
