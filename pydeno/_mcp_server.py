@@ -358,10 +358,13 @@ class NoSession(ValueError):
 _BUSY_HINT: Final = "Nothing ran: send the same call again in a moment, or make fewer calls at once."
 
 
-def busy(message: str, operator: str) -> CheckoutTimeout:
-    exc = CheckoutTimeout(f"this server is busy: {message}; nothing ran", hint=_BUSY_HINT)
-    exc.operator_fix = operator  # type: ignore[attr-defined]
-    return exc
+class ServerBusy(CheckoutTimeout):
+    """The server turned a call away because it was full; ``operator_fix`` is the flags to
+    change, for the server's log."""
+
+    def __init__(self, message: str, operator_fix: str) -> None:
+        super().__init__(f"this server is busy: {message}; nothing ran", hint=_BUSY_HINT)
+        self.operator_fix = operator_fix
 
 
 class _Gate:
@@ -370,9 +373,12 @@ class _Gate:
     client (an MCP session) may hold at most ``client_slots`` of the slots and half the
     queue, so a single session never takes every worker and every place in the queue."""
 
-    def __init__(self, slots: int, queue: int, *, client_slots: int, shared: bool) -> None:
+    def __init__(self, slots: int, queue: int, *, client_slots: int, shared: bool, flags: str, fix: str) -> None:
         self.slots, self.queue = slots, queue
+        # The flags behind slots and queue, as the messages name them, and the operator's fix.
+        self.flags, self.fix = flags, fix
         self.client_slots = client_slots
+        self.shared = shared
         self.client_queue = max(1, -(-queue // 2)) if shared else queue
         self.running = 0
         self.waiting = 0
@@ -385,17 +391,22 @@ class _Gate:
         return self.running < self.slots and (not client or counts[0] < self.client_slots)
 
     @contextlib.asynccontextmanager
-    async def admit(self, client: str, patience: float, config: ServerConfig) -> AsyncIterator[None]:
+    async def admit(self, client: str, patience: float) -> AsyncIterator[None]:
         counts = self._clients.setdefault(client, [0, 0])
         try:
             if not self._may_run(client, counts):
                 if self.waiting >= self.queue or (client and counts[1] >= self.client_queue):
-                    raise busy(
-                        f"{self.running} calls are running and {self.waiting} waiting, the most it takes "
-                        f"(--max-workers {config.max_workers}, --max-queued {config.max_queued})",
-                        f"raise --max-workers (now {config.max_workers}) or --max-queued (now {config.max_queued}), "
-                        "or have clients make fewer calls at once",
-                    )
+                    if client and self.shared and counts[1] >= self.client_queue:
+                        message = (
+                            f"this MCP session already has {counts[0]} calls running and {counts[1]} waiting, "
+                            f"its share of what the server takes ({self.flags})"
+                        )
+                    else:
+                        message = (
+                            f"{self.running} calls are running and {self.waiting} waiting, the most it takes "
+                            f"({self.flags})"
+                        )
+                    raise ServerBusy(message, self.fix)
                 self.waiting += 1
                 counts[1] += 1
                 try:
@@ -406,10 +417,7 @@ class _Gate:
                     self.waiting -= 1
                     counts[1] -= 1
                 if waited.cancelled_caught:
-                    raise busy(
-                        f"the call waited {patience:g} s for a worker (--timeout) and none was free",
-                        f"raise --max-workers (now {config.max_workers}), or have clients make fewer calls at once",
-                    )
+                    raise ServerBusy(f"the call waited {patience:g} s (--timeout) and its turn did not come", self.fix)
             self.running += 1
             counts[0] += 1
             try:
@@ -440,10 +448,26 @@ class Service:
         shared = config.http
         if config.session:
             # A session's calls run one at a time, each session on its own worker.
-            self._gate = _Gate(config.max_sessions, config.max_queued, client_slots=1, shared=shared)
+            self._gate = _Gate(
+                config.max_sessions,
+                config.max_queued,
+                client_slots=1,
+                shared=shared,
+                flags=f"--max-sessions {config.max_sessions}, one call at a time per session; "
+                f"--max-queued {config.max_queued}",
+                fix=f"raise --max-queued (now {config.max_queued}), or have clients make fewer calls at once",
+            )
         else:
             share = max(1, -(-config.max_workers // 2)) if shared else config.max_workers
-            self._gate = _Gate(config.max_workers, config.max_queued, client_slots=share, shared=shared)
+            self._gate = _Gate(
+                config.max_workers,
+                config.max_queued,
+                client_slots=share,
+                shared=shared,
+                flags=f"--max-workers {config.max_workers}, --max-queued {config.max_queued}",
+                fix=f"raise --max-workers (now {config.max_workers}) or --max-queued (now {config.max_queued}), "
+                "or have clients make fewer calls at once",
+            )
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:
@@ -472,7 +496,7 @@ class Service:
         client = "" if session is None else session
         if not self.config.session:
             try:
-                async with self._gate.admit(client, self.config.timeout, self.config):
+                async with self._gate.admit(client, self.config.timeout):
                     return await self._run_fresh(code, limit)
             except CheckoutTimeout as exc:
                 return refused(exc)
@@ -489,7 +513,7 @@ class Service:
             return refused(exc)
         token = _console_target.set(entry.code_mode._console)
         try:
-            async with self._gate.admit(client, self.config.timeout, self.config):
+            async with self._gate.admit(client, self.config.timeout):
                 if opening:
                     await self._open(entry)
                 else:
@@ -511,7 +535,7 @@ class Service:
             idle = [(e.last_used, k) for k, e in self._sessions.items() if not e.active]
             if not idle:
                 n = self.config.max_sessions
-                raise busy(
+                raise ServerBusy(
                     f"it keeps {n} sessions (--max-sessions), each with its own worker, and every one is running "
                     "a call",
                     f"raise --max-sessions (now {n}) and --max-workers (now {self.config.max_workers})",
