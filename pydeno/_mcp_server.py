@@ -10,9 +10,16 @@ The command line (pydeno/_cli.py) parses the flags into a :class:`ServerConfig` 
 * With ``--session`` each MCP session has its own Code Mode in REPL mode: top-level
   declarations persist from call to call, calls of one session run one at a time, and a
   session's worker is closed when the session ends (HTTP DELETE), when it has been idle for
-  ``--idle-timeout``, or when the server stops. A call whose client disconnects or cancels
-  it is stopped, which kills its worker (a session's next call starts on a fresh one). Over
-  stdio the process serves one client, so the whole connection is one session.
+  ``--idle-timeout``, when it is the least recently used idle session and a new one needs
+  its place (``--max-sessions``), or when the server stops. A call whose client disconnects
+  or cancels it is stopped, which kills its worker (a session's next call starts on a fresh
+  one). Over stdio the process serves one client, so the whole connection is one session.
+
+What a client cannot take: more than ``--max-workers`` live workers, more than
+``--max-queued`` waiting calls (past both a call is turned away at once, retryably, as a
+:class:`ServerBusy`; over HTTP one MCP session gets at most half of each), a message longer
+than ``--max-message-bytes`` (read in linear time, discarded as it arrives), a result longer
+than ``--max-result-bytes``, or a server that cannot stop because it stopped reading.
 
 This module imports ``mcp``: only ``pydeno mcp`` imports it, never ``import pydeno``.
 """
