@@ -6,7 +6,8 @@
     pydeno [options] -          # the code is all of stdin (UTF-8)
     pydeno doctor [--json]      # which OS sandbox layers a worker gets here
     pydeno errors [KIND] [--json]
-    pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
+    pydeno mcp [--http [--host H] [--port N] [--allow-host NAME]]
+               [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
                [--timeout S] [--max-memory SIZE] [--cpu-limit S] [--sandbox MODE] [--max-code-bytes N]
                [--max-workers N] [--max-queued N] [--max-message-bytes SIZE] [--max-result-bytes SIZE]
 
@@ -119,6 +120,7 @@ import dataclasses
 import datetime as _dt
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
@@ -480,6 +482,12 @@ def _whole(name: str, minimum: int, maximum: int | None = None) -> Callable[[str
     return parse
 
 
+def _host_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", text):
+        raise argparse.ArgumentTypeError(f"invalid host name {text!r}: give a DNS name such as mcp.example.com")
+    return text
+
+
 def _byte_count(flag: str, minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = parse_size(text)
@@ -503,6 +511,14 @@ def _mcp_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", metavar="HOST", help="with --http: the address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=_whole("port", 0, 65535), metavar="N", help="with --http: the port (default 8765; 0: any free)"
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        type=_host_name,
+        metavar="NAME",
+        help="with --http: a host name (besides IP addresses and localhost) that requests may carry as their Host "
+        "and Origin, e.g. the name a reverse proxy serves; repeat for more",
     )
     parser.add_argument(
         "--session",
@@ -583,8 +599,8 @@ def _mcp_parser() -> argparse.ArgumentParser:
 def _mcp(argv: Sequence[str]) -> int:
     parser = _mcp_parser()
     args = parser.parse_args(argv)
-    if not args.http and (args.host is not None or args.port is not None):
-        parser.error("--host and --port need --http (without it the server speaks over stdio)")
+    if not args.http and (args.host is not None or args.port is not None or args.allow_host):
+        parser.error("--host, --port and --allow-host need --http (without it the server speaks over stdio)")
     # The server's --timeout is its own (a call may lower it), so it is checked, not kept here.
     options = _runtime_options(parser, args, ("max_memory", "cpu_limit", "sandbox"))
     if args.timeout is not None:
@@ -615,6 +631,7 @@ def _mcp(argv: Sequence[str]) -> int:
             ("max_queued", args.max_queued),
             ("max_message_bytes", args.max_message_bytes),
             ("max_result_bytes", args.max_result_bytes),
+            ("allow_hosts", tuple(args.allow_host) if args.allow_host else None),
             ("timeout", args.timeout),
         )
         if value is not None

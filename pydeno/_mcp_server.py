@@ -112,6 +112,7 @@ class ServerConfig:
     max_queued: int = DEFAULT_MAX_QUEUED
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    allow_hosts: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     runtime: RuntimeKwargs = dataclasses.field(default_factory=RuntimeKwargs)
 
@@ -749,9 +750,10 @@ def _disconnect_of(ctx: ServerRequestContext[Any, Any]) -> anyio.Event | None:
     return event if isinstance(event, anyio.Event) else None
 
 
-def _local_name(host: str) -> bool:
+def _local_name(host: str, allowed: tuple[str, ...] = ()) -> bool:
     """Whether a Host (or an Origin's host) names this machine in a way DNS cannot rebind:
-    an IP address literal, or localhost. A rebinding page's requests carry its own name."""
+    an IP address literal, localhost, or a name the operator allowed (--allow-host). A
+    rebinding page's requests carry its own name."""
     name = host.strip().lower()
     if name.startswith("["):  # [v6]:port
         end = name.find("]")
@@ -762,7 +764,7 @@ def _local_name(host: str) -> bool:
         name, _, port = name.partition(":")
         if not re.fullmatch(r"\d{1,5}", port):
             return False
-    if name == "localhost":
+    if name == "localhost" or name in allowed:
         return True
     try:
         ipaddress.ip_address(name)
@@ -771,9 +773,9 @@ def _local_name(host: str) -> bool:
     return True
 
 
-def _local_origin(origin: str) -> bool:
+def _local_origin(origin: str, allowed: tuple[str, ...] = ()) -> bool:
     scheme, sep, rest = origin.partition("://")
-    return bool(sep) and scheme.lower() in ("http", "https") and "/" not in rest and _local_name(rest)
+    return bool(sep) and scheme.lower() in ("http", "https") and "/" not in rest and _local_name(rest, allowed)
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
@@ -788,16 +790,18 @@ def _watch_http(app: ASGIApp, service: Service) -> ASGIApp:
     each request's disconnect made visible to its call, and a session's worker closed as soon
     as the transport accepted the client's DELETE of it."""
 
+    allowed = tuple(name.lower() for name in service.config.allow_hosts)
+
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
-        if not _local_name(headers.get("host", "")):
+        if not _local_name(headers.get("host", ""), allowed):
             await _plain(send, 421, "Invalid Host header: use the server's IP address or localhost")
             return
         origin = headers.get("origin")
-        if origin is not None and not _local_origin(origin):
+        if origin is not None and not _local_origin(origin, allowed):
             await _plain(send, 403, "Invalid Origin header")
             return
         disconnected = anyio.Event()

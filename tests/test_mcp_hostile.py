@@ -536,6 +536,17 @@ def test_only_an_ip_address_or_localhost_passes_the_host_check(host: str, local:
     assert _local_name(host) is local
 
 
+@pytest.mark.slow
+async def test_a_host_name_the_operator_allowed_passes_and_others_still_do_not() -> None:
+    async with http_server("--allow-host", "mcp.example") as (url, _), raw_http(url) as client:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
+        named = await client.post(body, host=f"MCP.example:{port}", origin="https://mcp.example")
+        other = await client.post(body, host=f"attacker.example:{port}")
+    assert named.status_code == 200
+    assert other.status_code == 421
+
+
 @pytest.mark.parametrize(
     ("kind", "flag", "keyword"),
     [

@@ -475,6 +475,7 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
         "--max-queued",
         "--max-message-bytes",
         "--max-result-bytes",
+        "--allow-host",
     ):
         assert f"{flag} " in text
 
@@ -482,7 +483,8 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["mcp", "--port", "80"], "--host and --port need --http"),
+        (["mcp", "--port", "80"], "--host, --port and --allow-host need --http"),
+        (["mcp", "--http", "--allow-host", "a/b"], "argument --allow-host: invalid host name 'a/b'"),
         (["mcp", "--max-memory", "1M"], "argument --max-memory: max_memory"),
         (["mcp", "--pool-size", "0"], "argument --pool-size: invalid pool size '0'"),
         (["mcp", "--max-sessions", "0"], "argument --max-sessions: invalid number of sessions '0'"),
@@ -496,6 +498,7 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
     ],
     ids=[
         "port-without-http",
+        "host-name-not-a-name",
         "memory-below-minimum",
         "empty-pool",
         "no-sessions",
