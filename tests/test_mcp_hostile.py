@@ -572,3 +572,25 @@ async def test_an_http_body_over_max_message_bytes_is_refused_and_the_server_ser
         served = await client.call("6 * 7")
     assert refused.status_code == 413
     assert served["structuredContent"]["value"] == 42
+
+
+@pytest.mark.slow
+async def test_many_http_sessions_at_once_never_hold_more_than_max_workers() -> None:
+    flags = ("--session", "--max-workers", "3", "--max-sessions", "3", "--pool-size", "1")
+    async with http_server(*flags) as (url, server):
+        answers: list[dict[str, Any]] = []
+
+        async def one_session() -> None:
+            async with raw_http(url) as client:
+                await client.initialize()
+                answers.append(await client.call(SLEEP.format(ms=1500)))
+
+        with WorkerCount(server) as count:
+            async with anyio.create_task_group() as group:
+                for _ in range(8):
+                    group.start_soon(one_session)
+    assert count.most <= 3
+    ok = [a for a in answers if not a["isError"]]
+    busy = [a for a in answers if a["isError"]]
+    assert 3 <= len(ok) < 8
+    assert all(a["structuredContent"]["error"]["kind"] == "checkout_timeout" for a in busy)
