@@ -467,8 +467,9 @@ class ExecutionResult:
     is longer; ``to_dict()`` names the fields it cut itself); and what the worker used for it:
     ``cpu_seconds`` (its CPU time, user + system, during the execution), ``peak_rss_bytes``
     (the largest resident size the monitor sampled during it, or the worker's at its end) and
-    ``host_calls`` (host-function calls answered: the tool calls, and any other bound function's); all three 0 when no
-    worker ran it. ``str(result)`` is the text a model should read."""
+    ``host_calls`` (host-function calls answered: the tool calls, and any other bound
+    function's); all three 0 when no worker ran it. ``str(result)`` is the text a model
+    should read."""
 
     ok: bool
     value: Any
