@@ -6,8 +6,10 @@
     pydeno [options] -          # the code is all of stdin (UTF-8)
     pydeno doctor [--json]      # which OS sandbox layers a worker gets here
     pydeno errors [KIND] [--json]
-    pydeno mcp [--http [--host H] [--port N]] [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
+    pydeno mcp [--http [--host H] [--port N] [--allow-host NAME]]
+               [--session [--idle-timeout S] [--max-sessions N]] [--pool-size N]
                [--timeout S] [--max-memory SIZE] [--cpu-limit S] [--sandbox MODE] [--max-code-bytes N]
+               [--max-workers N] [--max-queued N] [--max-message-bytes SIZE] [--max-result-bytes SIZE]
 
 Evaluating code
 ---------------
@@ -101,8 +103,13 @@ until stdin closes, or with ``--http`` over streamable HTTP at ``http://HOST:POR
 is printed on stderr once it listens). Without ``--session`` every call runs on a fresh worker
 from a pool of ``--pool-size`` warm ones (default 2); with it each MCP session keeps one
 runtime (its first worker a warm one from the pool), so top-level declarations persist,
-closed after ``--idle-timeout`` seconds without a call (default 600) or when the session ends;
-a new session past ``--max-sessions`` (default 32) is refused as an error result.
+closed after ``--idle-timeout`` seconds without a call (default 120) or when the session ends;
+past ``--max-sessions`` (default 16) the least recently used idle session gives way, and with
+every session busy a new one gets a retryable error result. At most ``--max-workers`` workers
+(default 16) are alive and ``--max-queued`` calls (default 32) wait; a call past both gets a
+retryable error result at once, and over HTTP one MCP session may hold half of each. A message
+over ``--max-message-bytes`` (default 4M) is discarded and answered with a JSON-RPC error; a
+result is cut to ``--max-result-bytes`` (default 1M), text and structured content together.
 ``--timeout``, ``--max-memory``, ``--sandbox`` are as for code, ``--cpu-limit S`` caps the CPU
 seconds of one call, and a call's own ``timeout`` may only lower ``--timeout``. A program over
 ``--max-code-bytes`` (UTF-8, default 100000) is refused as an error result. SIGINT, SIGTERM
@@ -118,6 +125,7 @@ import dataclasses
 import datetime as _dt
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
@@ -505,6 +513,22 @@ def _whole(name: str, minimum: int, maximum: int | None = None) -> Callable[[str
     return parse
 
 
+def _host_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", text):
+        raise argparse.ArgumentTypeError(f"invalid host name {text!r}: give a DNS name such as mcp.example.com")
+    return text
+
+
+def _byte_count(flag: str, minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = parse_size(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least {minimum} bytes, got {text!r}")
+        return value
+
+    return parse
+
+
 def _mcp_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pydeno mcp",
@@ -520,6 +544,14 @@ def _mcp_parser() -> argparse.ArgumentParser:
         "--port", type=_whole("port", 0, 65535), metavar="N", help="with --http: the port (default 8765; 0: any free)"
     )
     parser.add_argument(
+        "--allow-host",
+        action="append",
+        type=_host_name,
+        metavar="NAME",
+        help="with --http: a host name (besides IP addresses and localhost) that requests may carry as their Host "
+        "and Origin, e.g. the name a reverse proxy serves; repeat for more",
+    )
+    parser.add_argument(
         "--session",
         action="store_true",
         help="keep one runtime per MCP session, so top-level declarations persist from call to call "
@@ -529,14 +561,41 @@ def _mcp_parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=_seconds,
         metavar="SECONDS",
-        help="with --session: close a session's worker after this long without a call (default 600)",
+        help="with --session: close a session's worker after this long without a call (default 120)",
     )
     parser.add_argument(
         "--max-sessions",
         type=_whole("number of sessions", 1),
         metavar="N",
-        help="with --session: sessions kept at once, each with its own worker; a new one past N is refused "
-        "(default 32)",
+        help="with --session: sessions kept at once, each with its own worker; past N the least recently used "
+        "idle one gives way, and with none idle a new one is turned away (default 16, at most --max-workers)",
+    )
+    parser.add_argument(
+        "--max-workers",
+        type=_whole("number of workers", 1),
+        metavar="N",
+        help="deno workers alive at once, warm spares and sessions' workers included (default 16); "
+        "over HTTP one MCP session may run at most half of them",
+    )
+    parser.add_argument(
+        "--max-queued",
+        type=_whole("number of calls", 0),
+        metavar="N",
+        help="calls that may wait for a worker, or for their session's running call (default 32); "
+        "a call past it gets a retryable error at once; over HTTP one MCP session may queue at most half",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_byte_count("--max-message-bytes", 4096),
+        metavar="SIZE",
+        help="the largest JSON-RPC message read (default 4M); a longer one is discarded and answered with an error",
+    )
+    parser.add_argument(
+        "--max-result-bytes",
+        type=_byte_count("--max-result-bytes", 4096),
+        metavar="SIZE",
+        help="the largest tool result, text and structured content together (default 1M); what does not fit is "
+        "cut and named in `truncated`",
     )
     parser.add_argument(
         "--pool-size",
@@ -571,8 +630,8 @@ def _mcp_parser() -> argparse.ArgumentParser:
 def _mcp(argv: Sequence[str]) -> int:
     parser = _mcp_parser()
     args = parser.parse_args(argv)
-    if not args.http and (args.host is not None or args.port is not None):
-        parser.error("--host and --port need --http (without it the server speaks over stdio)")
+    if not args.http and (args.host is not None or args.port is not None or args.allow_host):
+        parser.error("--host, --port and --allow-host need --http (without it the server speaks over stdio)")
     # The server's --timeout is its own (a call may lower it), so it is checked, not kept here.
     options = _runtime_options(parser, args, ("max_memory", "cpu_limit", "sandbox"))
     if args.timeout is not None:
@@ -585,6 +644,11 @@ def _mcp(argv: Sequence[str]) -> int:
         print(MCP_EXTRA_MISSING, file=sys.stderr)
         return EXIT_FAILURE
     config = ServerConfig(http=args.http, session=args.session, runtime=options)
+    workers = config.max_workers if args.max_workers is None else args.max_workers
+    if args.session and args.max_sessions is None:
+        args.max_sessions = min(config.max_sessions, workers)
+    if args.session and args.max_sessions > workers:
+        parser.error(f"--max-sessions {args.max_sessions} is over --max-workers {workers}: each session holds a worker")
     changes: dict[str, Any] = {
         name: value
         for name, value in (
@@ -594,6 +658,11 @@ def _mcp(argv: Sequence[str]) -> int:
             ("pool_size", args.pool_size),
             ("max_sessions", args.max_sessions),
             ("max_code_bytes", args.max_code_bytes),
+            ("max_workers", args.max_workers),
+            ("max_queued", args.max_queued),
+            ("max_message_bytes", args.max_message_bytes),
+            ("max_result_bytes", args.max_result_bytes),
+            ("allow_hosts", tuple(args.allow_host) if args.allow_host else None),
             ("timeout", args.timeout),
         )
         if value is not None

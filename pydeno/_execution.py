@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal, NoReturn, Protocol
+from typing import Any, Final, Literal, NoReturn, Protocol, cast
 
 from ._checks import count, optional_count
 from ._errors import (
@@ -506,12 +506,14 @@ class ExecutionResult:
     written with a caret under the place; else ``None``), and ``kind``, ``retryable``, ``retry_with_larger_limits`` and
     ``hint`` from :func:`pydeno.classify_error`), ``tool_calls`` (each a dict of ``name``,
     ``arguments``, ``outcome`` (``ok``, ``error`` or ``refused``), ``error`` and
-    ``duration_s``), ``duration_s`` and ``truncated`` (the fields cut to
-    ``max_output_chars``); and what the worker used for it: ``cpu_seconds`` (its CPU time,
-    user + system, during the execution), ``peak_rss_bytes`` (the largest resident size the
-    monitor sampled during it, or the worker's at its end) and ``host_calls`` (host-function
-    calls answered: the tool calls, and any other bound function's); all three 0 when no
-    worker ran it. ``str(result)`` is the text a model should read."""
+    ``duration_s``), ``duration_s`` and ``truncated`` (the fields the text form ``str(result)``
+    cut to ``max_output_chars``: ``stdout``, ``stderr``, ``error``, and ``value`` when its JSON
+    is longer; ``to_dict()`` names the fields it cut itself); and what the worker used for it:
+    ``cpu_seconds`` (its CPU time, user + system, during the execution), ``peak_rss_bytes``
+    (the largest resident size the monitor sampled during it, or the worker's at its end) and
+    ``host_calls`` (host-function calls answered: the tool calls, and any other bound
+    function's); all three 0 when no worker ran it. ``str(result)`` is the text a model
+    should read."""
 
     ok: bool
     value: Any
@@ -529,11 +531,36 @@ class ExecutionResult:
     #: a failed result into the exception a runtime would have raised.
     exception: BaseException | None = dataclasses.field(default=None, repr=False, compare=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        # The text form cuts a value whose JSON is over max_output_chars: `truncated` says so.
+        text = _dumps(jsonable(self.value)) if self.ok else ""
+        object.__setattr__(self, "_value_json", text)
+        if len(text) > self.max_output_chars and "value" not in self.truncated:
+            object.__setattr__(self, "truncated", tuple(sorted({*self.truncated, "value"})))
+
+    def to_dict(self, *, max_chars: int | None = None) -> dict[str, Any]:
         """The result as JSON-ready data; values JSON has no form for are tagged objects
         (``{"$type": "bytes", "base64": ...}``, ``undefined``, ``date``, ``function``,
-        ``number`` for NaN and the infinities)."""
-        return {
+        ``number`` for NaN and the infinities).
+
+        ``max_chars`` bounds the whole: ``to_json(max_chars=n)`` is at most ``n`` characters.
+        What does not fit is cut (``stdout``, ``stderr``, ``error.message``, the last
+        ``tool_calls``) or, for the value, replaced by ``{"$type": "truncated", "chars": N,
+        "preview": "..."}`` (``N``: the length of the value's whole JSON; ``preview``: its
+        start). The dict's ``truncated`` names every field cut in it; ``result.value`` stays
+        whole."""
+        return self._bounded(max_chars, len, "max_chars")
+
+    def to_json(self, *, max_chars: int | None = None) -> str:
+        """``to_dict(max_chars=...)`` as JSON text: at most ``max_chars`` characters."""
+        return _dumps(self.to_dict(max_chars=max_chars))
+
+    def _bounded(self, limit: int | None, size: Callable[[str], int], name: str) -> dict[str, Any]:
+        """to_dict, its JSON text at most ``limit`` by ``size`` (characters, or UTF-8 bytes)."""
+        # The text form's cut of the value is its own: this form carries the value whole.
+        cut = set(self.truncated) - {"value"}
+        value_json = cast(str, getattr(self, "_value_json"))  # noqa: B009 - set in __post_init__
+        data: dict[str, Any] = {
             "ok": self.ok,
             "value": jsonable(self.value),
             "stdout": self.stdout,
@@ -541,19 +568,30 @@ class ExecutionResult:
             "error": None if self.error is None else dict(self.error),
             "tool_calls": [{**r, "arguments": jsonable(r["arguments"])} for r in self.tool_calls],
             "duration_s": self.duration_s,
-            "truncated": list(self.truncated),
+            "truncated": sorted(cut),
             "cpu_seconds": self.cpu_seconds,
             "peak_rss_bytes": self.peak_rss_bytes,
             "host_calls": self.host_calls,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False)
+        if limit is None:
+            return data
+        limit = count(name, limit, MIN_RESULT_CHARS)
+        if size(_dumps(data)) <= limit:
+            return data
+        whole = value_json or _dumps(data["value"])
+        target = limit
+        while True:
+            fitted = _fit(data, whole, target, size)
+            over = size(_dumps(fitted)) - limit
+            if over <= 0 or target <= 0:
+                return fitted
+            # What the shares did not count (a marker's own fields): fit again in less.
+            target -= over
 
     def __str__(self) -> str:
         lines: list[str] = []
         if self.ok:
-            text = json.dumps(jsonable(self.value), ensure_ascii=False, allow_nan=False)
+            text = cast(str, getattr(self, "_value_json"))  # noqa: B009 - set in __post_init__
             if len(text) > self.max_output_chars:
                 text = text[: self.max_output_chars] + f"... (cut at {self.max_output_chars} characters)"
             lines.append(f"ok: {text}")
@@ -582,10 +620,91 @@ class ExecutionResult:
             shown = ", ".join(f"{r['name']} {r['outcome']}" for r in self.tool_calls[:20])
             more = f", and {len(self.tool_calls) - 20} more" if len(self.tool_calls) > 20 else ""
             lines.append(f"tool calls ({len(self.tool_calls)}): {shown}{more}")
-            for r in self.tool_calls:
+            # The first calls' errors, like their names: a loop of failing calls is one line each.
+            for r in self.tool_calls[:20]:
                 if r["error"]:
                     lines.append(f"  {r['name']}: {r['error']}")
         return "\n".join(lines)
+
+
+# The smallest whole bound to_dict(max_chars=) takes: room for every fixed field and a marker.
+MIN_RESULT_CHARS: Final = 1000
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, allow_nan=False)
+
+
+def _marker(whole: str, preview: str) -> dict[str, Any]:
+    return {"$type": "truncated", "chars": len(whole), "preview": preview}
+
+
+def _cut_text(text: str, room: int, size: Callable[[str], int]) -> str:
+    """The longest start of text whose JSON string fits in room (by size)."""
+    if size(_dumps(text)) <= room:
+        return text
+    lo, hi = 0, min(len(text), max(0, room))
+    # The JSON of a prefix grows with its length: the longest that fits, by bisection.
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(_dumps(text[:mid])) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def _fit(data: dict[str, Any], value_json: str, limit: int, size: Callable[[str], int]) -> dict[str, Any]:
+    """data cut to JSON text of at most limit: the fields that can be long share what the
+    fixed ones leave, each small one whole and the long ones an equal part of the rest."""
+    error = data["error"]
+    pieces: dict[str, Any] = {
+        "value": data["value"],
+        "stdout": data["stdout"],
+        "stderr": data["stderr"],
+        "error": None if error is None else error["message"],
+        "tool_calls": data["tool_calls"],
+    }
+    empty: dict[str, Any] = {"value": None, "stdout": "", "stderr": "", "tool_calls": []}
+    if error is not None:
+        empty["error"] = ""
+    skeleton = dict(data, **{k: v for k, v in empty.items() if k != "error"})
+    if error is not None:
+        skeleton["error"] = dict(error, message="")
+    # The worst case of `truncated`: every field that can be cut named in it.
+    skeleton["truncated"] = sorted({*data["truncated"], *empty})
+    room = limit - size(_dumps(skeleton)) + sum(size(_dumps(v)) for v in empty.values())
+    sizes = {k: size(_dumps(pieces[k])) for k in empty}
+    out = dict(data)
+    cut = set(data["truncated"])
+    left = room
+    for i, key in enumerate(sorted(empty, key=sizes.__getitem__)):
+        share = left // (len(empty) - i)
+        if sizes[key] <= share:
+            left -= sizes[key]
+            continue
+        cut.add(key)
+        piece: Any
+        if key == "value":
+            shell = size(_dumps(_marker(value_json, "")))
+            piece = _marker(value_json, _cut_text(value_json, share - shell + 2, size))
+        elif key == "tool_calls":
+            piece, used = [], 2
+            for record in pieces[key]:
+                grown = used + size(_dumps(record)) + (2 if piece else 0)
+                if grown > share:
+                    break
+                piece.append(record)
+                used = grown
+        else:
+            piece = _cut_text(pieces[key], share, size)
+        left -= size(_dumps(piece))
+        if key == "error":
+            out["error"] = dict(error, message=piece)
+        else:
+            out[key] = piece
+    out["truncated"] = sorted(cut)
+    return out
 
 
 def jsonable(value: Any) -> Any:

@@ -10,20 +10,34 @@ The command line (pydeno/_cli.py) parses the flags into a :class:`ServerConfig` 
 * With ``--session`` each MCP session has its own Code Mode in REPL mode: top-level
   declarations persist from call to call, calls of one session run one at a time, and a
   session's worker is closed when the session ends (HTTP DELETE), when it has been idle for
-  ``--idle-timeout``, or when the server stops. A call whose client disconnects or cancels
-  it is stopped, which kills its worker (a session's next call starts on a fresh one). Over
-  stdio the process serves one client, so the whole connection is one session.
+  ``--idle-timeout``, when it is the least recently used idle session and a new one needs
+  its place (``--max-sessions``), or when the server stops. A call whose client disconnects
+  or cancels it is stopped, which kills its worker (a session's next call starts on a fresh
+  one). Over stdio the process serves one client, so the whole connection is one session.
+
+What a client cannot take: more than ``--max-workers`` live workers, more than
+``--max-queued`` waiting calls (past both a call is turned away at once, retryably, as a
+:class:`ServerBusy`; over HTTP one MCP session gets at most half of each), a message longer
+than ``--max-message-bytes`` (read in linear time, discarded as it arrives), a result longer
+than ``--max-result-bytes``, or a server that cannot stop because it stopped reading.
 
 This module imports ``mcp``: only ``pydeno mcp`` imports it, never ``import pydeno``.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import dataclasses
+import fcntl
+import ipaddress
+import json
+import logging
 import math
 import os
+import re
+import select
 import signal
 import socket
 import sys
@@ -32,29 +46,50 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, Final, cast
 
 import anyio
+import anyio.lowlevel
 import uvicorn
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._async_code_mode import AsyncCodeMode
 from ._async_pool import AsyncSandboxPool
 from ._checks import optional_size
-from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet
+from ._errors import CheckoutTimeout
+from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
 from ._options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
+from ._taxonomy import Catalog
 
 __all__ = ["TOOL_NAME", "ServerConfig", "serve"]
+
+log = logging.getLogger("pydeno.mcp")
 
 TOOL_NAME: Final = "run_javascript"
 DEFAULT_PORT: Final = 8765
 DEFAULT_POOL_SIZE: Final = 2
-DEFAULT_IDLE_TIMEOUT: Final = 600.0
+# A one-shot client (the TypeScript SDK's) leaves without ending its session: two minutes
+# without a call gives its worker back, while a model's slow turn between two calls of one
+# conversation still finds its declarations. Under pressure the least recently used idle
+# session gives way sooner (--max-sessions).
+DEFAULT_IDLE_TIMEOUT: Final = 120.0
 DEFAULT_MAX_CODE_BYTES: Final = 100_000
+# The most deno workers alive at once, warm spares and sessions' workers included.
+DEFAULT_MAX_WORKERS: Final = 16
 # Each session holds a worker: the cap is what keeps many clients from holding them all.
-DEFAULT_MAX_SESSIONS: Final = 32
+DEFAULT_MAX_SESSIONS: Final = 16
+# Calls that may wait for a worker (or for their session's running call) at once.
+DEFAULT_MAX_QUEUED: Final = 32
+# One JSON-RPC message: far over --max-code-bytes, the size of the SDK's own HTTP body cap.
+DEFAULT_MAX_MESSAGE_BYTES: Final = 4 * 2**20
+# One tool result, text and structured content together: well under the 10 MiB at which the
+# TypeScript SDK drops a stdio message (and the connection with it).
+DEFAULT_MAX_RESULT_BYTES: Final = 2**20
 HTTP_PATH: Final = "/mcp"
 SESSION_HEADER: Final = "mcp-session-id"
 # How long a stopping HTTP server waits for open streams before it cuts them.
@@ -73,6 +108,11 @@ class ServerConfig:
     pool_size: int = DEFAULT_POOL_SIZE
     max_code_bytes: int = DEFAULT_MAX_CODE_BYTES
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_workers: int = DEFAULT_MAX_WORKERS
+    max_queued: int = DEFAULT_MAX_QUEUED
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    allow_hosts: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     runtime: RuntimeKwargs = dataclasses.field(default_factory=RuntimeKwargs)
 
@@ -116,7 +156,9 @@ def tool_description(config: ServerConfig) -> str:
             f"- Limits: {limits}.",
             f"- {state}",
             "- The value comes back as JSON; what JSON cannot hold is a tagged object such as "
-            '`{"$type": "undefined"}` or `{"$type": "bytes", "base64": "..."}`.',
+            '`{"$type": "undefined"}` or `{"$type": "bytes", "base64": "..."}`. A whole result is at most '
+            f'{_size(config.max_result_bytes)}: a bigger value comes back as `{{"$type": "truncated", ...}}` with a '
+            "preview, so return what you need, not everything.",
             "- A failed run (an exception, a syntax error, a limit) is an error result: `error.kind` says what "
             "failed (js_error, timeout, memory_limit, ...), `error.message` and `error.line` where, and "
             "`error.hint` how to fix it.",
@@ -249,10 +291,36 @@ def refused(exc: BaseException) -> ExecutionResult:
     return Execution(ToolSet([], max_tool_calls=None, approve=None), DEFAULT_MAX_OUTPUT_CHARS).result(error=exc)
 
 
-def call_result(result: ExecutionResult) -> types.CallToolResult:
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _json_size(text: str) -> int:
+    return _utf8(json.dumps(text, ensure_ascii=False))
+
+
+# What a result's JSON-RPC message holds besides its text and its structured content.
+_ENVELOPE: Final = 512
+
+
+def call_result(result: ExecutionResult, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> types.CallToolResult:
+    """The tool result: its text form and its structured content, both together at most
+    max_bytes of JSON (the text gets at most a third when they do not fit)."""
+    room = max_bytes - _ENVELOPE
+    text = str(result)
+    structured = result.to_dict()
+    text_size = _json_size(text)
+    if text_size + _utf8(json.dumps(structured, ensure_ascii=False)) > room:
+        if text_size > room // 3:
+            note = f"\n... (cut: the result is over this server's limit of {max_bytes} bytes, --max-result-bytes)"
+            text = _cut_text(text, room // 3 - _json_size(note), _utf8) + note
+            text_size = _json_size(text)
+        structured = result._bounded(room - text_size, _utf8, "max_result_bytes")
+        if text != str(result):
+            structured["truncated"] = sorted({*structured["truncated"], "text"})
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=str(result))],
-        structured_content=result.to_dict(),
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
         is_error=not result.ok,
     )
 
@@ -292,8 +360,84 @@ class NoSession(ValueError):
     """A --session server got a call that belongs to no MCP session."""
 
 
-class TooManySessions(ValueError):
-    """A --session server already keeps --max-sessions sessions."""
+# A call the server turns away because it is full is a CheckoutTimeout: nothing ran, and
+# the same call later can succeed. What the model reads says what it can do; the flags are
+# the operator's, in the server's log.
+_BUSY_HINT: Final = "Nothing ran: send the same call again in a moment, or make fewer calls at once."
+
+
+class ServerBusy(CheckoutTimeout):
+    """The server turned a call away because it was full; ``operator_fix`` is the flags to
+    change, for the server's log."""
+
+    def __init__(self, message: str, operator_fix: str) -> None:
+        super().__init__(f"this server is busy: {message}; nothing ran", hint=_BUSY_HINT)
+        self.operator_fix = operator_fix
+
+
+class _Gate:
+    """Admission of calls: at most ``slots`` run at once and ``queue`` wait for a slot; a
+    call past both is turned away at once. Where the transport tells clients apart, one
+    client (an MCP session) may hold at most ``client_slots`` of the slots and half the
+    queue, so a single session never takes every worker and every place in the queue."""
+
+    def __init__(self, slots: int, queue: int, *, client_slots: int, shared: bool, flags: str, fix: str) -> None:
+        self.slots, self.queue = slots, queue
+        # The flags behind slots and queue, as the messages name them, and the operator's fix.
+        self.flags, self.fix = flags, fix
+        self.client_slots = client_slots
+        self.shared = shared
+        self.client_queue = max(1, -(-queue // 2)) if shared else queue
+        self.running = 0
+        self.waiting = 0
+        # client -> [running, waiting]
+        self._clients: dict[str, list[int]] = {}
+        self._changed = anyio.Event()
+
+    def _may_run(self, client: str, counts: list[int]) -> bool:
+        # Requests that carry no session (the stateless protocol) cannot be told apart: no share.
+        return self.running < self.slots and (not client or counts[0] < self.client_slots)
+
+    @contextlib.asynccontextmanager
+    async def admit(self, client: str, patience: float) -> AsyncIterator[None]:
+        counts = self._clients.setdefault(client, [0, 0])
+        try:
+            if not self._may_run(client, counts):
+                if self.waiting >= self.queue or (client and counts[1] >= self.client_queue):
+                    if client and self.shared and counts[1] >= self.client_queue:
+                        message = (
+                            f"this MCP session already has {counts[0]} calls running and {counts[1]} waiting, "
+                            f"its share of what the server takes ({self.flags})"
+                        )
+                    else:
+                        message = (
+                            f"{self.running} calls are running and {self.waiting} waiting, the most it takes "
+                            f"({self.flags})"
+                        )
+                    raise ServerBusy(message, self.fix)
+                self.waiting += 1
+                counts[1] += 1
+                try:
+                    with anyio.move_on_after(patience) as waited:
+                        while not self._may_run(client, counts):
+                            await self._changed.wait()
+                finally:
+                    self.waiting -= 1
+                    counts[1] -= 1
+                if waited.cancelled_caught:
+                    raise ServerBusy(f"the call waited {patience:g} s (--timeout) and its turn did not come", self.fix)
+            self.running += 1
+            counts[0] += 1
+            try:
+                yield
+            finally:
+                self.running -= 1
+                counts[0] -= 1
+                self._changed.set()
+                self._changed = anyio.Event()
+        finally:
+            if counts == [0, 0]:
+                self._clients.pop(client, None)
 
 
 class Service:
@@ -308,6 +452,30 @@ class Service:
         self._sessions: dict[str, _Session] = {}
         self._pool: AsyncSandboxPool | None = None
         self._changed = anyio.Event()
+        # Over HTTP each MCP session is a client of its own; over stdio there is one client.
+        shared = config.http
+        if config.session:
+            # A session's calls run one at a time, each session on its own worker.
+            self._gate = _Gate(
+                config.max_sessions,
+                config.max_queued,
+                client_slots=1,
+                shared=shared,
+                flags=f"--max-sessions {config.max_sessions}, one call at a time per session; "
+                f"--max-queued {config.max_queued}",
+                fix=f"raise --max-queued (now {config.max_queued}), or have clients make fewer calls at once",
+            )
+        else:
+            share = max(1, -(-config.max_workers // 2)) if shared else config.max_workers
+            self._gate = _Gate(
+                config.max_workers,
+                config.max_queued,
+                client_slots=share,
+                shared=shared,
+                flags=f"--max-workers {config.max_workers}, --max-queued {config.max_queued}",
+                fix=f"raise --max-workers (now {config.max_workers}) or --max-queued (now {config.max_queued}), "
+                "or have clients make fewer calls at once",
+            )
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Service]:
@@ -315,7 +483,12 @@ class Service:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.close)
             self._pool = await stack.enter_async_context(
-                AsyncSandboxPool(self.config.pool_size, **self._options, on_console=_console)
+                AsyncSandboxPool(
+                    min(self.config.pool_size, self.config.max_workers),
+                    max_workers=self.config.max_workers,
+                    **self._options,
+                    on_console=_console,
+                )
             )
             group = await stack.enter_async_context(anyio.create_task_group())
             if self.config.session:
@@ -328,8 +501,13 @@ class Service:
     async def run(self, code: str, timeout: float | None, session: str | None) -> ExecutionResult:
         # A call may lower the server's timeout, never raise it.
         limit = self.config.timeout if timeout is None else min(timeout, self.config.timeout)
+        client = "" if session is None else session
         if not self.config.session:
-            return await self._run_fresh(code, limit)
+            try:
+                async with self._gate.admit(client, self.config.timeout):
+                    return await self._run_fresh(code, limit)
+            except CheckoutTimeout as exc:
+                return refused(exc)
         if session is None:
             return refused(
                 NoSession(
@@ -337,30 +515,18 @@ class Service:
                     "session: connect with the session handshake (an initialize request, then Mcp-Session-Id)"
                 )
             )
-        entry = self._sessions.get(session)
-        if entry is None:
-            if len(self._sessions) >= self.config.max_sessions:
-                return refused(
-                    TooManySessions(
-                        f"this server already keeps {self.config.max_sessions} sessions (--max-sessions), each with "
-                        "its own worker: end a session you no longer need, or wait for an idle one to close "
-                        "(--idle-timeout)"
-                    )
-                )
-            entry = _Session(AsyncCodeMode([], **self._options), time.monotonic())
-            entry.code_mode._repl = True
-            self._sessions[session] = entry
-            opening = True
-        else:
-            opening = False
-        entry.active += 1
+        try:
+            entry, opening = await self._session(session)
+        except CheckoutTimeout as exc:
+            return refused(exc)
         token = _console_target.set(entry.code_mode._console)
         try:
-            if opening:
-                await self._open(entry)
-            else:
-                await entry.ready.wait()
-            return await entry.code_mode.execute(code, timeout=limit)
+            async with self._gate.admit(client, self.config.timeout):
+                if opening:
+                    await self._open(entry)
+                else:
+                    await entry.ready.wait()
+                return await entry.code_mode.execute(code, timeout=limit)
         except Exception as exc:  # noqa: BLE001 - a session closed under a waiting call is a result
             return refused(exc)
         finally:
@@ -368,6 +534,32 @@ class Service:
             entry.active -= 1
             entry.last_used = time.monotonic()
             self._changed.set()
+
+    async def _session(self, key: str) -> tuple[_Session, bool]:
+        """The session's entry, counted busy (``active``) for the caller; a new one when it has
+        none, for which the least recently used idle session gives way when the server keeps
+        --max-sessions already. Busy sessions never give way: then the call is turned away."""
+        while (entry := self._sessions.get(key)) is None and len(self._sessions) >= self.config.max_sessions:
+            idle = [(e.last_used, k) for k, e in self._sessions.items() if not e.active]
+            if not idle:
+                n = self.config.max_sessions
+                raise ServerBusy(
+                    f"it keeps {n} sessions (--max-sessions), each with its own worker, and every one is running "
+                    "a call",
+                    f"raise --max-sessions (now {n}) and --max-workers (now {self.config.max_workers})",
+                )
+            _, oldest = min(idle)
+            victim = self._sessions.pop(oldest)
+            log.info("session %s gave way to a new one: it was the least recently used idle session", oldest[:8])
+            await victim.close()
+        if entry is not None:
+            entry.active += 1
+            return entry, False
+        entry = _Session(AsyncCodeMode([], **self._options), time.monotonic())
+        entry.code_mode._repl = True
+        entry.active = 1
+        self._sessions[key] = entry
+        return entry, True
 
     async def _open(self, entry: _Session) -> None:
         """A new session starts on a warm worker from the pool; one that later dies is
@@ -440,6 +632,47 @@ def session_of(ctx: ServerRequestContext[Any, Any], http: bool) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+# The runtime's keywords that operator advice names, and the flag of this server that sets
+# each: over MCP the operator reads the command line, not the Python API.
+_FLAGS: Final = {
+    "timeout": "--timeout",
+    "max_memory": "--max-memory",
+    "cpu_limit": "--cpu-limit",
+    "sandbox": "--sandbox",
+    "max_workers": "--max-workers",
+    "size": "--pool-size",
+    "checkout_timeout": "--timeout",
+}
+_KEYWORD: Final = re.compile(r"\b(" + "|".join(_FLAGS) + r")=")
+# How much of a failure's message the log keeps: the guest writes it, the log is the operator's.
+_LOGGED_CHARS: Final = 300
+
+
+def operator_fix(exc: BaseException | None, kind: str) -> str:
+    """What the operator can change for a failed call, in this server's flags."""
+    fix = getattr(exc, "operator_fix", None)
+    if isinstance(fix, str):
+        return fix
+    advice = getattr(exc, "hint", None)
+    text = advice if isinstance(advice, str) and advice else Catalog[kind].fix
+    return _KEYWORD.sub(lambda m: _FLAGS[m.group(1)], text)
+
+
+def log_failure(result: ExecutionResult) -> None:
+    """One line on the server's log for a failed call: its kind, what failed, the operator's fix."""
+    error = result.error or {}
+    kind = str(error.get("kind", "unknown"))
+    message = f"{error.get('name', 'Error')}: {error.get('message', '')}"
+    if len(message) > _LOGGED_CHARS:
+        message = message[:_LOGGED_CHARS] + "..."
+    log.warning(
+        "call failed: kind %s: %s; fix: %s",
+        kind,
+        json.dumps(message, ensure_ascii=False),
+        operator_fix(result.exception, kind),
+    )
+
+
 def build_server(service: Service) -> Server[Any]:
     config = service.config
     listed = tool(config)
@@ -458,11 +691,11 @@ def build_server(service: Service) -> Server[Any]:
         try:
             code, timeout = call_arguments(params.arguments, config.max_code_bytes)
         except (TypeError, ValueError) as exc:
-            return call_result(refused(exc))
+            return answer(refused(exc))
         session = session_of(ctx, config.http)
         disconnected = _disconnect_of(ctx)
         if disconnected is None:
-            return call_result(await service.run(code, timeout, session))
+            return answer(await service.run(code, timeout, session))
         result: ExecutionResult | None = None
         # The transport does not stop a call whose HTTP client went away: stop it here, which
         # kills its worker, rather than let it run to its timeout for no one.
@@ -477,7 +710,12 @@ def build_server(service: Service) -> Server[Any]:
             group.cancel_scope.cancel()
         if result is None:
             result = refused(ConnectionError("the client disconnected during the call; it was stopped"))
-        return call_result(result)
+        return answer(result)
+
+    def answer(result: ExecutionResult) -> types.CallToolResult:
+        if not result.ok:
+            log_failure(result)
+        return call_result(result, config.max_result_bytes)
 
     server: Server[Any] = Server(
         "pydeno",
@@ -502,14 +740,6 @@ def build_server(service: Service) -> Server[Any]:
     return server
 
 
-class _Uvicorn(uvicorn.Server):
-    # serve() below owns SIGINT and SIGTERM: uvicorn's own handlers would re-raise the signal
-    # after shutdown, killing the process before it closes its workers.
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
-
-
 # The scope key of an HTTP request's event that is set when its client disconnects.
 _DISCONNECTED: Final = "pydeno.disconnected"
 
@@ -520,16 +750,63 @@ def _disconnect_of(ctx: ServerRequestContext[Any, Any]) -> anyio.Event | None:
     return event if isinstance(event, anyio.Event) else None
 
 
+def _local_name(host: str, allowed: tuple[str, ...] = ()) -> bool:
+    """Whether a Host (or an Origin's host) names this machine in a way DNS cannot rebind:
+    an IP address literal, localhost, or a name the operator allowed (--allow-host). A
+    rebinding page's requests carry its own name."""
+    name = host.strip().lower()
+    if name.startswith("["):  # [v6]:port
+        end = name.find("]")
+        if end < 0 or (name[end + 1 :] and not re.fullmatch(r":\d{1,5}", name[end + 1 :])):
+            return False
+        name = name[1:end]
+    elif name.count(":") == 1:
+        name, _, port = name.partition(":")
+        if not re.fullmatch(r"\d{1,5}", port):
+            return False
+    if name == "localhost" or name in allowed:
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _local_origin(origin: str, allowed: tuple[str, ...] = ()) -> bool:
+    scheme, sep, rest = origin.partition("://")
+    return bool(sep) and scheme.lower() in ("http", "https") and "/" not in rest and _local_name(rest, allowed)
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = text.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 def _watch_http(app: ASGIApp, service: Service) -> ASGIApp:
-    """app, with each request's disconnect made visible to its call, and a session's worker
-    closed as soon as the client's DELETE of it is answered."""
+    """app, behind the Host and Origin checks (for whatever address the server binds), with
+    each request's disconnect made visible to its call, and a session's worker closed as soon
+    as the transport accepted the client's DELETE of it."""
+
+    allowed = tuple(name.lower() for name in service.config.allow_hosts)
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
+        if not _local_name(headers.get("host", ""), allowed):
+            await _plain(send, 421, "Invalid Host header: use the server's IP address or localhost")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not _local_origin(origin, allowed):
+            await _plain(send, 403, "Invalid Origin header")
+            return
         disconnected = anyio.Event()
         scope[_DISCONNECTED] = disconnected
+        status = 0
 
         async def watched() -> Any:
             message = await receive()
@@ -537,13 +814,34 @@ def _watch_http(app: ASGIApp, service: Service) -> ASGIApp:
                 disconnected.set()
             return message
 
-        await app(scope, watched, send)
-        if scope["type"] == "http" and scope.get("method") == "DELETE":
-            for name, value in scope.get("headers", []):
-                if name.decode("latin-1").lower() == SESSION_HEADER:
-                    await service.end_session(value.decode("latin-1"))
+        async def sent(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        await app(scope, watched, sent)
+        session = headers.get(SESSION_HEADER)
+        if scope.get("method") == "DELETE" and session and 200 <= status < 300:
+            await service.end_session(session)
 
     return wrapped
+
+
+class _Uvicorn(uvicorn.Server):
+    # serve() below owns SIGINT and SIGTERM: uvicorn's own handlers would re-raise the signal
+    # after shutdown, killing the process before it closes its workers.
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # Only now is the socket accepting: a client that reads the address can connect.
+        if self.started and sockets:
+            address = sockets[0].getsockname()
+            host = f"[{address[0]}]" if sockets[0].family == socket.AF_INET6 else address[0]
+            print(f"pydeno mcp: serving on http://{host}:{address[1]}{HTTP_PATH}", file=sys.stderr, flush=True)
 
 
 async def _serve_http(server: Server[Any], service: Service, stop: anyio.Event) -> None:
@@ -551,6 +849,10 @@ async def _serve_http(server: Server[Any], service: Service, stop: anyio.Event) 
     app = server.streamable_http_app(
         streamable_http_path=HTTP_PATH,
         session_idle_timeout=config.idle_timeout,
+        max_request_body_size=config.max_message_bytes,
+        # _watch_http checks Host and Origin for every address; the transport's own check
+        # holds only for the loopback names, and refuses a Host without a port.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=config.host,
     )
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
@@ -558,7 +860,6 @@ async def _serve_http(server: Server[Any], service: Service, stop: anyio.Event) 
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((config.host, config.port))
-        port = sock.getsockname()[1]
         web = _Uvicorn(
             uvicorn.Config(
                 _watch_http(app, service),
@@ -574,53 +875,215 @@ async def _serve_http(server: Server[Any], service: Service, stop: anyio.Event) 
 
         async with anyio.create_task_group() as group:
             group.start_soon(stop_web)
-            host = f"[{config.host}]" if family == socket.AF_INET6 else config.host
-            print(f"pydeno mcp: serving on http://{host}:{port}{HTTP_PATH}", file=sys.stderr, flush=True)
             await web.serve(sockets=[sock])
             group.cancel_scope.cancel()
     finally:
         sock.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class Oversized:
+    """A line over the cap, discarded: its size, and its request id when it could be read."""
+
+    size: int
+    ident: int | str | None
+
+
+# Where a JSON-RPC message's id can be read without the message: first (the Python SDK's
+# order, maybe after "jsonrpc") or last (the TypeScript SDK's). A key at the start or the
+# end of the text is a key of the outer object, whatever the middle holds.
+_ID_VALUE: Final = rb'(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,200}")'
+_HEAD_ID: Final = re.compile(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_VALUE + rb"\s*[,}]")
+_TAIL_ID: Final = re.compile(rb',\s*"id"\s*:\s*' + _ID_VALUE + rb"\s*\}\s*\Z")
+_EDGE: Final = 512
+
+
+def _ident(head: bytes, tail: bytes) -> int | str | None:
+    found = _HEAD_ID.match(head) or _TAIL_ID.search(tail)
+    if found is None:
+        return None
+    with contextlib.suppress(ValueError):
+        value = json.loads(found.group(1))
+        if isinstance(value, (int, str)):
+            return value
+    return None
+
+
+class _LineSplitter:
+    """Bytes in, lines out, in work linear in the input: each chunk is scanned once, and a
+    line over ``cap`` bytes is dropped as it arrives (only its first and last bytes kept, to
+    read its id) rather than buffered whole."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._parts: list[bytes] = []
+        self.buffered = 0
+        # An oversized line being skipped: its size so far, its start and its end.
+        self._skipped: int | None = None
+        self._head = b""
+        self._tail = b""
+        #: Bytes looked at, for the tests: never more than once each.
+        self.scanned = 0
+
+    def feed(self, chunk: bytes) -> list[str | Oversized]:
+        out: list[str | Oversized] = []
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            self.scanned += end - start + (newline >= 0)
+            piece = chunk[start:end]
+            if self._skipped is None and self.buffered + len(piece) > self.cap:
+                whole = b"".join(self._parts)
+                self._skipped, self._head, self._tail = len(whole), whole[:_EDGE], whole[-_EDGE:]
+                self._parts, self.buffered = [], 0
+            if self._skipped is not None:
+                if len(self._head) < _EDGE:
+                    self._head += piece[: _EDGE - len(self._head)]
+                self._tail = (self._tail + piece[-_EDGE:])[-_EDGE:]
+                self._skipped += len(piece)
+            else:
+                self._parts.append(piece)
+                self.buffered += len(piece)
+            if newline < 0:
+                break
+            out.append(self._end())
+            start = newline + 1
+        return out
+
+    def finish(self) -> list[str | Oversized]:
+        """What is left at the end of the input: a last line without its newline."""
+        return [self._end()] if self._parts or self._skipped is not None else []
+
+    def _end(self) -> str | Oversized:
+        if self._skipped is not None:
+            tail = self._tail.rstrip(b"\r")
+            found = Oversized(self._skipped, _ident(self._head, tail))
+            self._skipped, self._head, self._tail = None, b"", b""
+            return found
+        line = b"".join(self._parts)
+        self._parts, self.buffered = [], 0
+        return (line + b"\n").decode("utf-8", "replace")
+
+
 class _Lines:
     """The lines of a pipe, read as it becomes readable: the transport's own reader waits in a
-    thread that no cancellation reaches, so a signal could not stop a server waiting for input."""
+    thread that no cancellation reaches, so a signal could not stop a server waiting for input.
+    A line over the cap is not handed on: it goes to ``oversized``, to be answered."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, cap: int, oversized: MemoryObjectSendStream[Oversized]) -> None:
         self._fd = fd
-        self._buffer = b""
-        self._eof = False
+        self._splitter = _LineSplitter(cap)
+        self._ready: collections.deque[str | Oversized] = collections.deque()
+        self._oversized = oversized
+        self.ended = anyio.Event()
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        while b"\n" not in self._buffer and not self._eof:
-            # A descriptor that cannot be polled (a regular file) never blocks for long.
+        while True:
+            while not self._ready:
+                if self.ended.is_set():
+                    raise StopAsyncIteration
+                # A descriptor that cannot be polled (a regular file) never blocks for long.
+                with contextlib.suppress(OSError):
+                    await anyio.wait_readable(self._fd)
+                chunk = os.read(self._fd, 1 << 16)
+                if chunk:
+                    self._ready.extend(self._splitter.feed(chunk))
+                else:
+                    self._ready.extend(self._splitter.finish())
+                    self.ended.set()
+            item = self._ready.popleft()
+            if isinstance(item, str):
+                return item
+            await self._oversized.send(item)
+
+
+class _Output:
+    """The wire's writing end, written as it becomes writable: a write never blocks the
+    process, so a client that stops reading cannot keep the server from stopping."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8", "surrogatepass"))
+        while data:
             with contextlib.suppress(OSError):
-                await anyio.wait_readable(self._fd)
-            chunk = os.read(self._fd, 1 << 16)
-            self._eof = not chunk
-            self._buffer += chunk
-        if not self._buffer:
-            raise StopAsyncIteration
-        line, newline, self._buffer = self._buffer.partition(b"\n")
-        return (line + newline).decode("utf-8", "replace")
+                await anyio.wait_writable(self._fd)
+            try:
+                # A pipe that polls writable takes PIPE_BUF bytes without blocking.
+                data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+            except BrokenPipeError:
+                # The client is gone: nothing will read this; the end of stdin stops the server.
+                return
+
+    async def flush(self) -> None:
+        await anyio.lowlevel.checkpoint()
 
 
-async def _serve_stdio(server: Server[Any], stop: anyio.Event) -> None:
-    async with anyio.create_task_group() as group:
+def _oversized_error(found: Oversized, cap: int) -> SessionMessage:
+    return SessionMessage(
+        types.JSONRPCError(
+            jsonrpc="2.0",
+            id=found.ident,
+            error=types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"message of {found.size} bytes is over this server's limit of {cap} bytes "
+                "(--max-message-bytes); it was discarded",
+            ),
+        )
+    )
 
-        async def stop_on_signal() -> None:
-            await stop.wait()
+
+async def _serve_stdio(server: Server[Any], config: ServerConfig, stop: anyio.Event) -> None:
+    # The wire moves to a descriptor of its own, and fd 1 to stderr: what else writes to
+    # stdout (a child, a stray print) cannot break a message.
+    wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    saved = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(2, 1)
+    send_oversized, oversized = anyio.create_memory_object_stream[Oversized](1)
+    lines = _Lines(sys.stdin.fileno(), config.max_message_bytes, send_oversized)
+    try:
+        async with anyio.create_task_group() as group, send_oversized, oversized:
+
+            async def stop_on_signal() -> None:
+                await stop.wait()
+                group.cancel_scope.cancel()
+
+            async def stop_after_input() -> None:
+                # The client is gone, or has nothing more to say: what it still reads gets a
+                # moment to go out, then the server stops, whether or not it was read.
+                await lines.ended.wait()
+                await anyio.sleep(_GRACEFUL_SHUTDOWN)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop_on_signal)
+            group.start_soon(stop_after_input)
+            stdin = cast("anyio.AsyncFile[str]", lines)
+            stdout = cast("anyio.AsyncFile[str]", _Output(wire))
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+
+                async def answer_oversized() -> None:
+                    async for found in oversized:
+                        log.warning(
+                            "discarded a message of %d bytes (--max-message-bytes %d)",
+                            found.size,
+                            config.max_message_bytes,
+                        )
+                        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await write_stream.send(_oversized_error(found, config.max_message_bytes))
+
+                group.start_soon(answer_oversized)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            # stdin closed: the client is gone.
             group.cancel_scope.cancel()
-
-        group.start_soon(stop_on_signal)
-        stdin = cast("anyio.AsyncFile[str]", _Lines(sys.stdin.fileno()))
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-        # stdin closed: the client is gone.
-        group.cancel_scope.cancel()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(wire)
 
 
 async def _main(config: ServerConfig) -> None:
@@ -636,7 +1099,7 @@ async def _main(config: ServerConfig) -> None:
         group.start_soon(watch_signals)
         server = build_server(service)
         serving: Coroutine[Any, Any, None] = (
-            _serve_http(server, service, stop) if config.http else _serve_stdio(server, stop)
+            _serve_http(server, service, stop) if config.http else _serve_stdio(server, config, stop)
         )
         await serving
         group.cancel_scope.cancel()
@@ -644,6 +1107,13 @@ async def _main(config: ServerConfig) -> None:
 
 def serve(config: ServerConfig) -> int:
     """Serve until stdin closes (stdio), or until SIGINT or SIGTERM; every worker is closed
-    before it returns. The exit status: 0."""
+    before it returns. The exit status: 0. The server's log (each failed call with its kind
+    and the operator's fix, in this server's flags) goes to stderr."""
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("pydeno mcp: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
     anyio.run(_main, config)
     return 0

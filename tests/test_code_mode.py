@@ -337,7 +337,9 @@ def test_a_limit_is_a_failed_result_and_the_next_execution_gets_a_fresh_worker(c
 
 def test_output_over_max_output_chars_is_cut_and_says_so(cm: pydeno.CodeMode) -> None:
     result = cm.execute("for (let i = 0; i < 100; i++) console.log('line ' + i); 'x'.repeat(500)")
-    assert result.truncated == ("stdout",)
+    # The text form cut the value too: truncated says so; to_dict() carries it whole.
+    assert result.truncated == ("stdout", "value")
+    assert result.to_dict()["truncated"] == ["stdout"]
     assert len(result.stdout) <= 200
     assert result.value == "x" * 500  # the value itself is exact
     assert "(cut at 200 characters)" in str(result)

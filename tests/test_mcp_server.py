@@ -203,16 +203,13 @@ async def test_each_http_session_has_its_own_runtime() -> None:
     assert seen == ["a", "b"]
 
 
-async def test_a_session_past_max_sessions_is_refused_saying_so_and_ending_one_makes_room() -> None:
-    async with http_server("--session", "--max-sessions", "1") as (url, _), Client(url) as late:
-        async with Client(url) as first:
-            assert (await run(first, "let who = 'first'; who")).structured_content["value"] == "first"
-            refused = await run(late, "1")
-            assert refused.is_error
-            assert refused.structured_content["error"]["kind"] == "invalid_input"
-            assert "already keeps 1 sessions (--max-sessions)" in refused.structured_content["error"]["message"]
-        # The first client's exit ended its session (DELETE), and with it its worker.
-        assert (await run(late, "2")).structured_content["value"] == 2
+async def test_past_max_sessions_the_idle_session_gives_way_and_loses_its_state() -> None:
+    async with http_server("--session", "--max-sessions", "1") as (url, _), Client(url) as first:
+        assert (await run(first, "let who = 'first'; who")).structured_content["value"] == "first"
+        async with Client(url) as late:
+            assert (await run(late, "let who = 'late'; who")).structured_content["value"] == "late"
+        # The first session was idle, so it gave way: its next call starts on a fresh runtime.
+        assert (await run(first, "typeof who")).structured_content["value"] == "undefined"
 
 
 async def test_a_new_session_starts_on_a_worker_the_pool_had_started_before_it() -> None:
@@ -474,6 +471,11 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
         "--cpu-limit",
         "--sandbox",
         "--max-code-bytes",
+        "--max-workers",
+        "--max-queued",
+        "--max-message-bytes",
+        "--max-result-bytes",
+        "--allow-host",
     ):
         assert f"{flag} " in text
 
@@ -481,12 +483,30 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["mcp", "--port", "80"], "--host and --port need --http"),
+        (["mcp", "--port", "80"], "--host, --port and --allow-host need --http"),
+        (["mcp", "--http", "--allow-host", "a/b"], "argument --allow-host: invalid host name 'a/b'"),
         (["mcp", "--max-memory", "1M"], "argument --max-memory: max_memory"),
         (["mcp", "--pool-size", "0"], "argument --pool-size: invalid pool size '0'"),
         (["mcp", "--max-sessions", "0"], "argument --max-sessions: invalid number of sessions '0'"),
+        (["mcp", "--max-workers", "0"], "argument --max-workers: invalid number of workers '0'"),
+        (
+            ["mcp", "--session", "--max-workers", "4", "--max-sessions", "5"],
+            "--max-sessions 5 is over --max-workers 4: each session holds a worker",
+        ),
+        (["mcp", "--max-result-bytes", "1K"], "argument --max-result-bytes: --max-result-bytes must be at least 4096"),
+        (["mcp", "--max-message-bytes", "lots"], "argument --max-message-bytes: invalid size 'lots'"),
     ],
-    ids=["port-without-http", "memory-below-minimum", "empty-pool", "no-sessions"],
+    ids=[
+        "port-without-http",
+        "host-name-not-a-name",
+        "memory-below-minimum",
+        "empty-pool",
+        "no-sessions",
+        "no-workers",
+        "more-sessions-than-workers",
+        "tiny-results",
+        "message-size-not-a-size",
+    ],
 )
 def test_a_bad_flag_is_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
