@@ -65,6 +65,7 @@ from ._errors import CheckoutTimeout
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
 from ._options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
 from ._taxonomy import Catalog
+from ._version import __version__
 
 __all__ = ["TOOL_NAME", "ServerConfig", "serve"]
 
@@ -719,6 +720,7 @@ def build_server(service: Service) -> Server[Any]:
 
     server: Server[Any] = Server(
         "pydeno",
+        version=__version__,
         title="pydeno",
         description="Runs JavaScript and TypeScript in sandboxed Deno workers.",
         instructions=f"Call {TOOL_NAME} to compute with a JavaScript or TypeScript program in a sandbox; "

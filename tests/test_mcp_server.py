@@ -17,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+import pydeno
 from pydeno import _cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -130,6 +131,13 @@ async def test_the_server_lists_one_tool_run_javascript_with_its_input_and_outpu
     assert tool.output_schema is not None and "error" in tool.output_schema["properties"]
     assert tool.description is not None and "last expression" in tool.description
     assert "nothing persists" in tool.description
+
+
+async def test_the_server_names_itself_with_this_projects_version() -> None:
+    async with stdio_client() as (client, _):
+        info = client.server_info
+    assert info is not None and info.name == "pydeno"
+    assert info.version == pydeno.__version__
 
 
 @TRANSPORTS
