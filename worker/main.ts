@@ -95,6 +95,7 @@ const PromiseProto = Promise.prototype;
 const ErrorCtor = Error;
 const RegExpExec = uncurry(RegExp.prototype.exec);
 const StringIncludes = uncurry(String.prototype.includes);
+const StringLastIndexOf = uncurry(String.prototype.lastIndexOf);
 const StringIndexOf = uncurry(String.prototype.indexOf);
 const StringSlice = uncurry(String.prototype.slice);
 const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
@@ -599,7 +600,7 @@ function sandboxSays(e: any, name: string, message: string): string | null {
   // A guest Worker's error event says "Uncaught Name: message"; a parent may rethrow it.
   const uncaught = RegExpExec(UNCAUGHT_IN_WORKER, message);
   const own = uncaught === null ? message : StringSlice(message, uncaught[0].length);
-  const text = unresolved(own, name) ?? denied(own) ?? (uncaught !== null && denied(own, true) !== null ? own : null);
+  const text = unresolved(own, name) ?? denied(own) ?? (uncaught === null ? null : alreadyDenied(own));
   if (text !== null) return text;
   if (name !== "ReferenceError" || message !== NO_DENO) return null;
   let stack = "";
@@ -613,6 +614,14 @@ function sandboxSays(e: any, name: string, message: string): string | null {
     if (RegExpExec(NODE_NEEDS[i][0], stack) !== null) return `no ${NODE_NEEDS[i][1]} in this sandbox`;
   }
   return "no operating system access in this sandbox";
+}
+
+/** A guest Worker's refusal as its error event tells it (the sandbox's words, then maybe
+ * ` at <where it was thrown>`): the sandbox's words, or null. */
+function alreadyDenied(text: string): string | null {
+  if (denied(text, true) !== null) return text;
+  const at = StringLastIndexOf(text, " at ");
+  return at < 0 ? null : denied(StringSlice(text, 0, at), true);
 }
 
 /** A stack as the host shows it (of a thrown error, or of an Error value): positions mapped to
@@ -1188,12 +1197,27 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
       const target = exec(QUOTED, found[2]) !== null ? found[2] : stringify(found[2]);
       return `no ${what[0]} in this sandbox: ${target} was not ${what[1]}`;
     };
-    // The sandbox's TypeError for an error a network API threw, or the error itself.
+    const indexOf = Function.prototype.call.bind(String.prototype.indexOf) as (s: string, t: string, i?: number) => number;
+    const slice = Function.prototype.call.bind(String.prototype.slice) as (s: string, a: number, b?: number) => string;
+    // The sandbox's TypeError for an error a network API threw, or the error itself. Its
+    // stack is the refused error's, whose frames say where the guest made the call.
     const refusal = (e: any): any => {
-      let message = "";
-      try { message = Str(e.message); } catch { return e; }
+      let message = "", stack: any;
+      try { message = Str(e.message); stack = e.stack; } catch { return e; }
       const text = translate(message);
-      return text === null ? e : new TypeErrorCtor(text);
+      if (text === null) return e;
+      const error = new TypeErrorCtor(text);
+      if (typeof stack !== "string") return error;
+      // Deno's frames and this wrapper's (in a guest Worker, the prologue's data: URL) go.
+      let kept = `TypeError: ${text}`;
+      for (let from = indexOf(stack, "\n"); from >= 0;) {
+        const to = indexOf(stack, "\n", from + 1);
+        const line = to < 0 ? slice(stack, from) : slice(stack, from, to);
+        if (indexOf(line, "ext:") < 0 && indexOf(line, "data:text/javascript,(function") < 0) kept += line;
+        from = to;
+      }
+      defineProperty(error, "stack", { __proto__: null, value: kept, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+      return error;
     };
     const nativeFetch = global.fetch;
     if (typeof nativeFetch === "function") {
