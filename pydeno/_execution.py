@@ -164,6 +164,8 @@ class ToolSet:
             "the language, its standard objects and `tools`.",
             "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
             "for the next run.",
+            "- A run that fails returns an error whose `hint` says what the program can change; the sandbox's "
+            "limits (time, memory, calls) are fixed for the program.",
         ]
         if self.max_tool_calls is not None:
             lines.append(f"- At most {self.max_tool_calls} tool calls per run.")

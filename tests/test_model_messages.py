@@ -98,6 +98,7 @@ def test_describe_names_no_option_of_the_operator() -> None:
     rules = text.split("\nTools:\n")[0]
     assert not OPTION.search(rules), rules
     assert "At most 3 tool calls per run." in rules
+    assert "returns an error whose `hint` says what the program can change" in rules
 
 
 # -- limits in Code Mode -------------------------------------------------------------------------
