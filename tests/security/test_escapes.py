@@ -115,7 +115,8 @@ async function __mustBeRefused(what, run, refusal = __PERMISSION) {
   }
 }
 // SQLite's own refusals: no database may be attached (ATTACH, VACUUM INTO), no extension loaded.
-const __SQLITE_REFUSAL = /NotCapable|Requires \w+ access|\bno [a-zA-Z ]+ in this sandbox\b|too many attached databases|not authorized/;
+const __SQLITE_REFUSAL =
+  /NotCapable|Requires \w+ access|\bno [a-zA-Z ]+ in this sandbox\b|too many attached databases|not authorized/;
 async function __runAll(attempts, ms) {
   const names = Object.keys(attempts);
   const outcomes = await Promise.all(names.map(async (name) => {
