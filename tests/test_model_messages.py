@@ -205,6 +205,19 @@ def test_a_bound_function_raising_is_a_host_failure_whose_note_says_how_to_show_
     assert "expose_host_errors=True" in exc.__notes__[0]
 
 
+def test_an_agent_tool_raising_key_error_uncaught_is_a_tool_failure() -> None:
+    def find(key: str) -> str:
+        return {"a": "alpha"}[key]
+
+    with pydeno.AgentSandbox(tools={"find": find}) as sb:
+        with pytest.raises(pydeno.JavaScriptError) as caught:
+            sb.run("await tools.find('zzz')")
+    exc = caught.value
+    assert exc.message == "tools.find() failed on the host (KeyError); its details are hidden from the program"
+    assert pydeno.classify_error(exc, via_agent=True).kind == "tool_failed"
+    assert "pass expose_host_errors=True" in exc.__notes__[0]
+
+
 # -- deno's refusals, in the sandbox's words -----------------------------------------------------
 REFUSED: list[Any] = [
     pytest.param(
