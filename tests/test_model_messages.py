@@ -209,9 +209,8 @@ def test_an_agent_tool_raising_key_error_uncaught_is_a_tool_failure() -> None:
     def find(key: str) -> str:
         return {"a": "alpha"}[key]
 
-    with pydeno.AgentSandbox(tools={"find": find}) as sb:
-        with pytest.raises(pydeno.JavaScriptError) as caught:
-            sb.run("await tools.find('zzz')")
+    with pydeno.AgentSandbox(tools={"find": find}) as sb, pytest.raises(pydeno.JavaScriptError) as caught:
+        sb.run("await tools.find('zzz')")
     exc = caught.value
     assert exc.message == "tools.find() failed on the host (KeyError); its details are hidden from the program"
     assert pydeno.classify_error(exc, via_agent=True).kind == "tool_failed"
@@ -436,3 +435,13 @@ def test_a_code_mode_npm_import_tells_the_model_there_are_no_packages() -> None:
     assert result.error["hint"] == Catalog["import_refused"].model_fix
     assert not DENO_ADVICE.search(model_side(result))
     assert "rt.add_module(" in operator_note(result)
+
+
+def test_the_wrapped_fetch_and_websocket_keep_the_native_shape(rt: pydeno.Runtime) -> None:
+    assert rt.eval("[fetch.name, fetch.length, WebSocket.name, WebSocket.OPEN, WebSocket.CLOSED]") == [
+        "fetch",
+        1,
+        "WebSocket",
+        1,
+        3,
+    ]

@@ -1174,6 +1174,7 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
     const exec = Function.prototype.call.bind(RegExp.prototype.exec) as (re: RegExp, s: string) => any;
     const then = Function.prototype.call.bind(Promise.prototype.then) as (p: any, ok: any, no: any) => any;
     const construct = Reflect.construct, stringify = JSON.stringify, TypeErrorCtor = TypeError, Str = String;
+    const setPrototypeOf = Object.setPrototypeOf;
     const DENO = /^Requires (\w+) access(?: to (.*?))?, (?:run again with|specify)/;
     const OURS = /^no (?:network access|file access|environment variables|subprocesses|system information|native libraries|operating system access|Deno namespace) in this sandbox(?:: "(?:[^"\\\n]|\\.)*" was not (?:reached|read|written|run|loaded))?$/;
     const QUOTED = /^"(?:[^"\\\n]|\\.)*"$/;
@@ -1221,8 +1222,9 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
     };
     const nativeFetch = global.fetch;
     if (typeof nativeFetch === "function") {
-      const fetch = { fetch(...args: any[]): Promise<any> {
-        return then(apply(nativeFetch, global, args), undefined, (e: any) => { throw refusal(e); });
+      // init's default keeps fetch.length at 1, as the native one's.
+      const fetch = { fetch(_input: any, _init: any = undefined): Promise<any> {
+        return then(apply(nativeFetch, global, arguments), undefined, (e: any) => { throw refusal(e); });
       } }.fetch;
       defineProperty(global, "fetch", { __proto__: null, value: fetch, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
     }
@@ -1235,6 +1237,8 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
           try { return construct(Native, args, new.target); } catch (e) { throw refusal(e); }
         }
         defineProperty(WebSocket, "prototype", { __proto__: null, value: Native.prototype } as PropertyDescriptor);
+        // Its static members (WebSocket.OPEN, ...) through the native class.
+        setPrototypeOf(WebSocket, Native);
         return WebSocket;
       };
       const settle = (value: any): void => {
