@@ -677,9 +677,12 @@ def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: i
             if failed.group(3)
             else "its text is shown to the guest because expose_host_errors=True"
         )
+        # The host's words first; what the worker reported (which function, which class)
+        # only after them, as everywhere.
         hint = (
-            f"{where} raised {raised} on the host and the guest did not catch it: fix the function, or raise "
-            f"pydeno.ToolError with a message meant for the program; {shown}"
+            "a host function or tool raised an exception that is not a pydeno.ToolError, and the guest did not "
+            f"catch it ({where} raised {raised}): fix the function, or raise pydeno.ToolError with a message meant "
+            f"for the program; {shown}"
         )
     elif kind in ("sandbox_denied", "import_refused"):
         hint, model_hint = _refusal_hints(message)

@@ -148,7 +148,7 @@ def test_a_tool_raising_key_error_is_a_tool_failure_the_model_cannot_fix_in_java
     assert "  lookup: KeyError: tools.lookup() failed on the host (KeyError)" in str(result)
     note = operator_note(result)
     assert note.startswith("Kind: tool_failed (retryable: no)\n")
-    assert "tools.lookup() raised KeyError on the host" in note
+    assert "(tools.lookup() raised KeyError)" in note
     assert "pass expose_host_errors=True" in note
     assert "'zzz'" not in model_side(result)
 
@@ -201,7 +201,10 @@ def test_a_bound_function_raising_is_a_host_failure_whose_note_says_how_to_show_
     )
     assert pydeno.classify_error(exc).kind == "tool_failed"
     assert "secret" not in str(exc)
-    assert exc.__notes__[0].startswith("Kind: tool_failed (retryable: no)\nFix: host function boom() raised")
+    assert exc.__notes__[0].startswith(
+        "Kind: tool_failed (retryable: no)\nFix: a host function or tool raised an exception that is not a "
+        "pydeno.ToolError, and the guest did not catch it (host function boom() raised ZeroDivisionError): "
+    )
     assert "expose_host_errors=True" in exc.__notes__[0]
 
 

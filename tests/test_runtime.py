@@ -267,7 +267,7 @@ def test_an_uncaught_host_error_fails_the_eval_as_a_host_failure_not_the_guests_
         rt.eval("await fail()")
     assert info.value.name == "RuntimeError"
     assert info.value.kind == "tool_failed"
-    assert "host function fail() raised RuntimeError on the host" in info.value.hint
+    assert "(host function fail() raised RuntimeError)" in info.value.hint
 
 
 def test_a_host_function_returning_an_unconvertible_value_gives_the_guest_a_clear_error(rt: pydeno.Runtime) -> None:

@@ -169,7 +169,7 @@ def test_another_exception_reaches_the_guest_as_a_host_failure_with_its_message_
     assert "expose_host_errors" not in message
     note = exc_info.value.__notes__[0]
     assert note.startswith("Kind: tool_failed (retryable: no)")
-    assert f"tools.lookup() raised {name} on the host" in note
+    assert f"(tools.lookup() raised {name})" in note
     assert ("pass expose_host_errors=True" in note) is not expose
 
 
