@@ -741,9 +741,8 @@ def _refusal_hints(message: str) -> tuple[str, str | None]:
         )
         return operator, model
     refused = IMPORT_REFUSED.fullmatch(message)
-    assert refused is not None
-    spec = refused.group(1) or '"npm:<package>"'
-    if refused.group(2) and refused.group(2).startswith("it was not added"):
+    spec = (refused.group(1) if refused is not None else None) or '"npm:<package>"'
+    if refused is not None and (refused.group(2) or "").startswith("it was not added"):
         return (
             f"add the module before the code that imports it: rt.add_module({spec}, source) (its own imports too)",
             None,

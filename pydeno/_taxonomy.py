@@ -572,8 +572,9 @@ _CLOSED: Final = frozenset(
     }
 )
 # A JavaScriptError is "Evaluation failed: " + the guest's "Name: message". Only the Name
-# and the start of the message are read, and every kind they can give is as non-retryable
-# as js_error itself, so a guest that writes such text gains nothing.
+# and the message (its start, or the whole of it for the sandbox's refusals) are read, and
+# every kind they can give is as non-retryable as js_error itself, with no larger limit that
+# would help, so a guest that writes such text gains nothing.
 _JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
 # The worker's refusal of a value whose decoding would amplify (max_decode_ratio): a refused
 # value, as invalid_input as the host's own refusals of what it is given.
