@@ -12,6 +12,7 @@ where the API is the sandbox's to wrap (fetch, WebSocket, in guest Workers as we
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -448,3 +449,40 @@ def test_the_wrapped_fetch_and_websocket_keep_the_native_shape(rt: pydeno.Runtim
         1,
         3,
     ]
+
+
+def test_a_guest_worker_npm_import_rethrown_by_its_parent_is_import_refused(rt: pydeno.Runtime) -> None:
+    body = "\"import('npm:lodash').then(() => postMessage('ok'), e => postMessage(e.name + ': ' + e.message))\""
+    with pytest.raises(pydeno.JavaScriptError) as caught:
+        rt.eval(f"throw new TypeError({WORKER.format(body=body)})")
+    assert caught.value.message == "npm packages cannot be imported in this sandbox"
+    assert caught.value.kind == "import_refused"
+
+
+@pytest.mark.parametrize(
+    ("thrown", "message", "kind"),
+    [
+        (
+            'Uncaught (in promise) NotCapable: Requires read access to "/etc/passwd", run again with the '
+            "--allow-read flag",
+            'no file access in this sandbox: "/etc/passwd" was not read',
+            "sandbox_denied",
+        ),
+        (
+            'TypeError: Requires read access to "/x.js", run again with the --allow-read flag',
+            'module "/x.js" cannot be imported in this sandbox: files are not available',
+            "import_refused",
+        ),
+        (
+            "Error: npm specifiers were requested; but --no-npm is specified",
+            "npm packages cannot be imported in this sandbox",
+            "import_refused",
+        ),
+    ],
+)
+def test_deno_text_retold_with_a_name_in_front_is_still_said_in_the_sandboxs_words(
+    rt: pydeno.Runtime, thrown: str, message: str, kind: str
+) -> None:
+    with pytest.raises(pydeno.JavaScriptError) as caught:
+        rt.eval(f"throw new Error({json.dumps(thrown)})")
+    assert (caught.value.message, caught.value.kind) == (message, kind)

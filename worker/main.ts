@@ -582,7 +582,9 @@ function describe(e: any): [string, string, string] {
 // `--no-npm is specified`), which nobody running the sandbox can pass. What the host reads is
 // the sandbox's account instead, in the exact words the host's kind table matches
 // (sandbox_denied, import_refused); the host writes the operator's advice.
-const UNCAUGHT_IN_WORKER = /^Uncaught (?:\(in promise\) )?[A-Za-z]*: /;
+// The text of such an error, retold: a guest Worker's error event ("Uncaught (in promise)
+// NotCapable: ..."), or a "Name: message" a program made of one to rethrow it.
+const RETOLD = /^(?:Uncaught (?:\(in promise\) )?)?([A-Za-z]+): /;
 const NO_DENO = "Deno is not defined";
 // Where Deno's node: modules reach for the Deno namespace the guest does not have, and what
 // the sandbox withholds from each.
@@ -597,11 +599,14 @@ const NODE_NEEDS: [RegExp, string][] = [
 /** The sandbox's message for a refusal of Deno's that error e (named name, saying message)
  * reports, or null when it is none. */
 function sandboxSays(e: any, name: string, message: string): string | null {
-  // A guest Worker's error event says "Uncaught Name: message"; a parent may rethrow it.
-  const uncaught = RegExpExec(UNCAUGHT_IN_WORKER, message);
-  const own = uncaught === null ? message : StringSlice(message, uncaught[0].length);
-  const text = unresolved(own, name) ?? denied(own) ?? (uncaught === null ? null : alreadyDenied(own));
+  const text = unresolved(message, name) ?? denied(message);
   if (text !== null) return text;
+  const retold = RegExpExec(RETOLD, message);
+  if (retold !== null) {
+    const own = StringSlice(message, retold[0].length);
+    const again = unresolved(own, retold[1]) ?? denied(own) ?? alreadyDenied(own);
+    if (again !== null) return again;
+  }
   if (name !== "ReferenceError" || message !== NO_DENO) return null;
   let stack = "";
   try { stack = typeof e.stack === "string" ? e.stack : ""; } catch { /* no stack: the guest's own */ }
