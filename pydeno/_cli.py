@@ -457,7 +457,7 @@ def _error_row(kind: str, *, full: bool) -> dict[str, Any]:
         "summary": row.summary,
     }
     if full:
-        out.update(raised_as=row.raised_as, fix=row.fix, example=row.example)
+        out.update(raised_as=row.raised_as, fix=row.fix, model_fix=row.model_fix, example=row.example)
     out["docs"] = docs_page(kind)
     return out
 

@@ -29,9 +29,12 @@ or cancellation::
 or the guest only ever follows the host's prefix, so the start of a message can be trusted.
 
 Every one of them also carries ``.kind`` (see :func:`pydeno.classify_error`), ``.hint`` (the
-fix, naming the limit and its current value where one applies, a byte limit also in MiB or
-GiB) and ``.docs`` (where its page is read: ``pydeno errors <kind>``, and the docs site's
-page when the package names one), and shows them in tracebacks as a PEP 678 note.
+operator's fix, naming the option and its current value where one applies, a byte limit also
+in MiB or GiB), ``.model_hint`` (what the *program* can change, in the program's terms and
+with the limit's value where one applies, never an option name: what Code Mode and MCP
+results show a model) and ``.docs`` (where its page is read: ``pydeno errors <kind>``, and the
+docs site's page when the package names one), and shows the operator's part in tracebacks as
+a PEP 678 note.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar, Final, TypeVar
 
-from ._checks import limit_text
-from ._taxonomy import Catalog, classify_new, docs_page, info_of, note_for
+from ._checks import human_bytes, limit_text
+from ._taxonomy import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
     "error_fields",
@@ -78,17 +81,26 @@ class PydenoError(Exception):
     # kind (kind when it names none), ("guest", "") for the guest error's own rule.
     KIND_RULE: ClassVar[tuple[str, str]] = ("type", "unknown")
 
-    def __init__(self, message: str = "", *, hint: str | None = None, _kind: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        hint: str | None = None,
+        model_hint: str | None = None,
+        _kind: str | None = None,
+    ) -> None:
         super().__init__(message)
-        self._explain(hint, _kind)
+        self._explain(hint, _kind, model_hint)
 
-    def _explain(self, hint: str | None, kind: str | None = None) -> None:
-        _explain(self, hint, kind)
+    def _explain(self, hint: str | None, kind: str | None = None, model_hint: str | None = None) -> None:
+        _explain(self, hint, kind, model_hint=model_hint)
 
 
-def _explain(exc: Exception, hint: str | None, kind: str | None, *, note: bool = True) -> None:
-    """Give exc its kind, hint, docs page and (unless note is False) the PEP 678 note that
-    shows them.
+def _explain(
+    exc: Exception, hint: str | None, kind: str | None, *, note: bool = True, model_hint: str | None = None
+) -> None:
+    """Give exc its kind, hint (the operator's), model hint (the program's), docs page and
+    (unless note is False) the PEP 678 note that shows the operator's part.
 
     The host's own failures come from the factories below, which name their kind; the kind
     of any other is found as classify_error finds it. Raised as ``raise ... from err`` inside
@@ -100,6 +112,7 @@ def _explain(exc: Exception, hint: str | None, kind: str | None, *, note: bool =
     exc._authored_kind = kind  # type: ignore[attr-defined]
     exc.kind = info.kind  # type: ignore[attr-defined]
     exc.hint = hint or Catalog[info.kind].fix  # type: ignore[attr-defined]
+    exc.model_hint = model_hint or Catalog[info.kind].model_fix  # type: ignore[attr-defined]
     exc.docs = docs_page(info.kind)  # type: ignore[attr-defined]
     if note:
         exc.add_note(note_for(info, exc.hint))  # type: ignore[attr-defined]
@@ -383,8 +396,10 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
 
     A replayed answer carries its recorded pair. The tool errors are raised on purpose for
     the guest to read: the family's name (so a subclass still classifies as its kind) and
-    the message as written. Any other exception: its class name, and its text only when the
-    runtime exposes host errors; ``where`` names the function in the hidden-details message.
+    the message as written. Any other exception is a failure on the host: its class name,
+    and a message that says so (``where`` names the function) and that shows the exception's
+    text only when the runtime exposes host errors. How to expose them is the operator's
+    business (the exception's note), never the program's: the message does not say.
     """
     recorded = getattr(exc, "guest_error", None)
     if isinstance(recorded, tuple):
@@ -393,8 +408,13 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
         return next(c.__name__ for c in type(exc).__mro__ if c in _TOOL_FAMILY), str(exc)
     name = type(exc).__name__
     if expose:
-        return name, str(exc)
-    return name, f"{where} raised {name} (details hidden; pass expose_host_errors=True to show them)"
+        return name, f"{where} failed on the host ({name}): {exc}"
+    return name, f"{where} {HOST_FAILED} ({name}){HIDDEN}"
+
+
+# What a host failure's message says (guest_error); _taxonomy.HOST_FAILURE reads these words.
+HOST_FAILED: Final = "failed on the host"
+HIDDEN: Final = "; its details are hidden from the program"
 
 
 # --- The host's own failures ----------------------------------------------------------------
@@ -423,6 +443,22 @@ def _factory(fn: _F) -> _F:
     return fn
 
 
+def _secs(seconds: float) -> str:
+    """Seconds as a program's reader reads them: ``1 s``, ``0.5 s``."""
+    return f"{seconds:g} s"
+
+
+def _for_model(kind: str, limit: str | None) -> str:
+    """The kind's text for a model with the limit's value after its first clause: "The
+    program did not finish in time (its limit is 1 s per run): ...". Only the value: the
+    option that sets it is the operator's, and a program cannot change it."""
+    text = Catalog[kind].model_fix
+    if limit is None:
+        return text
+    head, colon, rest = text.partition(":")
+    return f"{head} (its limit is {limit}){colon}{rest}"
+
+
 def layer_refusal(unavailable: str) -> str:
     """sandbox="require"'s refusal for ``<layer> is unavailable: <why>``."""
     return f"worker failed to start: an OS sandbox is required but {unavailable}"
@@ -444,6 +480,7 @@ def command_timed_out(limit: float | None) -> RuntimeTimeout:
     return RuntimeTimeout(
         f"command exceeded timeout={limit}s; worker killed",
         hint=f"raise timeout= (now {limit}), or make the code finish sooner",
+        model_hint=_for_model("timeout", None if limit is None else f"{_secs(limit)} per run"),
         _kind="timeout",
     )
 
@@ -453,6 +490,7 @@ def cpu_in_command(cpu_limit: float) -> RuntimeTimeout:
     return RuntimeTimeout(
         f"worker used more than {cpu_limit}s of CPU in one command and was killed",
         hint=f"raise cpu_limit= (now {cpu_limit}), or make the code do less work per command",
+        model_hint=_for_model("cpu_limit", f"{_secs(cpu_limit)} of CPU per run"),
         _kind="cpu_limit",
     )
 
@@ -465,6 +503,10 @@ def cpu_between_commands(allowance: float, cpu_limit: float | None) -> RuntimeTi
             "the guest left work running after its command returned (Web Workers, timers, promises); "
             f"stop it before returning, or raise cpu_limit= (now {cpu_limit})"
         ),
+        model_hint=(
+            f"The program left work running after its run ended (Web Workers, timers, promises) and that work "
+            f"used more than {_secs(allowance)} of CPU: finish or stop all of it before the run ends."
+        ),
         _kind="cpu_limit",
     )
 
@@ -475,6 +517,7 @@ def host_wait_exceeded(max_host_wait: float) -> RuntimeTimeout:
         f"host callbacks kept the guest waiting for more than {max_host_wait}s in one command (max_host_wait); "
         "worker killed",
         hint=f"raise max_host_wait= (now {max_host_wait}), or make the host functions answer sooner",
+        model_hint=_for_model("host_wait", f"{_secs(max_host_wait)} of waiting per run"),
         _kind="host_wait",
     )
 
@@ -485,6 +528,7 @@ def over_memory(used: int, max_memory: int) -> WorkerCrashed:
     return WorkerCrashed(
         f"worker used {used} bytes, over max_memory={max_memory}; killed",
         hint=f"raise max_memory= (now {limit_text(max_memory)}), or reduce what the code keeps alive",
+        model_hint=_for_model("memory_limit", human_bytes(max_memory)),
         _kind="memory_limit",
     )
 
@@ -494,6 +538,7 @@ def heap_exhausted(max_memory: int) -> WorkerCrashed:
     return WorkerCrashed(
         f"worker ran out of its V8 heap (sized from max_memory={max_memory}) and was stopped",
         hint=f"raise max_memory= (now {limit_text(max_memory)}), or reduce what the code keeps alive",
+        model_hint=_for_model("memory_limit", human_bytes(max_memory)),
         _kind="memory_limit",
     )
 
@@ -504,6 +549,7 @@ def over_threads(threads: int, max_threads: int) -> WorkerCrashed:
     return WorkerCrashed(
         f"worker started {threads} threads (limit {max_threads}); killed",
         hint=f"start fewer Web Workers, or raise max_threads= (now {max_threads})",
+        model_hint=_for_model("thread_limit", f"{max_threads} threads"),
         _kind="thread_limit",
     )
 
@@ -513,6 +559,7 @@ def host_calls_exceeded(limit: int) -> WorkerCrashed:
     return WorkerCrashed(
         f"guest made more than max_host_calls={limit} host calls",
         hint=f"raise max_host_calls= (now {limit}), or batch the guest's host calls",
+        model_hint=_for_model("host_call_budget", f"{limit} calls per run"),
         _kind="host_call_budget",
     )
 
@@ -612,20 +659,100 @@ _OVER_FRAME: Final = re.compile(
 
 
 def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: int) -> JavaScriptError:
-    """The JavaScriptError for an error the worker reported; a value over max_message_bytes
-    gets a fix that names that limit instead of the generic one."""
+    """The JavaScriptError for an error the worker reported. Some get a fix of their own
+    instead of their kind's generic one: a value over max_message_bytes names that limit, a
+    host function's failure the guest did not catch names the function and how to show its
+    details, and a refusal of the sandbox names what gives the guest that access instead."""
     exc = JavaScriptError(name, message, stack)
+    kind = getattr(exc, "kind", None)
+    hint = model_hint = None
     found = _OVER_FRAME.match(message)
-    if found is None or getattr(exc, "kind", None) != "js_error":
+    failed = HOST_FAILURE.match(message)
+    if kind == "js_error" and found is not None:
+        what = f"pass less to {found.group(1)}()" if found.group(1) else "return less from the code"
+        hint = (
+            f"{what} (a smaller value, or the rest in later calls), "
+            f"or raise max_message_bytes= (now {limit_text(max_message_bytes)})"
+        )
+        model_hint = (
+            f"{what.replace('the code', 'the program')}: a smaller value, or the rest in later calls "
+            f"(a value may be at most {human_bytes(max_message_bytes)})"
+        )
+    elif kind == "tool_failed" and failed is not None:
+        where, raised = failed.group(1), failed.group(2)
+        shown = (
+            "pass expose_host_errors=True to show the guest (and this error) its text"
+            if failed.group(3)
+            else "its text is shown to the guest because expose_host_errors=True"
+        )
+        # The host's words first; what the worker reported (which function, which class)
+        # only after them, as everywhere.
+        hint = (
+            "a host function or tool raised an exception that is not a pydeno.ToolError, and the guest did not "
+            f"catch it ({where} raised {raised}): fix the function, or raise pydeno.ToolError with a message meant "
+            f"for the program; {shown}"
+        )
+    elif kind in ("sandbox_denied", "import_refused"):
+        hint, model_hint = _refusal_hints(message)
+    if hint is None:
         return exc
-    what = f"pass less to {found.group(1)}()" if found.group(1) else "return less from the code"
-    hint = (
-        f"{what} (a smaller value, or the rest in later calls), "
-        f"or raise max_message_bytes= (now {limit_text(max_message_bytes)})"
-    )
     # The note made at construction is the one that names the fix: it is replaced.
-    info = info_of("js_error")
+    info = info_of(str(kind))
     notes = exc.__notes__
-    notes[notes.index(note_for(info, Catalog["js_error"].fix))] = note_for(info, hint)
+    notes[notes.index(note_for(info, Catalog[info.kind].fix))] = note_for(info, hint)
     exc.hint = hint  # type: ignore[attr-defined]
+    if model_hint is not None:
+        exc.model_hint = model_hint  # type: ignore[attr-defined]
     return exc
+
+
+# What the operator can do instead of what the sandbox refused, by what it refused; and, where
+# the kind's generic text says less, what the program can.
+_WITHHELD: Final = {
+    "network access": (
+        "the sandbox has no network: attach a pydeno.HttpFetch(allow=[...]) to the runtime to give the guest a fetch() "
+        "of the URLs you allow (HttpFetch.tool() in Code Mode)",
+        "The program cannot reach the network from the sandbox: use the data it was given, or a tool that fetches "
+        "for it if it has one.",
+    ),
+    "file access": (
+        "the sandbox has no file system: read or write the files on the host and pass their contents in (in the "
+        "code, or through a bound function or tool)",
+        "The program cannot read or write files in the sandbox: use the data it was given, or a tool that reads "
+        "for it if it has one.",
+    ),
+    "environment variables": (
+        "the sandbox has no environment variables: pass the values the guest needs in the code or through a bound "
+        "function",
+        None,
+    ),
+}
+_NOT_LOADED: Final = (
+    "the sandbox loads no npm, jsr, remote or file modules: add the module's source under the name the guest "
+    "imports with rt.add_module({spec}, source) (one ES module, its own imports added too), or do the work on "
+    "the host in a bound function or tool"
+)
+
+
+def _refusal_hints(message: str) -> tuple[str, str | None]:
+    """The operator's and the program's fix for a refusal of the sandbox (sandbox_denied,
+    import_refused) that message, matched whole, states."""
+    denied = DENIED.fullmatch(message)
+    if denied is not None:
+        operator, model = _WITHHELD.get(
+            denied.group(1),
+            (
+                f"the sandbox grants no {denied.group(1)}, and no option changes that: do that work on the host, "
+                "in a bound function or tool the guest may call",
+                None,
+            ),
+        )
+        return operator, model
+    refused = IMPORT_REFUSED.fullmatch(message)
+    spec = (refused.group(1) if refused is not None else None) or '"npm:<package>"'
+    if refused is not None and (refused.group(2) or "").startswith("it was not added"):
+        return (
+            f"add the module before the code that imports it: rt.add_module({spec}, source) (its own imports too)",
+            None,
+        )
+    return _NOT_LOADED.format(spec=spec), None

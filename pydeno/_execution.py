@@ -177,6 +177,8 @@ class ToolSet:
             "the language, its standard objects and `tools`.",
             "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
             "for the next run.",
+            "- A run that fails returns an error whose `hint` says what the program can change; the sandbox's "
+            "limits (time, memory, calls) are fixed for the program.",
         ]
         if self.max_tool_calls is not None:
             lines.append(f"- At most {self.max_tool_calls} tool calls per run.")
@@ -494,8 +496,17 @@ class Execution:
             "kind": info.kind,
             "retryable": info.retryable,
             "retry_with_larger_limits": info.retry_with_larger_limits,
-            "hint": getattr(exc, "hint", None) or Catalog[info.kind].fix,
+            # For the model: what the program can change, never the operator's options
+            # (those are in the exception's hint and note, result.exception).
+            "hint": _model_hint(exc, info.kind),
         }
+
+
+def _model_hint(exc: BaseException, kind: str) -> str:
+    """What a model reads of a failure: the exception's own text for the program (it knows
+    the limit's value) when it has one, else the kind's."""
+    own = getattr(exc, "model_hint", None)
+    return own if isinstance(own, str) and own else Catalog[kind].model_fix
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,12 @@ __all__ = [
 
 
 class Kind(NamedTuple):
-    """One row of the catalog: the public triple plus what the docs pages are built from."""
+    """One row of the catalog: the public triple plus what the docs pages are built from.
+
+    Two readers, two fixes. ``fix`` is for the operator, the Python programmer who runs the
+    sandbox: which option to change, what to install. ``model_fix`` is for whoever wrote the
+    program, often a model reading a Code Mode or MCP result: what the *program* can change,
+    in the program's terms, with no option names (a program cannot change its limits)."""
 
     retryable: bool
     retry_with_larger_limits: bool
@@ -56,6 +61,7 @@ class Kind(NamedTuple):
     raised_as: str
     fix: str
     example: str
+    model_fix: str
 
 
 # The catalog. docs/errors/<kind>.md is generated from it (scripts/gen_error_docs.py) and a
@@ -65,9 +71,11 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         False,
         "The guest code threw or failed to compile.",
-        "JavaScriptError (including a host function's error the guest did not catch, unless it names a Tool*Error)",
+        "JavaScriptError (the guest's own error; a host function's error the guest did not catch is tool_failed)",
         "Fix the JavaScript, or catch the error in the guest; .name, .message and .stack say what happened.",
         'rt.eval("null.x")  # JavaScriptError: Evaluation failed: TypeError: Cannot read properties of null',
+        "The program threw an error it did not catch, or did not compile: read the error's name, message and line, "
+        "fix the program, or catch the error where it can be handled.",
     ),
     "timeout": Kind(
         False,
@@ -76,6 +84,8 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeTimeout (command exceeded timeout=...); TimeoutError / asyncio.TimeoutError / trio.TooSlowError",
         "Raise timeout= (per runtime or per eval), or make the code finish sooner.",
         'rt.eval("while (true) {}", timeout=0.5)  # RuntimeTimeout: command exceeded timeout=0.5s; worker killed',
+        "The program did not finish in time: make it do less work per run (smaller inputs, fewer awaits in series, no"
+        " busy loops), or split the work across runs.",
     ),
     "cpu_limit": Kind(
         False,
@@ -84,6 +94,8 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeTimeout carrying the supervisor's CPU-cap message (in one command, or between commands)",
         "Raise cpu_limit=, or make the code do less work per command.",
         "pydeno.Runtime(cpu_limit=0.5).eval('while (true) {}')  # worker used more than 0.5s of CPU ...",
+        "The program used too much CPU: do less computation per run (smaller inputs, no busy loops), or split the "
+        "work across runs.",
     ),
     "memory_limit": Kind(
         False,
@@ -92,6 +104,7 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker used N bytes, over max_memory=M; killed, or the worker's own V8 heap exit",
         "Raise max_memory=, or reduce what the code keeps alive.",
         "pydeno.Runtime(max_memory=64 * 2**20).eval('const a = []; while (true) a.push(new Uint8Array(1e6))')",
+        "The program kept too much in memory: process data in smaller pieces and keep less alive.",
     ),
     "thread_limit": Kind(
         False,
@@ -100,6 +113,7 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker started N threads (limit L); killed",
         "Start fewer Web Workers; max_threads= caps the worker's threads.",
         "rt.eval('for (let i = 0; i < 200; i++) new Worker(url, {type: \"module\"})')",
+        "The program started too many Web Workers: start fewer, and end each one (worker.terminate()) when it is done.",
     ),
     "worker_crashed": Kind(
         True,
@@ -108,6 +122,7 @@ Catalog: Final[dict[str, Kind]] = {
         "any other WorkerCrashed: died, killed by a signal, hung, would not start",
         "Run the work again on a fresh runtime; if it keeps happening, read the stderr line in the message.",
         "# the worker was killed from outside: WorkerCrashed: worker process died (killed by SIGKILL)",
+        "Nothing in the program caused this: run it again.",
     ),
     "guest_crashed": Kind(
         False,
@@ -116,6 +131,8 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker died running guest code (exit code N / killed by SIGSEGV / ...)",
         "Fix the guest code: it exits, closes the worker's output, or crashes the engine. Do not retry it.",
         "rt.eval(\"(await import('node:fs')).closeSync(1)\")  # worker died running guest code (exit code 0)",
+        "The program ended or crashed the process it runs in: stop closing or writing to the process's standard "
+        "streams and stop calling what exits it; running it again would do the same.",
     ),
     "terminated": Kind(
         False,
@@ -124,6 +141,7 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeTerminated",
         "Nothing to fix: terminate() was called. Use a fresh runtime for more work.",
         "threading.Timer(1, rt.terminate).start(); rt.eval('await new Promise(() => {})')",
+        "The run was stopped from outside; nothing in the program needs to change.",
     ),
     "force_killed": Kind(
         False,
@@ -132,6 +150,7 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeForceKilled",
         "Nothing to fix: the guest was busy when terminate() was called; raise terminate_grace= to wait longer.",
         "threading.Timer(1, rt.terminate).start(); rt.eval('while (true) {}')",
+        "The run was stopped from outside while the program was busy; nothing in the program needs to change.",
     ),
     "host_wait": Kind(
         False,
@@ -140,6 +159,7 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeTimeout from max_host_wait",
         "Raise max_host_wait=, or make the host functions answer sooner.",
         "rt = pydeno.Runtime(max_host_wait=1); rt.bind_function('slow', lambda: time.sleep(5)); rt.eval('slow()')",
+        "The host's functions spent too long answering the program's calls: make fewer or smaller calls per run.",
     ),
     "max_pause": Kind(
         False,
@@ -148,6 +168,7 @@ Catalog: Final[dict[str, Kind]] = {
         "the host_wait timeout, classified with via_agent=True (an AgentSandbox run)",
         "Raise max_pause=, or answer paused tool calls sooner.",
         "classify_error(exc, via_agent=True).kind == 'max_pause'",
+        "The program waited too long for tool answers: make fewer or smaller tool calls per run.",
     ),
     "host_call_budget": Kind(
         False,
@@ -156,6 +177,8 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: guest made more than max_host_calls=N host calls",
         "Raise max_host_calls=, or make fewer host calls (batch them).",
         "pydeno.Runtime(max_host_calls=10) and a guest loop awaiting a bound function 11 times",
+        "The program made too many host calls in one run: make fewer calls (batch them: one call with many items "
+        "rather than many calls).",
     ),
     "inflight_limit": Kind(
         False,
@@ -164,6 +187,8 @@ Catalog: Final[dict[str, Kind]] = {
         "JavaScriptError / RuntimeError: more than N host calls in flight; too many abandoned tool calls",
         "Raise max_inflight_host_calls=, or await host calls in smaller batches.",
         "rt.eval('Promise.all(Array.from({length: 100}, () => f()))')  # more than 32 host calls in flight",
+        "The program had too many calls waiting at once: await them in smaller groups (a few at a time, not all at "
+        "once with Promise.all).",
     ),
     "tool_budget": Kind(
         False,
@@ -172,6 +197,8 @@ Catalog: Final[dict[str, Kind]] = {
         "ToolBudgetError; a JavaScriptError that names or starts with ToolBudgetError",
         "Raise the tool budget (max_calls= / max_tool_calls=), or make fewer tool calls.",
         "ToolBridge(tools, max_calls=1) and a guest that calls a tool twice without catching",
+        "The program used up its tool calls for this run: make fewer tool calls (batch them, and do not call a tool "
+        "again for something it already answered).",
     ),
     "tool_not_found": Kind(
         False,
@@ -180,14 +207,22 @@ Catalog: Final[dict[str, Kind]] = {
         "ToolNotFoundError; a JavaScriptError that names ToolNotFoundError",
         "Ask the tool for something that exists.",
         "a tool raising pydeno.ToolNotFoundError('no such user') that the guest does not catch",
+        "A tool said that what it was asked for does not exist: ask for something that exists (check the name or id),"
+        " or handle the error.",
     ),
     "tool_failed": Kind(
         False,
         False,
-        "A host tool raised an error.",
-        "ToolError; a JavaScriptError that names ToolError",
-        "See the tool's error; fix its input or the tool.",
+        "A host tool or function raised an error.",
+        "ToolError; a JavaScriptError that names ToolError, or that says a tool or host function failed on the "
+        "host (it raised another exception, such as KeyError, that the guest did not catch)",
+        "See the tool's error; fix its input or the tool. A tool that failed on the host raised something other "
+        "than pydeno.ToolError: fix the tool, raise ToolError with a message meant for the program, or pass "
+        "expose_host_errors=True to show the guest its exception's text.",
         "a tool raising pydeno.ToolError('upstream refused') that the guest does not catch",
+        "A tool failed: read its message; change the arguments or handle the error in the program. If the message "
+        "says the tool failed on the host, the program cannot fix the tool: try other arguments, another tool, or go "
+        "on without it.",
     ),
     "protocol_violation": Kind(
         False,
@@ -196,6 +231,7 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker broke protocol, malformed frame, a reused or malformed capability token",
         "Do not write to the worker's stdout from guest code; report it if the guest did not.",
         "# a guest that writes raw bytes to fd 1: WorkerCrashed: worker sent a malformed frame (...)",
+        "Do not write to the process's standard output or input from the program (console.log is the way to print).",
     ),
     "sandbox_unavailable": Kind(
         False,
@@ -204,6 +240,8 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker failed to start: an OS sandbox is required but ..., or a failed startup self-test",
         "Run where every OS sandbox layer is available, or choose sandbox='best_effort' knowingly.",
         "pydeno.Runtime(sandbox='require') on a kernel without Landlock",
+        "Nothing in the program caused this; the sandbox could not start here, and running the program again will not"
+        " help.",
     ),
     "limits_unmeasurable": Kind(
         False,
@@ -212,6 +250,8 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: max_memory ... cannot be enforced on this system under sandbox='require'",
         "Run where the worker's memory, CPU and threads can be read (procfs), or relax sandbox=.",
         "pydeno.Runtime(sandbox='require') where /proc cannot be read for the worker",
+        "Nothing in the program caused this; the sandbox could not start here, and running the program again will not"
+        " help.",
     ),
     "closed": Kind(
         False,
@@ -220,6 +260,7 @@ Catalog: Final[dict[str, Kind]] = {
         "RuntimeError: runtime is closed, Runtime/Function/Stream has been closed, the session is closed / was closed",
         "Use a fresh runtime (a closed one never reopens); keep JsFunction handles only while their runtime lives.",
         'rt.close(); rt.eval("1")  # RuntimeError: runtime is closed',
+        "The sandbox session is closed: start a new run; values kept from earlier runs are gone.",
     ),
     "journal_invalid": Kind(
         False,
@@ -228,6 +269,7 @@ Catalog: Final[dict[str, Kind]] = {
         "JournalError",
         "Load only journals this service wrote, with the key it signed them with.",
         "AgentSandbox.load(tampered_journal, key=key)",
+        "Nothing in the program caused this: the saved state it was resumed from is not valid.",
     ),
     "replay_divergence": Kind(
         False,
@@ -236,6 +278,8 @@ Catalog: Final[dict[str, Kind]] = {
         "ReplayDivergence",
         "Replay with the same code and tools the journal was recorded with.",
         "AgentSandbox.load(journal, key=key, tools=changed_tools)",
+        "Run the same program as before when resuming, or start afresh: the program asked for different tool calls "
+        "than were recorded.",
     ),
     "snapshot_invalid": Kind(
         False,
@@ -244,6 +288,7 @@ Catalog: Final[dict[str, Kind]] = {
         "SnapshotAuthenticationError",
         "Resume only snapshots this service signed, with the same key.",
         "AgentSandbox.load(snapshot_dumped_while_paused_then_altered, key=key)",
+        "Nothing in the program caused this: the saved state it was resumed from is not valid.",
     ),
     "typecheck_failed": Kind(
         False,
@@ -252,6 +297,8 @@ Catalog: Final[dict[str, Kind]] = {
         "TypeCheckError (CodeMode.execute(code, typecheck=True))",
         "Fix the types the message names (the API is CodeMode.typescript()), or run without typecheck=True.",
         "pydeno.CodeMode([tool]).execute(\"const n: number = 'one'\", typecheck=True)",
+        "The program does not type-check against the tools' declarations, so nothing ran: fix the types the message "
+        "names (the tools' argument and result types are in the declarations).",
     ),
     "fetch_refused": Kind(
         False,
@@ -260,6 +307,8 @@ Catalog: Final[dict[str, Kind]] = {
         "FetchRefused (the URL, method, header or address is not allowed)",
         "Fetch only what HttpFetch(allow=[...]) allows, or allow the origin (and a private address) knowingly.",
         "await fetch('http://169.254.169.254/latest/meta-data/')  # FetchRefused: fetch refused: ...",
+        "The program fetched a URL, method or header that is not allowed, and no request was sent: fetch only the "
+        "allowed URLs.",
     ),
     "fetch_failed": Kind(
         False,
@@ -269,6 +318,8 @@ Catalog: Final[dict[str, Kind]] = {
         "Check that the server is up and answers within the caps (max_response_bytes=); the request may be retried.",
         "HttpFetch(['http://127.0.0.1:1/'], allow_addresses=['127.0.0.1']): "
         "await fetch('http://127.0.0.1:1/')  # FetchFailed: fetch failed: ... Connection refused",
+        "A fetch was sent but got no usable answer (the server was down or its response was too large): ask for less,"
+        " or try again later.",
     ),
     "fetch_timeout": Kind(
         False,
@@ -277,6 +328,7 @@ Catalog: Final[dict[str, Kind]] = {
         "FetchTimeout (the request exceeded HttpFetch(timeout=...))",
         "Raise HttpFetch(timeout=), or fetch something that answers sooner.",
         "await fetch(slow_url)  # FetchTimeout: fetch timed out after 1.0s: ...",
+        "A fetch did not finish in time: fetch something smaller or faster, or fewer things per run.",
     ),
     "upstream_failed": Kind(
         False,
@@ -287,6 +339,8 @@ Catalog: Final[dict[str, Kind]] = {
         "Restart or reconnect the MCP server the message names; the call may or may not have taken effect there.",
         "await tools.files.read_file({path: 'a'})  # UpstreamError: MCP server 'files' went away during "
         "tools.files.read_file(): Connection closed",
+        "The service behind a tool failed or went away during the call: the call may or may not have taken effect "
+        "there; check before repeating it.",
     ),
     "deno_unavailable": Kind(
         False,
@@ -295,6 +349,8 @@ Catalog: Final[dict[str, Kind]] = {
         "WorkerCrashed: worker failed to start: ... caused by FileNotFoundError or PermissionError",
         "pip install deno (or set PYDENO_DENO to a deno binary that this user can run).",
         "PYDENO_DENO=/nonexistent python -c 'import pydeno; pydeno.Runtime()'",
+        "Nothing in the program caused this; the sandbox could not start here, and running the program again will not"
+        " help.",
     ),
     "checkout_timeout": Kind(
         True,
@@ -303,6 +359,7 @@ Catalog: Final[dict[str, Kind]] = {
         "CheckoutTimeout (no fresh sandbox within checkout_timeout=...s)",
         "Retry (nothing ran); or raise max_workers= / size=, or checkout_timeout=, of the pool.",
         "pydeno.SandboxPool(size=0, max_workers=1, checkout_timeout=0.1) with its one worker checked out",
+        "Nothing in the program caused this: the sandbox was busy and nothing ran; run it again.",
     ),
     "lease_timeout": Kind(
         True,
@@ -311,6 +368,7 @@ Catalog: Final[dict[str, Kind]] = {
         "LeaseTimeout (session ... is leased elsewhere; or no live slot ...; waited lease_timeout=...s)",
         "Retry once the other lease ends (nothing ran); or raise lease_timeout= or max_live= of the SessionPool.",
         "with sessions.lease('a'): sessions.lease('a', timeout=0.1).__enter__()  # LeaseTimeout",
+        "Nothing in the program caused this: the session was busy and nothing ran; run it again.",
     ),
     "session_limit": Kind(
         False,
@@ -321,6 +379,8 @@ Catalog: Final[dict[str, Kind]] = {
         "End or delete the owner's other sessions, or raise max_live_per_owner= / max_bytes_per_owner= of the "
         "SessionPool.",
         "pydeno.SessionPool(store, key, max_live_per_owner=1): a second session leased at once for the same owner",
+        "Too many sessions are open, or too much state is kept: keep less in globalThis between runs, or end other "
+        "sessions.",
     ),
     "store_busy": Kind(
         True,
@@ -329,6 +389,7 @@ Catalog: Final[dict[str, Kind]] = {
         "StoreBusy (journal store ... is locked by another process; waited busy_timeout=...s)",
         "Retry (nothing was written); or raise busy_timeout= of the store, or hold its locks for less time.",
         "another process holds an exclusive lock on the SQLite file: SQLiteJournalStore(path, busy_timeout=0.1)",
+        "Nothing in the program caused this: the session's state could not be saved just now; run it again.",
     ),
     "store_failed": Kind(
         False,
@@ -338,6 +399,7 @@ Catalog: Final[dict[str, Kind]] = {
         "StoreError (journal store ... failed: ...)",
         "Repair or replace the store's file (see the message); a journal that was written before stays in it.",
         "SQLiteJournalStore(path) on a file that is not a SQLite database",
+        "Nothing in the program caused this: the session's state could not be read or saved.",
     ),
     "actor_died": Kind(
         True,
@@ -346,6 +408,7 @@ Catalog: Final[dict[str, Kind]] = {
         "ActorDied (Ray actor ... died running ...: ...)",
         "Retry (the pool has started a new actor); if actors keep dying, check the nodes' memory and logs.",
         "ray.kill(actor) while pool.eval(...) runs on it",
+        "Nothing in the program caused this: run it again.",
     ),
     "invalid_input": Kind(
         False,
@@ -354,6 +417,8 @@ Catalog: Final[dict[str, Kind]] = {
         "TypeError / ValueError (wire errors, bad arguments); JavaScriptError: a value too costly to decode",
         "Pass what the error message asks for.",
         "pydeno.Runtime(timeout=-1)  # ValueError: timeout must be a positive, finite number of seconds",
+        "A value was refused: pass what the message asks for (values must be plain data: no functions, class "
+        "instances or values too large to send).",
     ),
     "cancelled": Kind(
         False,
@@ -362,6 +427,7 @@ Catalog: Final[dict[str, Kind]] = {
         "asyncio.CancelledError (and the async backend's cancellation)",
         "Nothing to fix in pydeno: your code cancelled the task; the runtime was closed.",
         "task.cancel() while it awaits rt.eval(...)",
+        "The run was cancelled from outside; nothing in the program needs to change.",
     ),
     "unknown": Kind(
         False,
@@ -370,6 +436,36 @@ Catalog: Final[dict[str, Kind]] = {
         "anything else",
         "Read the exception; it did not come from pydeno's own failure paths.",
         "classify_error(KeyError('x')).kind == 'unknown'",
+        "The run failed for a reason the sandbox does not classify: read the message.",
+    ),
+    "sandbox_denied": Kind(
+        False,
+        False,
+        "The guest asked for something the sandbox never grants: the network, files, environment variables, "
+        "subprocesses or system information.",
+        "JavaScriptError: no network access in this sandbox, no file access in this sandbox, ... (what deno's "
+        "permission checks refuse, in the sandbox's words)",
+        "The sandbox grants no network, file, environment, subprocess or system access, and no option changes "
+        "that. Give the guest what it needs instead: attach a pydeno.HttpFetch(allow=[...]) for the URLs it may "
+        "fetch, pass data in the code or through bound functions and tools, and read files on the host.",
+        "rt.eval(\"await fetch('https://example.com/')\")  # JavaScriptError: Evaluation failed: TypeError: "
+        'no network access in this sandbox: "example.com:443" was not reached',
+        "The program cannot reach the network, files, environment variables or subprocesses from inside the "
+        "sandbox: work with the data and the tools it was given (a tool may fetch or read for it).",
+    ),
+    "import_refused": Kind(
+        False,
+        False,
+        "The guest imported a module the sandbox cannot load: an npm or jsr package, a URL, a file, or a name "
+        "the host did not add.",
+        'JavaScriptError: module "..." cannot be imported in this sandbox: ..., or npm packages cannot be '
+        "imported in this sandbox",
+        "The sandbox loads no npm, jsr, remote or file modules. Add a module's source under the name the guest "
+        "imports, rt.add_module(specifier, source), or bind a function or tool that does the work on the host.",
+        "rt.eval(\"await import('npm:lodash')\")  # JavaScriptError: Evaluation failed: TypeError: "
+        "npm packages cannot be imported in this sandbox",
+        "The program cannot import packages, URLs or files: use the language's standard objects, node: built-in "
+        "modules and the tools it was given, or write the code it needs itself.",
     ),
 }
 
@@ -387,7 +483,8 @@ def kind_page(kind: str) -> str:
     else:
         retry = "No: the same work under the same limits fails the same way."
     larger = (
-        "Yes: a larger limit could let the work finish; whether to grant it is your decision."
+        "Yes: a larger limit could let the work finish. Whether to grant it is the operator's decision; a "
+        "program cannot raise its own limits, so a model is told what the program can change instead."
         if row.retry_with_larger_limits
         else "No."
     )
@@ -397,7 +494,9 @@ def kind_page(kind: str) -> str:
         f"- **Retry with larger limits:** {yes_no(row.retry_with_larger_limits)}\n"
         f"- **Raised as:** {row.raised_as}\n\n"
         f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
-        f"## Fix\n\n{row.fix}\n\n"
+        f"## Fix (for the operator)\n\n{row.fix}\n\n"
+        # What Code Mode and MCP results show as error.hint: the program's terms only.
+        f"## What the program can change (for a model)\n\n{row.model_fix}\n\n"
         # The example is a call and its outcome in words, not a script; the classifying
         # block needs the exception a reader caught, so it says it is a fragment.
         f"## Example\n\n```text\n{row.example}\n```\n\n"
@@ -473,13 +572,33 @@ _CLOSED: Final = frozenset(
     }
 )
 # A JavaScriptError is "Evaluation failed: " + the guest's "Name: message". Only the Name
-# and the start of the message are read, and every kind they can give is as non-retryable
-# as js_error itself, so a guest that writes such text gains nothing.
+# and the message (its start, or the whole of it for the sandbox's refusals) are read, and
+# every kind they can give is as non-retryable as js_error itself, with no larger limit that
+# would help, so a guest that writes such text gains nothing.
 _JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
 # The worker's refusal of a value whose decoding would amplify (max_decode_ratio): a refused
 # value, as invalid_input as the host's own refusals of what it is given.
 _JS_DECODE: Final = re.compile(
     r"(?:result|arguments to \S+\(\)) could not be converted: value would take about \d+ bytes of host memory "
+)
+# A host function's failure that the guest did not catch (pydeno/_errors.py guest_error
+# writes it): it raised something other than a ToolError. A guest that writes it itself gets
+# tool_failed, as non-retryable as js_error.
+HOST_FAILURE: Final = re.compile(
+    r"((?:host function )?\S+\(\)) failed on the host \((\w+)\)(; its details are hidden)?"
+)
+# The sandbox's own account of what deno's permission checks and module loader refuse (the
+# worker writes it, worker/main.ts and worker/modules.ts; guest text only as a quoted name).
+_QUOTED = r'"(?:[^"\\\n]|\\.)*"'
+DENIED: Final = re.compile(
+    r"no (network access|file access|environment variables|subprocesses|system information|native libraries"
+    rf"|operating system access|Deno namespace) in this sandbox(?:: {_QUOTED} was not (?:reached|read|written|run"
+    r"|loaded))?"
+)
+IMPORT_REFUSED: Final = re.compile(
+    rf"module ({_QUOTED}) cannot be imported in this sandbox: (npm packages are not available|jsr packages are not "
+    "available|remote modules are not available|files are not available|it was not added; only added modules and "
+    "node: built-ins can be imported)|(npm) packages cannot be imported in this sandbox"
 )
 _TOOL_KINDS: Final = {
     "ToolBudgetError": "tool_budget",
@@ -562,6 +681,12 @@ def _javascript_kind(exc: BaseException) -> str:
         found = _JS_TOOL.match(candidate)
         if found:
             return _TOOL_KINDS[found.group(1)]
+    if HOST_FAILURE.match(message):
+        return "tool_failed"
+    if DENIED.fullmatch(message):
+        return "sandbox_denied"
+    if IMPORT_REFUSED.fullmatch(message):
+        return "import_refused"
     if _JS_INFLIGHT.match(message):
         return "inflight_limit"
     if _JS_DECODE.match(message):

@@ -150,8 +150,8 @@ results
         (pydeno.ToolNotFoundError("no such mailbox"), "ToolNotFoundError: no such mailbox"),
         (
             PermissionError("policy engine internals"),
-            "PermissionError: tools.send_email() raised PermissionError "
-            "(details hidden; pass expose_host_errors=True to show them)",
+            "PermissionError: tools.send_email() failed on the host (PermissionError); its details are hidden "
+            "from the program",
         ),
     ],
 )

@@ -215,6 +215,7 @@ def test_errors_json() -> None:
     assert [row["kind"] for row in table] == list(pydeno.KINDS)
     row = json.loads(run("errors", "--json", "memory_limit").stdout)
     assert row["fix"] == Catalog["memory_limit"].fix
+    assert row["model_fix"] == Catalog["memory_limit"].model_fix
     assert row["docs"] == docs_page("memory_limit") == "pydeno errors memory_limit"
 
 

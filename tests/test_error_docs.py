@@ -33,3 +33,14 @@ def test_a_changed_catalog_entry_is_reported_stale() -> None:
         assert gen.problems() == ["stale docs/errors/timeout.md"]
     finally:
         taxonomy.Catalog["timeout"] = row
+
+
+def test_a_changed_text_for_the_model_is_reported_stale_too() -> None:
+    import pydeno._taxonomy as taxonomy
+
+    row = taxonomy.Catalog["memory_limit"]
+    taxonomy.Catalog["memory_limit"] = row._replace(model_fix=row.model_fix + " (changed)")
+    try:
+        assert gen.problems() == ["stale docs/errors/memory_limit.md"]
+    finally:
+        taxonomy.Catalog["memory_limit"] = row

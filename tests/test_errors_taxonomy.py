@@ -859,6 +859,53 @@ TABLE = [
     ),
     pytest.param(Case("cancelled", asyncio.CancelledError, cancelled_async_eval, ""), id="cancelled: task.cancel()"),
     pytest.param(Case("unknown", KeyError, unknown, "'x'"), id="unknown: a KeyError"),
+    pytest.param(
+        Case(
+            "tool_failed",
+            pydeno.JavaScriptError,
+            lambda env: bound_failure(lambda: {}["missing"], "await tool()"),
+            r"Evaluation failed: KeyError: host function tool\(\) failed on the host \(KeyError\); its details are "
+            r"hidden from the program",
+        ),
+        id="tool_failed: a bound function that raises KeyError, uncaught",
+    ),
+    pytest.param(
+        Case(
+            "sandbox_denied",
+            pydeno.JavaScriptError,
+            lambda env: eval_failure("await fetch('http://127.0.0.1:8080/')"),
+            r'Evaluation failed: TypeError: no network access in this sandbox: "127\.0\.0\.1:8080" was not reached',
+        ),
+        id="sandbox_denied: fetch without an HttpFetch",
+    ),
+    pytest.param(
+        Case(
+            "sandbox_denied",
+            pydeno.JavaScriptError,
+            lambda env: eval_failure("(await import('node:fs')).readFileSync('/etc/passwd', 'utf8')"),
+            r"Evaluation failed: ReferenceError: no file access in this sandbox",
+        ),
+        id="sandbox_denied: node:fs reads a file",
+    ),
+    pytest.param(
+        Case(
+            "import_refused",
+            pydeno.JavaScriptError,
+            lambda env: eval_failure("await import('npm:lodash')"),
+            r"Evaluation failed: TypeError: npm packages cannot be imported in this sandbox",
+        ),
+        id="import_refused: an npm package",
+    ),
+    pytest.param(
+        Case(
+            "import_refused",
+            pydeno.JavaScriptError,
+            lambda env: eval_failure("await import('lodash')"),
+            r'Evaluation failed: TypeError: module "lodash" cannot be imported in this sandbox: it was not added; '
+            r"only added modules and node: built-ins can be imported",
+        ),
+        id="import_refused: a bare name that was not added",
+    ),
 ]
 
 
@@ -1144,6 +1191,35 @@ def test_a_guest_error_that_names_a_tool_error_is_that_tool_kind_and_never_retry
     assert type(exc) is pydeno.JavaScriptError
     info = assert_explained(exc, kind)
     assert not info.retryable
+    assert_never_more_retryable(info, "js_error")
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        ("throw new TypeError('no network access in this sandbox')", "sandbox_denied"),
+        ("throw new Error('no file access in this sandbox: \"/x\" was not read')", "sandbox_denied"),
+        (
+            "throw Object.assign(new Error('no network access in this sandbox'), {name: 'WorkerCrashed'})",
+            "sandbox_denied",
+        ),
+        ("throw 'npm packages cannot be imported in this sandbox'", "import_refused"),
+        (
+            "throw new Error('module \"x\" cannot be imported in this sandbox: files are not available')",
+            "import_refused",
+        ),
+        ("throw new Error('tools.x() failed on the host (KeyError); its details are hidden')", "tool_failed"),
+        ("throw new Error('host function f() failed on the host (MemoryError): worker used 1 bytes')", "tool_failed"),
+        ("throw new Error('no network access in this sandbox, honestly')", "js_error"),
+    ],
+)
+def test_a_guest_error_that_copies_a_sandbox_refusal_or_a_host_failure_gains_no_retry(code: str, kind: str) -> None:
+    with pydeno.Runtime() as rt:
+        exc = failure(lambda: rt.eval(code))
+        assert not rt.closed
+    assert type(exc) is pydeno.JavaScriptError
+    info = assert_explained(exc, kind)
+    assert not info.retryable and not info.retry_with_larger_limits
     assert_never_more_retryable(info, "js_error")
 
 

@@ -418,7 +418,10 @@ def test_an_async_host_function_that_raises_timeout_error_itself_is_the_guests_e
 
     with pydeno.Runtime(max_host_wait=5, timeout=10, expose_host_errors=True) as rt:
         rt.bind_function("gives_up", gives_up)
-        assert rt.eval("try { await gives_up() } catch (e) { e.message }") == "upstream took too long"
+        assert (
+            rt.eval("try { await gives_up() } catch (e) { e.message }")
+            == "host function gives_up() failed on the host (TimeoutError): upstream took too long"
+        )
 
 
 # -- console --------------------------------------------------------------------------------

@@ -177,6 +177,10 @@ async def test_a_program_over_its_timeout_is_an_error_result_of_kind_timeout(tra
     assert result.is_error
     assert result.structured_content["error"]["kind"] == "timeout"
     assert result.structured_content["error"]["message"] == "command exceeded timeout=0.5s; worker killed"
+    # What the model can change, with the limit's value; never the operator's option.
+    assert result.structured_content["error"]["hint"].startswith(
+        "The program did not finish in time (its limit is 0.5 s per run): make it do less work per run"
+    )
     assert after.structured_content["value"] == "still serving"
 
 

@@ -58,26 +58,34 @@ def test_evals_import_added_modules_with_import(rt: pydeno.Runtime) -> None:
         "const name = 'lod' + 'ash';\nexport const m = await import(name);",
     ],
 )
-def test_a_module_that_was_not_added_is_refused_naming_add_module(rt: pydeno.Runtime, source: str) -> None:
+def test_a_module_that_was_not_added_is_refused_and_the_operator_is_told_add_module(
+    rt: pydeno.Runtime, source: str
+) -> None:
     exc = js_error(rt.eval_module, source)
     assert (exc.name, exc.message) == (
         "TypeError",
-        'module "lodash" was not added: only modules the host added with add_module("lodash", source) can be '
-        "imported (and node: modules)",
+        'module "lodash" cannot be imported in this sandbox: it was not added; only added modules and node: '
+        "built-ins can be imported",
     )
+    assert exc.kind == "import_refused"
+    assert 'rt.add_module("lodash", source)' in exc.hint
+
+
+NOT_ADDED = 'module "lodash" cannot be imported in this sandbox: it was not added'
 
 
 def test_an_eval_importing_what_was_not_added_gets_the_same_answer(rt: pydeno.Runtime) -> None:
-    assert js_error(rt.eval, "await import('lodash')").message.startswith('module "lodash" was not added')
-    assert js_error(rt.eval, "const n = 'lodash'; await import(n)").message.startswith('module "lodash" was not added')
+    assert js_error(rt.eval, "await import('lodash')").message.startswith(NOT_ADDED)
+    assert js_error(rt.eval, "const n = 'lodash'; await import(n)").message.startswith(NOT_ADDED)
 
 
-def test_a_remote_module_is_refused_with_the_way_to_add_its_source(rt: pydeno.Runtime) -> None:
+def test_a_remote_module_is_refused_and_the_operator_is_told_to_add_its_source(rt: pydeno.Runtime) -> None:
     exc = js_error(rt.eval_module, "import { x } from 'https://example.com/x.js';")
     assert exc.message == (
-        'module "https://example.com/x.js" cannot be imported: the guest reaches no network or file; the host '
-        'can add the module\'s source under a name with add_module("name", source)'
+        'module "https://example.com/x.js" cannot be imported in this sandbox: remote modules are not available'
     )
+    assert exc.kind == "import_refused"
+    assert 'rt.add_module("https://example.com/x.js", source)' in exc.hint
 
 
 def test_specifiers_in_strings_comments_templates_and_regexes_are_left_alone(rt: pydeno.Runtime) -> None:

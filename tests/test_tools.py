@@ -18,7 +18,7 @@ import pytest
 import pydeno
 from pydeno.host._staging import find_deno
 
-HIDDEN = "tools.{name}() raised {cls} (details hidden; pass expose_host_errors=True to show them)"
+HIDDEN = "tools.{name}() failed on the host ({cls}); its details are hidden from the program"
 
 
 def add(a: int, b: int) -> int:
@@ -141,12 +141,16 @@ def test_a_tool_error_reaches_the_guest_catchable_by_name_and_classifies_by_kind
     ("error", "expose", "message"),
     [
         (KeyError("customer 42"), False, HIDDEN.format(name="lookup", cls="KeyError")),
-        (KeyError("customer 42"), True, "'customer 42'"),
+        (KeyError("customer 42"), True, "tools.lookup() failed on the host (KeyError): 'customer 42'"),
         (PermissionError("db password is hunter2"), False, HIDDEN.format(name="lookup", cls="PermissionError")),
-        (PermissionError("db password is hunter2"), True, "db password is hunter2"),
+        (
+            PermissionError("db password is hunter2"),
+            True,
+            "tools.lookup() failed on the host (PermissionError): db password is hunter2",
+        ),
     ],
 )
-def test_another_exception_reaches_the_guest_by_class_name_with_its_message_hidden_unless_exposed(
+def test_another_exception_reaches_the_guest_as_a_host_failure_with_its_message_hidden_unless_exposed(
     error: Exception, expose: bool, message: str
 ) -> None:
     def lookup() -> None:
@@ -159,7 +163,14 @@ def test_another_exception_reaches_the_guest_by_class_name_with_its_message_hidd
         with pytest.raises(pydeno.JavaScriptError) as exc_info:
             rt.eval("await tools.lookup()")
     assert str(exc_info.value) == f"Evaluation failed: {name}: {message}"
-    assert pydeno.classify_error(exc_info.value).kind == "js_error"
+    # A failure on the host, never the program's own error; the operator's note (not the
+    # guest) says how to show the details.
+    assert pydeno.classify_error(exc_info.value).kind == "tool_failed"
+    assert "expose_host_errors" not in message
+    note = exc_info.value.__notes__[0]
+    assert note.startswith("Kind: tool_failed (retryable: no)")
+    assert f"(tools.lookup() raised {name})" in note
+    assert ("pass expose_host_errors=True" in note) is not expose
 
 
 def keyword_only(*, x: int) -> int:

@@ -104,6 +104,7 @@ const PromiseProto = Promise.prototype;
 const ErrorCtor = Error;
 const RegExpExec = uncurry(RegExp.prototype.exec);
 const StringIncludes = uncurry(String.prototype.includes);
+const StringLastIndexOf = uncurry(String.prototype.lastIndexOf);
 const StringIndexOf = uncurry(String.prototype.indexOf);
 const StringSlice = uncurry(String.prototype.slice);
 const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
@@ -577,7 +578,7 @@ function describe(e: any): [string, string, string] {
   if ((typeof e === "object" && e !== null) || typeof e === "function") {
     try { name = e.name === undefined ? "" : StringFn(e.name); } catch { name = "Error"; }
     try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; }
-    const rewritten = unresolved(message);
+    const rewritten = sandboxSays(e, name, message);
     if (rewritten !== null) message = rewritten;
     try { stack = typeof e.stack === "string" ? guestStack(e.stack) : ""; } catch { stack = ""; }
     if (name === "" && message === "") {
@@ -587,6 +588,57 @@ function describe(e: any): [string, string, string] {
     try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
   }
   return [name, message, stack];
+}
+
+// Deno's own refusals speak of its command-line flags (`run again with the --allow-net flag`,
+// `--no-npm is specified`), which nobody running the sandbox can pass. What the host reads is
+// the sandbox's account instead, in the exact words the host's kind table matches
+// (sandbox_denied, import_refused); the host writes the operator's advice.
+// The text of such an error, retold: a guest Worker's error event ("Uncaught (in promise)
+// NotCapable: ..."), or a "Name: message" a program made of one to rethrow it.
+const RETOLD = /^(?:Uncaught (?:\(in promise\) )?)?([A-Za-z]+): /;
+const NO_DENO = "Deno is not defined";
+// Where Deno's node: modules reach for the Deno namespace the guest does not have, and what
+// the sandbox withholds from each.
+const NODE_NEEDS: [RegExp, string][] = [
+  [/child_process/, "subprocesses"],
+  [/(?:\/|_)fs\b|\bfs\.ts/, "file access"],
+  [/_process\/|\bprocess\.ts/, "environment variables"],
+  [/\b(?:dns|net|http|https|http2|tls|dgram)\b/, "network access"],
+  [/\bos\.ts/, "system information"],
+];
+
+/** The sandbox's message for a refusal of Deno's that error e (named name, saying message)
+ * reports, or null when it is none. */
+function sandboxSays(e: any, name: string, message: string): string | null {
+  const text = unresolved(message, name) ?? denied(message);
+  if (text !== null) return text;
+  const retold = RegExpExec(RETOLD, message);
+  if (retold !== null) {
+    const own = StringSlice(message, retold[0].length);
+    const again = unresolved(own, retold[1]) ?? denied(own) ?? alreadyDenied(own);
+    if (again !== null) return again;
+  }
+  if (name !== "ReferenceError" || message !== NO_DENO) return null;
+  let stack = "";
+  try { stack = typeof e.stack === "string" ? e.stack : ""; } catch { /* no stack: the guest's own */ }
+  // The first frame: the guest's own code, or Deno's (ext:...) acting for it.
+  const at = StringIndexOf(stack, "\n    at ");
+  const end = at < 0 ? -1 : StringIndexOf(stack, "\n", at + 1);
+  const first = at < 0 ? "" : StringSlice(stack, at, end < 0 ? stack.length : end);
+  if (!StringIncludes(first, "ext:")) return "no Deno namespace in this sandbox";
+  for (let i = 0; i < NODE_NEEDS.length; i++) {
+    if (RegExpExec(NODE_NEEDS[i][0], stack) !== null) return `no ${NODE_NEEDS[i][1]} in this sandbox`;
+  }
+  return "no operating system access in this sandbox";
+}
+
+/** A guest Worker's refusal as its error event tells it (the sandbox's words, then maybe
+ * ` at <where it was thrown>`): the sandbox's words, or null. */
+function alreadyDenied(text: string): string | null {
+  if (denied(text, true) !== null) return text;
+  const at = StringLastIndexOf(text, " at ");
+  return at < 0 ? null : denied(StringSlice(text, 0, at), true);
 }
 
 /** A stack as the host shows it (of a thrown error, or of an Error value): positions mapped to
@@ -1120,9 +1172,10 @@ ObjectDefineProperty(globalThis, "Error", { __proto__: null, value: ErrorCtor, w
 // node:process load again, gets nothing better. And the Cache API, which pydeno never lets
 // keep anything (see _no_web_storage in pydeno/host/_staging.py), fails with an error of its own: Deno's
 // names the cache directory, with the temporary directory and the host's user id in it.
-function guardWorkers(global: any, source: string): void {
+function guardWorkers(global: any, source: string): (message: string, already?: boolean) => string | null {
   const defineProperty = Object.defineProperty, apply = Reflect.apply;
   const describe = Object.getOwnPropertyDescriptor;
+  const denied = guardNetwork(global);
   const deno = global.Deno;
   const neutral = (name: string, value: unknown): void => {
     const had = deno === undefined || deno === null ? undefined : describe(deno, name);
@@ -1141,7 +1194,7 @@ function guardWorkers(global: any, source: string): void {
     defineProperty(global, "caches", { __proto__: null, value: storage, writable: true, enumerable: caches.enumerable, configurable: true } as PropertyDescriptor);
   }
   const found = describe(global, "Worker");
-  if (found === undefined) return;
+  if (found === undefined) return denied;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
   const encode = encodeURIComponent;
   const prologue = `(${source})(globalThis, ${JSONStringify(source)});\n`;
@@ -1182,7 +1235,7 @@ function guardWorkers(global: any, source: string): void {
   };
   if (found.get === undefined) {
     if (typeof found.value === "function") settle(guard(found.value));
-    return;
+    return denied;
   }
   // Deno loads its Worker class on first use; so does the guard, which keeps start-up short.
   const load = found.get;
@@ -1197,8 +1250,105 @@ function guardWorkers(global: any, source: string): void {
     enumerable: false,
     configurable: true,
   } as PropertyDescriptor);
+  return denied;
+
+  // Deno's permission checks refuse with its own words, `Requires net access to "host:443",
+  // run again with the --allow-net flag`: advice for a deno command line the guest does not
+  // have. The sandbox's own account, in the exact words the host's kind table matches
+  // (sandbox_denied), is what the guest reads from fetch and WebSocket, here and in its
+  // Workers, and what the host reads of any other such refusal. Returned: the translator,
+  // which also says whether a message already is one of the sandbox's (already=true).
+  function guardNetwork(global: any): (message: string, already?: boolean) => string | null {
+    const exec = Function.prototype.call.bind(RegExp.prototype.exec) as (re: RegExp, s: string) => any;
+    const then = Function.prototype.call.bind(Promise.prototype.then) as (p: any, ok: any, no: any) => any;
+    const construct = Reflect.construct, stringify = JSON.stringify, TypeErrorCtor = TypeError, Str = String;
+    const setPrototypeOf = Object.setPrototypeOf;
+    const DENO = /^Requires (\w+) access(?: to (.*?))?, (?:run again with|specify)/;
+    const OURS = /^no (?:network access|file access|environment variables|subprocesses|system information|native libraries|operating system access|Deno namespace) in this sandbox(?:: "(?:[^"\\\n]|\\.)*" was not (?:reached|read|written|run|loaded))?$/;
+    const QUOTED = /^"(?:[^"\\\n]|\\.)*"$/;
+    const WHAT: { [permission: string]: [string, string] } = {
+      __proto__: null as any,
+      net: ["network access", "reached"],
+      read: ["file access", "read"],
+      write: ["file access", "written"],
+      env: ["environment variables", "read"],
+      run: ["subprocesses", "run"],
+      sys: ["system information", "read"],
+      ffi: ["native libraries", "loaded"],
+    };
+    const translate = (message: string, already?: boolean): string | null => {
+      if (already) return exec(OURS, message) === null ? null : message;
+      const found = exec(DENO, message);
+      if (found === null || found[1] === "import") return null;
+      const what = WHAT[found[1]];
+      if (what === undefined) return "no operating system access in this sandbox";
+      if (found[2] === undefined) return `no ${what[0]} in this sandbox`;
+      const target = exec(QUOTED, found[2]) !== null ? found[2] : stringify(found[2]);
+      return `no ${what[0]} in this sandbox: ${target} was not ${what[1]}`;
+    };
+    const indexOf = Function.prototype.call.bind(String.prototype.indexOf) as (s: string, t: string, i?: number) => number;
+    const slice = Function.prototype.call.bind(String.prototype.slice) as (s: string, a: number, b?: number) => string;
+    // The sandbox's TypeError for an error a network API threw, or the error itself. Its
+    // stack is the refused error's, whose frames say where the guest made the call.
+    const refusal = (e: any): any => {
+      let message = "", stack: any;
+      try { message = Str(e.message); stack = e.stack; } catch { return e; }
+      const text = translate(message);
+      if (text === null) return e;
+      const error = new TypeErrorCtor(text);
+      if (typeof stack !== "string") return error;
+      // Deno's frames and this wrapper's (in a guest Worker, the prologue's data: URL) go.
+      let kept = `TypeError: ${text}`;
+      for (let from = indexOf(stack, "\n"); from >= 0;) {
+        const to = indexOf(stack, "\n", from + 1);
+        const line = to < 0 ? slice(stack, from) : slice(stack, from, to);
+        if (indexOf(line, "ext:") < 0 && indexOf(line, "data:text/javascript,(function") < 0) kept += line;
+        from = to;
+      }
+      defineProperty(error, "stack", { __proto__: null, value: kept, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+      return error;
+    };
+    const nativeFetch = global.fetch;
+    if (typeof nativeFetch === "function") {
+      // init's default keeps fetch.length at 1, as the native one's.
+      const fetch = { fetch(_input: any, _init: any = undefined): Promise<any> {
+        return then(apply(nativeFetch, global, arguments), undefined, (e: any) => { throw refusal(e); });
+      } }.fetch;
+      defineProperty(global, "fetch", { __proto__: null, value: fetch, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+    }
+    const socket = describe(global, "WebSocket");
+    if (socket !== undefined && socket.configurable) {
+      const wrap = (Native: any): any => {
+        if (typeof Native !== "function") return Native;
+        function WebSocket(...args: any[]): any {
+          if (new.target === undefined) throw new TypeErrorCtor("Failed to construct 'WebSocket': Please use the 'new' operator.");
+          try { return construct(Native, args, new.target); } catch (e) { throw refusal(e); }
+        }
+        defineProperty(WebSocket, "prototype", { __proto__: null, value: Native.prototype } as PropertyDescriptor);
+        // Its static members (WebSocket.OPEN, ...) through the native class.
+        setPrototypeOf(WebSocket, Native);
+        return WebSocket;
+      };
+      const settle = (value: any): void => {
+        defineProperty(global, "WebSocket", { __proto__: null, value, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+      };
+      // Deno may load the class on first use, as it does Worker: wrapped then, not now.
+      const load = socket.get;
+      if (load === undefined) settle(wrap(socket.value));
+      else {
+        defineProperty(global, "WebSocket", {
+          __proto__: null,
+          get() { const value = wrap(apply(load, global, [])); settle(value); return value; },
+          set: settle,
+          enumerable: false,
+          configurable: true,
+        } as PropertyDescriptor);
+      }
+    }
+    return translate;
+  }
 }
-guardWorkers(globalThis, guardWorkers.toString());
+const denied = guardWorkers(globalThis, guardWorkers.toString());
 
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
 // Array.prototype can hold no index property from here on: with its length read-only, V8

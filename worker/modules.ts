@@ -193,17 +193,25 @@ export function hasModules(): boolean {
 const OWN = /^(?:node|data|blob):/;
 
 const REMOTE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+// The sandbox's account of an import it cannot load, in the program's terms (the host reads
+// these exact words: pydeno/_taxonomy.py's import_refused). What the host may do about it
+// (add_module) is the operator's, and the exception's note says it.
+const REASONS: { [scheme: string]: string } = {
+  "npm:": "npm packages are not available",
+  "jsr:": "jsr packages are not available",
+  "http:": "remote modules are not available",
+  "https:": "remote modules are not available",
+  "file:": "files are not available",
+};
+const NOT_ADDED = "it was not added; only added modules and node: built-ins can be imported";
+const IN_THE_SANDBOX = " cannot be imported in this sandbox: ";
 
 /** The message for an import of what was not added (Deno's own, for a computed
  * specifier, is rewritten to it too: see unresolved). */
 export function notAddedMessage(specifier: string): string {
-  const shown = JSONStringify(specifier);
-  if (RegExpExec(REMOTE, specifier) !== null) {
-    return `module ${shown} cannot be imported: the guest reaches no network or file; the host can add ` +
-      `the module's source under a name with add_module("name", source)`;
-  }
-  return `module ${shown} was not added: only modules the host added with add_module(${shown}, source) ` +
-    "can be imported (and node: modules)";
+  const scheme = RegExpExec(REMOTE, specifier);
+  const reason = scheme === null ? NOT_ADDED : (REASONS[scheme[0]] ?? "remote modules are not available");
+  return `module ${JSONStringify(specifier)}${IN_THE_SANDBOX}${reason}`;
 }
 
 function notAdded(specifier: string): never {
@@ -211,14 +219,32 @@ function notAdded(specifier: string): never {
 }
 
 const DENO_UNRESOLVED = /^(?:Import "(.*)" not a dependency|Relative import path "(.*)" not prefixed with \/ or \.\/ or \.\.\/|Module not found "(.*)")/;
+// Deno's module loader refusing what the worker's flags forbid: its words name those flags.
+const DENO_NO_NPM = /^npm specifiers were requested; but --no-npm is specified/;
+const DENO_NO_JSR = /^JSR package manifest for '([^']*)' failed to load\. /;
+const DENO_NO_REMOTE = /^A remote specifier was requested: "(.*)", but --no-remote is specified/;
+const DENO_NO_ACCESS = /^Requires (read|import) access to "(.*)", /;
 
-/** For the message of an error Deno's resolver threw (an import() of a computed specifier),
- * the message naming add_module; null for any other message. */
-export function unresolved(message: string): string | null {
+/** For the message of an error Deno's module loader threw (a specifier it cannot resolve or
+ * may not load), the sandbox's own message; null for any other message. A TypeError is what
+ * the loader throws; the same permission words on another error are not an import's. */
+export function unresolved(message: string, name: string): string | null {
   const found = RegExpExec(DENO_UNRESOLVED, message);
-  if (found === null) return null;
-  const specifier = found[1] ?? found[2] ?? found[3];
-  return typeof specifier === "string" ? notAddedMessage(specifier) : null;
+  if (found !== null) {
+    const specifier = found[1] ?? found[2] ?? found[3];
+    return typeof specifier === "string" ? notAddedMessage(specifier) : null;
+  }
+  if (RegExpExec(DENO_NO_NPM, message) !== null) return "npm packages cannot be imported in this sandbox";
+  const jsr = RegExpExec(DENO_NO_JSR, message);
+  if (jsr !== null) return notAddedMessage("jsr:" + jsr[1]);
+  const remote = RegExpExec(DENO_NO_REMOTE, message);
+  if (remote !== null) return notAddedMessage(remote[1]);
+  const access = name === "TypeError" ? RegExpExec(DENO_NO_ACCESS, message) : null;
+  if (access !== null) {
+    return `module ${JSONStringify(access[2])}${IN_THE_SANDBOX}` +
+      (access[1] === "read" ? REASONS["file:"] : REASONS["https:"]);
+  }
+  return null;
 }
 
 function base64(text: string): string {

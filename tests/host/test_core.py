@@ -262,7 +262,7 @@ def test_a_host_functions_exception_reaches_the_guest_with_its_details_hidden() 
             False,
             [
                 "KeyError",
-                "host function f() raised KeyError (details hidden; pass expose_host_errors=True to show them)",
+                "host function f() failed on the host (KeyError); its details are hidden from the program",
             ],
         ]
     ]

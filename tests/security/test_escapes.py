@@ -56,8 +56,9 @@ PLACE_MS: Final = 8000  # a Web Worker / node worker / module running every atte
 EVAL_TIMEOUT: Final = 30.0
 ENV_NAME: Final = "PYDENO_ESCAPE_SECRET"
 MARKER_GLOBAL: Final = "__pydeno_escape_marker"
-# What shows that an attempt reached a permission check: Deno's own refusal.
-PERMISSION_REFUSAL: Final = re.compile(r"NotCapable|Requires \w+ access")
+# What shows that an attempt reached a permission check: Deno's own refusal, or the sandbox's
+# account of it (fetch and WebSocket say "no network access in this sandbox: ..." instead).
+PERMISSION_REFUSAL: Final = re.compile(r"NotCapable|Requires \w+ access|\bno [a-zA-Z ]+ in this sandbox\b")
 MAX_ACCEPTS: Final = 16
 # A worker reports under this name what API internals threw outside any attempt's promise.
 STRAY: Final = "(thrown outside the attempts)"
@@ -106,7 +107,7 @@ function __deno() {
 async function __nodeProcess() { return (await import("node:process")).default; }
 // For an API whose refusal comes first: any other failure means it got past the refusal
 // (a library loaded but had no entry point, a file opened but was no database, ...).
-const __PERMISSION = /NotCapable|Requires \w+ access/;
+const __PERMISSION = /NotCapable|Requires \w+ access|\bno [a-zA-Z ]+ in this sandbox\b/;
 async function __mustBeRefused(what, run, refusal = __PERMISSION) {
   try { return await run(); } catch (e) {
     if (refusal.test(`${e?.name}: ${e?.message}`)) throw e;
@@ -114,7 +115,8 @@ async function __mustBeRefused(what, run, refusal = __PERMISSION) {
   }
 }
 // SQLite's own refusals: no database may be attached (ATTACH, VACUUM INTO), no extension loaded.
-const __SQLITE_REFUSAL = /NotCapable|Requires \w+ access|too many attached databases|not authorized/;
+const __SQLITE_REFUSAL =
+  /NotCapable|Requires \w+ access|\bno [a-zA-Z ]+ in this sandbox\b|too many attached databases|not authorized/;
 async function __runAll(attempts, ms) {
   const names = Object.keys(attempts);
   const outcomes = await Promise.all(names.map(async (name) => {
