@@ -368,11 +368,11 @@ _BUSY_HINT: Final = "Nothing ran: send the same call again in a moment, or make 
 
 
 class ServerBusy(CheckoutTimeout):
-    """The server turned a call away because it was full; ``operator_fix`` is the flags to
-    change, for the server's log."""
+    """The server turned a call away because it was full; its hint (and ``operator_fix``)
+    is the flags to change, for the server's log; its model hint is what a client can do."""
 
     def __init__(self, message: str, operator_fix: str) -> None:
-        super().__init__(f"this server is busy: {message}; nothing ran", hint=_BUSY_HINT)
+        super().__init__(f"this server is busy: {message}; nothing ran", hint=operator_fix, model_hint=_BUSY_HINT)
         self.operator_fix = operator_fix
 
 

@@ -211,6 +211,9 @@ def busy_refusals(results: list[Any]) -> list[Any]:
         and r.structured_content["error"]["kind"] == "checkout_timeout"
         and r.structured_content["error"]["retryable"] is True
         and r.structured_content["error"]["message"].startswith("this server is busy")
+        # What a model can do, never the operator's flags (those are in the server's log).
+        and r.structured_content["error"]["hint"].startswith("Nothing ran: send the same call again")
+        and "--" not in r.structured_content["error"]["hint"]
     ]
 
 
@@ -460,6 +463,7 @@ async def test_a_busy_session_never_gives_way_to_a_new_one() -> None:
         error = refused["structuredContent"]["error"]
         assert error["kind"] == "checkout_timeout" and error["retryable"] is True
         assert error["message"].startswith("this server is busy: it keeps 1 sessions (--max-sessions)")
+        assert error["hint"].startswith("Nothing ran: send the same call again") and "--" not in error["hint"]
 
 
 def test_the_idle_timeout_default_fits_one_shot_clients(capsys: pytest.CaptureFixture[str]) -> None:
