@@ -1,8 +1,8 @@
 """pydeno's exception tree.
 
 Every exception pydeno raises on purpose is one of these, a documented builtin
-(``TypeError``/``ValueError`` for a bad argument, ``RuntimeError`` for a closed object),
-or cancellation::
+(``TypeError``/``ValueError`` for a bad argument, ``RuntimeError`` for a misuse such as a
+paused run), or cancellation::
 
     PydenoError                 base of everything below
     ├── JavaScriptError         the guest threw or failed to compile (.name, .message, .stack)
@@ -11,6 +11,7 @@ or cancellation::
     │                           anyio.fail_after raising TimeoutError means *your* deadline fired)
     ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
     ├── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
+    ├── ClosedError             a closed runtime, function or session was used (also a RuntimeError)
     ├── CheckoutTimeout         a pool had no fresh worker within checkout_timeout (nothing ran)
     ├── LeaseTimeout            a session stayed leased elsewhere past lease_timeout (nothing ran)
     ├── SessionLimitError       an owner reached its cap of live sessions or stored bytes
@@ -48,6 +49,7 @@ __all__ = [
     "error_fields",
     "ActorDied",
     "CheckoutTimeout",
+    "ClosedError",
     "JavaScriptError",
     "JournalError",
     "LeaseTimeout",
@@ -251,6 +253,15 @@ class RuntimeForceKilled(PydenoError):
     """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""
 
     KIND_RULE = ("type", "force_killed")
+
+
+class ClosedError(PydenoError, RuntimeError):
+    """A closed runtime, function handle, stream or session was used. Also a builtin
+    ``RuntimeError``; ``str()`` is the kind table's exact phrase (``runtime is closed``,
+    ``Function has been closed``, ...), and ``.hint`` (shown in the note) says what closed
+    it: ``close()``, ``terminate()``, or the failure that closed it, with its kind."""
+
+    KIND_RULE = ("type", "closed")
 
 
 class CheckoutTimeout(PydenoError):
@@ -571,13 +582,12 @@ def start_failed(reason: str, cause: BaseException | None = None) -> WorkerCrash
 
 
 @_factory
-def closed_error(message: str) -> RuntimeError:
-    """What a closed runtime, function handle or session raises when used: a plain
-    RuntimeError with the kind table's exact message, whose kind is closed. It carries
-    .kind, .hint and .docs, but no note: a misuse of the API reads as Python's own."""
-    exc = RuntimeError(message)
-    _explain(exc, None, "closed", note=False)
-    return exc
+def closed_error(message: str, why: str | None = None) -> ClosedError:
+    """What a closed runtime, function handle or session raises when used: the kind table's
+    exact message, and a hint that says what closed it (``why``, host-authored: close() was
+    called, or the failure that closed it, quoted)."""
+    fix = Catalog["closed"].fix
+    return ClosedError(message, hint=f"{why}. {fix}" if why else fix, _kind="closed")
 
 
 @_factory

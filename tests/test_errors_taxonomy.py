@@ -795,9 +795,12 @@ TABLE = [
         ),
         id="limits_unmeasurable: the worker's memory cannot be read",
     ),
-    pytest.param(Case("closed", RuntimeError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"),
     pytest.param(
-        Case("closed", RuntimeError, closed_function, "Function has been closed"), id="closed: a closed JsFunction"
+        Case("closed", pydeno.ClosedError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"
+    ),
+    pytest.param(
+        Case("closed", pydeno.ClosedError, closed_function, "Function has been closed"),
+        id="closed: a closed JsFunction",
     ),
     pytest.param(
         Case(

@@ -34,10 +34,11 @@ from .._errors import (
     terminated,
 )
 from .._options import RuntimeOptions
+from .._taxonomy import classify_error
 from ._codec import Codec
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["NEED_DATA", "Command", "Core", "Observer"]
+__all__ = ["CLOSED_BY_CALL", "NEED_DATA", "Command", "Core", "Observer", "closed_after"]
 
 log = logging.getLogger("pydeno.console")
 
@@ -49,6 +50,15 @@ TICK: Final = 0.25
 # looks in a tight loop, the async one once per turn of the event loop; so a long command
 # costs at most this much host CPU, and never holds the event loop.
 LOOK_NS: Final = 200_000
+
+# What closed a runtime, as the note of a later use of it says.
+CLOSED_BY_CALL: Final = "close() was called on the runtime (by the code, or by the pool, session or block owning it)"
+_ABANDONED: Final = (
+    "the runtime was closed when its caller abandoned a running command (a cancellation, an outer "
+    "deadline or KeyboardInterrupt): the worker's state was unknown, so it was killed"
+)
+# A quoted failure is cut here: it may end in the worker's last line of stderr.
+_MAX_QUOTED: Final = 500
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 # Names a bound function may not take: reserved words, and globals the guest relies on.
@@ -67,6 +77,17 @@ _LEVELS: Final = {
     "warn": logging.WARNING,
     "error": logging.ERROR,
 }
+
+
+def closed_after(exc: BaseException) -> str:
+    """What closed a runtime that exc ended: its kind and its (host-authored) message."""
+    if not isinstance(exc, Exception):
+        return _ABANDONED
+    kind = classify_error(exc).kind
+    text = str(exc)
+    if len(text) > _MAX_QUOTED:
+        text = text[:_MAX_QUOTED] + "..."
+    return f"the runtime was closed after {kind}: {text}" if text else f"the runtime was closed after {kind}"
 
 
 class Observer(Protocol):
@@ -145,16 +166,20 @@ class Core:
         self.terminate_deadline: float | None = None
         self._look_until = 0  # ns_clock; see LOOK_NS
         self.closed = False
+        # What closed the runtime, host-authored, for the note of every later use of it.
+        self.closed_by = ""
 
-    def close(self) -> None:
-        """Close the runtime (idempotent): the observer stops the worker."""
+    def close(self, why: str = CLOSED_BY_CALL) -> None:
+        """Close the runtime (idempotent): the observer stops the worker. why says what
+        closed it; the first reason given is kept."""
         if not self.closed:
             self.closed = True
+            self.closed_by = why
             self.observer.closed()
 
     def check_open(self) -> None:
         if self.closed:
-            raise closed_error("runtime is closed")
+            raise closed_error("runtime is closed", self.closed_by)
 
     # -- values ----------------------------------------------------------------------
     def _make_function(self, function_id: int) -> Any:
@@ -362,7 +387,7 @@ class Core:
         if self.closed:
             return None
         if not self.commands:
-            self.close()
+            self.close("terminate() was called while no command ran, which closes the runtime")
             return None
         if self.terminate_deadline is None:
             self.terminate_deadline = self.clock() + self.options.terminate_grace
@@ -375,7 +400,7 @@ class Core:
     # -- failures: each closes the runtime (ending the worker) and returns the error ------
     def fail(self, exc: Exception) -> Exception:
         """Close the runtime for exc (which ends the worker); return exc to raise."""
-        self.close()
+        self.close(closed_after(exc))
         return exc
 
     def protocol_failure(self, err: ProtocolError) -> Exception:
@@ -389,7 +414,7 @@ class Core:
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's
         state is unknown, so it is killed and the runtime closed."""
-        self.close()
+        self.close(_ABANDONED)
 
     def startup_deadline(self) -> float:
         return self.clock() + self.options.startup_timeout

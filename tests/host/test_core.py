@@ -349,5 +349,5 @@ def test_a_closed_core_refuses_to_go_on() -> None:
     core.close()
     core.close()
     assert observer.told == [("closed",)]
-    with pytest.raises(RuntimeError, match=r"\Aruntime is closed\Z"):
+    with pytest.raises(RuntimeError, match=r"\Aruntime is closed\nKind: closed "):
         core.check_open()

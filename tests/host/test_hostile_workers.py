@@ -56,13 +56,13 @@ def assert_message(exc: BaseException, prefix: str, detail: str) -> None:
 
 def assert_closed(rt: pydeno.Runtime) -> None:
     assert rt.closed
-    with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+    with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
         rt.eval("1")
 
 
 async def assert_closed_async(rt: pydeno.AsyncRuntime) -> None:
     assert rt.closed
-    with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+    with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
         await rt.eval("1")
 
 
