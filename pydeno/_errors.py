@@ -128,6 +128,14 @@ class JavaScriptError(PydenoError):
     own properties, such as ``code``). A thrown error has no cause, no errors and no
     properties.
 
+    What the guest threw when it is not an ``Error`` (``throw {code: 42}``, a string, a
+    number, ``null``...) is kept whole: ``has_value`` is True and ``value`` is it, converted
+    as a returned value would be (``{"code": 42}``), and ``message`` shows it as
+    ``console.log`` would (``{ code: 42 }``; a string as itself). A thrown value that cannot
+    be converted (a cycle, a function, a getter that throws, over ``max_message_bytes``) is
+    left out: ``has_value`` is False and ``message`` ends with why. A thrown ``Error``, and an
+    Error value, have no value (``value`` is None).
+
     Any JavaScriptError passed to JavaScript (an argument, a host function's result, an
     item of either) becomes a real ``Error`` with the same name, message, stack, cause,
     errors and properties, of the built-in class its name names (``TypeError``...) or else
@@ -146,6 +154,8 @@ class JavaScriptError(PydenoError):
     has_cause: bool
     errors: list[object] | None
     properties: dict[str, object]
+    value: object
+    has_value: bool
 
     def __init__(
         self,
@@ -176,6 +186,8 @@ class JavaScriptError(PydenoError):
         self.cause = None if cause is _NO_CAUSE else cause
         self.errors = None if errors is None else list(errors)
         self.properties = {} if properties is None else dict(properties)
+        self.value = None
+        self.has_value = False
         for key in self.properties:
             if type(key) is not str:
                 raise TypeError(f"JavaScriptError properties must have str keys, not {type(key).__name__}")
@@ -613,10 +625,16 @@ _OVER_FRAME: Final = re.compile(
 )
 
 
-def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: int) -> JavaScriptError:
-    """The JavaScriptError for an error the worker reported; a value over max_message_bytes
-    gets a fix that names that limit instead of the generic one."""
+def worker_reported(
+    name: str, message: str, stack: str, thrown: list[object] | None = None, *, max_message_bytes: int
+) -> JavaScriptError:
+    """The JavaScriptError for an error the worker reported (thrown: [the value], for a thrown
+    value that is not an Error); a value over max_message_bytes gets a fix that names that
+    limit instead of the generic one."""
     exc = JavaScriptError(name, message, stack)
+    if thrown:
+        exc.value = thrown[0]
+        exc.has_value = True
     found = _OVER_FRAME.match(message)
     if found is None or getattr(exc, "kind", None) != "js_error":
         return exc

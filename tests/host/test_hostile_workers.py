@@ -152,7 +152,7 @@ BAD_ANSWERS = [
     ("unknown_kind", PROTOCOL, "unexpected frame of kind 99 with 3 items"),
     ("result_wrong_arity", PROTOCOL, "unexpected frame of kind 1 with 2 items"),
     ("result_id_not_int", PROTOCOL, "unexpected frame of kind 1 with 3 items"),
-    ("error_not_strings", PROTOCOL, "unexpected frame of kind 2 with 5 items"),
+    ("error_not_strings", PROTOCOL, "unexpected frame of kind 2 with 6 items"),
     ("second_hello", PROTOCOL, f"unexpected frame of kind {W_HELLO} with 5 items"),
     ("console_bad_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
     ("console_unhashable_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
