@@ -11,7 +11,6 @@ supervisor (pydeno/host/_supervisor.py) owns the worker and is told through
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Callable
@@ -33,14 +32,15 @@ from .._errors import (
     protocol_broken,
     terminated,
 )
-from .._options import RuntimeOptions
+from .._options import RuntimeOptions, console_log
 from .._taxonomy import classify_error
 from ._codec import Codec
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = ["CLOSED_BY_CALL", "NEED_DATA", "Command", "Core", "Observer", "closed_after"]
 
-log = logging.getLogger("pydeno.console")
+# Where a failing on_console handler is reported: the guest's console output's own logger.
+log = console_log
 
 # While waiting, drivers wake at least this often to drain stderr and check the worker.
 TICK: Final = 0.25
@@ -70,13 +70,6 @@ _RESERVED: Final = frozenset(
         "protected public await arguments eval undefined NaN Infinity globalThis console"
     ).split()
 )
-_LEVELS: Final = {
-    "log": logging.INFO,
-    "info": logging.INFO,
-    "debug": logging.DEBUG,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-}
 
 
 def closed_after(exc: BaseException) -> str:
@@ -292,12 +285,8 @@ class Core:
                     f"pydeno: console output went over max_console_bytes={self.options.max_console_bytes} "
                     "in this command; the rest is dropped",
                 )
-        handler = self.options.on_console
-        if handler is None:
-            log.log(_LEVELS.get(event.level, logging.INFO), "%s", event.text)
-            return
         try:
-            handler(event.level, event.text)
+            self.options.on_console(event.level, event.text)
         except Exception:
             # The handler is the caller's code; its failure must not leave a command
             # half-read, so it is logged and the command goes on.
