@@ -126,7 +126,7 @@ from ._runtime import Runtime
 from ._sandbox import sandbox_status
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
-from ._version import PROJECT, __version__, about, mixed_install
+from ._version import PROJECT, __version__, about, extra_missing, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -465,7 +465,7 @@ def _errors(argv: Sequence[str]) -> int:
 
 # -- pydeno mcp ------------------------------------------------------------------------
 
-MCP_EXTRA_MISSING: Final = "pydeno mcp needs the mcp extra: pip install 'pydeno[mcp]'"
+MCP_EXTRA_MISSING: Final = extra_missing("pydeno mcp", "mcp")
 _MCP_EPILOG = """\
 The tool: run_javascript {code: string, timeout?: seconds}. Its result is the run's
 ExecutionResult as structured content (ok, value, stdout, stderr, error with its kind,
