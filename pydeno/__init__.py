@@ -20,6 +20,7 @@ from ._code_mode import CodeMode
 from ._errors import (
     ActorDied,
     CheckoutTimeout,
+    ClosedError,
     FetchFailed,
     FetchRefused,
     FetchTimeout,
@@ -68,6 +69,7 @@ __all__ = [
     "AsyncSandboxPool",
     "AsyncSessionPool",
     "CheckoutTimeout",
+    "ClosedError",
     "CodeMode",
     "ErrorInfo",
     "ExecutionResult",

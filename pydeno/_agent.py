@@ -637,7 +637,9 @@ class SessionDriver:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise closed_error("the session is closed")
+            runtime = f"its runtime is closed: {self._rt._closed_by}"
+            why = "close() was called on the session" if self._closed else runtime
+            raise closed_error("the session is closed", why)
 
     def _check_idle(self) -> None:
         self._check_open()

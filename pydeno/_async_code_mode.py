@@ -29,7 +29,7 @@ from ._execution import (
     program,
     type_errors,
 )
-from ._options import RuntimeKwargs, checked_options
+from ._options import RuntimeKwargs, checked_options, console_handler
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
 from .host._core import Command
 from .host._wire import HostCall
@@ -65,7 +65,9 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve)
         self.max_output_chars = check_output_chars(max_output_chars)
         options: dict[str, Any] = dict(runtime_kwargs)
-        self._user_console = options.pop("on_console", None)
+        console = options.pop("on_console", None)
+        # None: the result alone keeps the program's console output.
+        self._user_console = None if console is None else console_handler(console)
         checked = checked_options(type(self), options)  # refuse a bad option now, not at the first execution
         self._sandbox: str = checked.sandbox
         self._check_timeout = checked.timeout if checked.timeout is not None else 60.0

@@ -24,7 +24,7 @@ from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, checked_options
 from ._stats import Stats
 from ._syntax import place_error
-from .host._core import NEED_DATA, Command
+from .host._core import NEED_DATA, Command, closed_after
 from .host._monitor import Watch
 from .host._process import WorkerProcess
 from .host._supervisor import Supervisor
@@ -179,6 +179,11 @@ class AsyncRuntime(NeedsAsyncWith):
     def closed(self) -> bool:
         return self._core.closed
 
+    @property
+    def _closed_by(self) -> str:
+        """What closed the runtime ("" while it is open), for a closed handle's note."""
+        return self._core.closed_by
+
     def stats(self) -> dict[str, Any]:
         """This runtime's figures as a new JSON-ready dict (docs/observability.md):
         ``commands``, ``host_calls``, ``cpu_seconds``, ``peak_rss_bytes``, ``workers_started``,
@@ -292,7 +297,7 @@ class AsyncRuntime(NeedsAsyncWith):
                 finally:
                     self._sup.internal_commands += self._sup.commands - before
         except BaseException as exc:
-            core.close()
+            core.close(closed_after(exc))
             self._sup.failed(exc)
             raise
 

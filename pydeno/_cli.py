@@ -84,8 +84,8 @@ unambiguous should come from values JSON holds. The JSON is UTF-8 whatever the l
 ``pydeno errors`` prints the kind table (kind, retryable, larger limits, summary) from the
 catalog (:data:`pydeno._taxonomy.Catalog`); ``pydeno errors KIND`` prints that kind's page,
 the same text as the docs' ``errors/KIND.md`` (which scripts/gen_error_docs.py generates from the
-same catalog) without its generated-file comment. An unknown kind exits 2 and lists the
-kinds. ``--json`` prints the rows (or the one row) as JSON instead.
+same catalog) without its generated-file comment. An unknown kind exits 2, naming the nearest
+kinds (``did you mean 'timeout'?``) and listing them all. ``--json`` prints the rows (or the one row) as JSON instead.
 
 ``pydeno doctor``
 -----------------
@@ -123,6 +123,7 @@ import argparse
 import base64
 import dataclasses
 import datetime as _dt
+import difflib
 import json
 import math
 import re
@@ -139,7 +140,7 @@ from ._sandbox import sandbox_status
 from ._syntax import place_text, placed, top_level_return
 from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._values import Undefined
-from ._version import PROJECT, __version__, about, mixed_install
+from ._version import PROJECT, __version__, about, extra_missing, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -462,6 +463,20 @@ def _error_row(kind: str, *, full: bool) -> dict[str, Any]:
     return out
 
 
+def _nearest_kinds(typed: str) -> str:
+    """``did you mean 'a' or 'b'?`` for the kinds nearest to typed (case and - for _ forgiven
+    in the comparison, never in what is accepted; those it starts, then difflib's), or ""."""
+    wanted = typed.strip().lower().replace("-", "_")
+    near = [kind for kind in Catalog if wanted and kind.startswith(wanted)]
+    near += difflib.get_close_matches(wanted, list(Catalog), n=3, cutoff=0.6)
+    near = list(dict.fromkeys(near))[:3]
+    if not near:
+        return ""
+    quoted = [repr(kind) for kind in near]
+    shown = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f"did you mean {shown}?"
+
+
 def _errors(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="pydeno errors",
@@ -477,7 +492,9 @@ def _errors(argv: Sequence[str]) -> int:
             print(_error_table())
         return EXIT_OK
     if args.kind not in Catalog:
-        parser.error(f"unknown kind {args.kind!r}; the kinds are: {', '.join(Catalog)}")
+        guess = _nearest_kinds(args.kind)
+        listed = f"{guess} The kinds are" if guess else "the kinds are"
+        parser.error(f"unknown kind {args.kind!r}; {listed}: {', '.join(Catalog)}")
     if args.json:
         _write_json(_error_row(args.kind, full=True), indent=2)
     else:
@@ -487,7 +504,7 @@ def _errors(argv: Sequence[str]) -> int:
 
 # -- pydeno mcp ------------------------------------------------------------------------
 
-MCP_EXTRA_MISSING: Final = "pydeno mcp needs the mcp extra: pip install 'pydeno[mcp]'"
+MCP_EXTRA_MISSING: Final = extra_missing("pydeno mcp", "mcp")
 _MCP_EPILOG = """\
 The tool: run_javascript {code: string, timeout?: seconds}. Its result is the run's
 ExecutionResult as structured content (ok, value, stdout, stderr, error with its kind,

@@ -1,8 +1,8 @@
 """pydeno's exception tree.
 
 Every exception pydeno raises on purpose is one of these, a documented builtin
-(``TypeError``/``ValueError`` for a bad argument, ``RuntimeError`` for a closed object),
-or cancellation::
+(``TypeError``/``ValueError`` for a bad argument, ``RuntimeError`` for a misuse such as a
+paused run), or cancellation::
 
     PydenoError                 base of everything below
     ├── JavaScriptError         the guest threw or failed to compile (.name, .message, .stack)
@@ -11,6 +11,7 @@ or cancellation::
     │                           anyio.fail_after raising TimeoutError means *your* deadline fired)
     ├── RuntimeTerminated       terminate() stopped the command and the worker acknowledged it
     ├── RuntimeForceKilled      terminate() was never acknowledged; the worker was killed
+    ├── ClosedError             a closed runtime, function or session was used (also a RuntimeError)
     ├── CheckoutTimeout         a pool had no fresh worker within checkout_timeout (nothing ran)
     ├── LeaseTimeout            a session stayed leased elsewhere past lease_timeout (nothing ran)
     ├── SessionLimitError       an owner reached its cap of live sessions or stored bytes
@@ -51,6 +52,7 @@ __all__ = [
     "error_fields",
     "ActorDied",
     "CheckoutTimeout",
+    "ClosedError",
     "JavaScriptError",
     "JournalError",
     "LeaseTimeout",
@@ -144,6 +146,14 @@ class JavaScriptError(PydenoError):
     ``(line L, column C)`` and a note shows the line with a caret. Any other error's
     ``line`` and ``column`` are None.
 
+    What the guest threw when it is not an ``Error`` (``throw {code: 42}``, a string, a
+    number, ``null``...) is kept whole: ``has_value`` is True and ``value`` is it, converted
+    as a returned value would be (``{"code": 42}``), and ``message`` shows it as
+    ``console.log`` would (``{ code: 42 }``; a string as itself). A thrown value that cannot
+    be converted (a cycle, a function, a getter that throws, over ``max_message_bytes``) is
+    left out: ``has_value`` is False and ``message`` ends with why. A thrown ``Error``, and an
+    Error value, have no value (``value`` is None).
+
     Any JavaScriptError passed to JavaScript (an argument, a host function's result, an
     item of either) becomes a real ``Error`` with the same name, message, stack, cause,
     errors and properties, of the built-in class its name names (``TypeError``...) or else
@@ -165,6 +175,8 @@ class JavaScriptError(PydenoError):
     column: int | None = None
     errors: list[object] | None
     properties: dict[str, object]
+    value: object
+    has_value: bool
 
     def __init__(
         self,
@@ -195,6 +207,8 @@ class JavaScriptError(PydenoError):
         self.cause = None if cause is _NO_CAUSE else cause
         self.errors = None if errors is None else list(errors)
         self.properties = {} if properties is None else dict(properties)
+        self.value = None
+        self.has_value = False
         for key in self.properties:
             if type(key) is not str:
                 raise TypeError(f"JavaScriptError properties must have str keys, not {type(key).__name__}")
@@ -272,6 +286,15 @@ class RuntimeForceKilled(PydenoError):
     """``terminate()`` was not acknowledged within ``terminate_grace``; the worker was killed."""
 
     KIND_RULE = ("type", "force_killed")
+
+
+class ClosedError(PydenoError, RuntimeError):
+    """A closed runtime, function handle, stream or session was used. Also a builtin
+    ``RuntimeError``; ``str()`` is the kind table's exact phrase (``runtime is closed``,
+    ``Function has been closed``, ...), and ``.hint`` (shown in the note) says what closed
+    it: ``close()``, ``terminate()``, or the failure that closed it, with its kind."""
+
+    KIND_RULE = ("type", "closed")
 
 
 class CheckoutTimeout(PydenoError):
@@ -626,13 +649,12 @@ def start_failed(reason: str, cause: BaseException | None = None) -> WorkerCrash
 
 
 @_factory
-def closed_error(message: str) -> RuntimeError:
-    """What a closed runtime, function handle or session raises when used: a plain
-    RuntimeError with the kind table's exact message, whose kind is closed. It carries
-    .kind, .hint and .docs, but no note: a misuse of the API reads as Python's own."""
-    exc = RuntimeError(message)
-    _explain(exc, None, "closed", note=False)
-    return exc
+def closed_error(message: str, why: str | None = None) -> ClosedError:
+    """What a closed runtime, function handle or session raises when used: the kind table's
+    exact message, and a hint that says what closed it (``why``, host-authored: close() was
+    called, or the failure that closed it, quoted)."""
+    fix = Catalog["closed"].fix
+    return ClosedError(message, hint=f"{why}. {fix}" if why else fix, _kind="closed")
 
 
 @_factory
@@ -658,12 +680,18 @@ _OVER_FRAME: Final = re.compile(
 )
 
 
-def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: int) -> JavaScriptError:
-    """The JavaScriptError for an error the worker reported. Some get a fix of their own
-    instead of their kind's generic one: a value over max_message_bytes names that limit, a
-    host function's failure the guest did not catch names the function and how to show its
-    details, and a refusal of the sandbox names what gives the guest that access instead."""
+def worker_reported(
+    name: str, message: str, stack: str, thrown: list[object] | None = None, *, max_message_bytes: int
+) -> JavaScriptError:
+    """The JavaScriptError for an error the worker reported (thrown: [the value], for a thrown
+    value that is not an Error). Some get a fix of their own instead of their kind's generic
+    one: a value over max_message_bytes names that limit, a host function's failure the guest
+    did not catch names the function and how to show its details, and a refusal of the sandbox
+    names what gives the guest that access instead."""
     exc = JavaScriptError(name, message, stack)
+    if thrown:
+        exc.value = thrown[0]
+        exc.has_value = True
     kind = getattr(exc, "kind", None)
     hint = model_hint = None
     found = _OVER_FRAME.match(message)
@@ -674,8 +702,9 @@ def worker_reported(name: str, message: str, stack: str, *, max_message_bytes: i
             f"{what} (a smaller value, or the rest in later calls), "
             f"or raise max_message_bytes= (now {limit_text(max_message_bytes)})"
         )
+        told = what.replace("the code", "the program")
         model_hint = (
-            f"{what.replace('the code', 'the program')}: a smaller value, or the rest in later calls "
+            f"{told[0].upper()}{told[1:]}: a smaller value, or the rest in later calls "
             f"(a value may be at most {human_bytes(max_message_bytes)})"
         )
     elif kind == "tool_failed" and failed is not None:

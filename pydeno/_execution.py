@@ -487,7 +487,7 @@ class Execution:
         if isinstance(exc, TypeCheckError):
             first = next((d for d in exc.diagnostics if d["file"] == PROGRAM), None)
             line, column = (int(str(first["line"])), int(str(first["column"]))) if first else (None, None)
-        return {
+        error: dict[str, Any] = {
             "name": name,
             "message": message,
             "line": line,
@@ -500,6 +500,15 @@ class Execution:
             # (those are in the exception's hint and note, result.exception).
             "hint": _model_hint(exc, info.kind),
         }
+        # What the program threw, when it is not an Error: whole, or (over max_output_chars)
+        # left out, and the message's rendering of it is what is shown.
+        if isinstance(exc, JavaScriptError) and exc.has_value:
+            thrown = jsonable(exc.value)
+            if len(json.dumps(thrown, ensure_ascii=False)) <= self.max_output_chars:
+                error["value"] = thrown
+            else:
+                cut.add("error")
+        return error
 
 
 def _model_hint(exc: BaseException, kind: str) -> str:
@@ -524,7 +533,8 @@ class ExecutionResult:
     (the largest resident size the monitor sampled during it, or the worker's at its end) and
     ``host_calls`` (host-function calls answered: the tool calls, and any other bound
     function's); all three 0 when no worker ran it. ``str(result)`` is the text a model
-    should read."""
+    should read. A program that threw something other than an Error (``throw {code: 42}``)
+    has it in the error dict as ``value``, in to_dict's JSON form."""
 
     ok: bool
     value: Any

@@ -16,6 +16,9 @@ class FunctionOwner(Protocol):
     @property
     def closed(self) -> bool: ...
 
+    @property
+    def _closed_by(self) -> str: ...
+
     def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any: ...
 
     def _release_function(self, function_id: int) -> None: ...
@@ -26,9 +29,10 @@ class JsFunction:
 
     On a :class:`~pydeno.Runtime` the call returns the value; on an
     :class:`~pydeno.AsyncRuntime` it returns an awaitable. ``close()`` releases the
-    function in the worker; afterwards a call raises ``RuntimeError("Function has been
-    closed")``. Handles are released automatically when garbage-collected and when the
-    runtime closes.
+    function in the worker; afterwards a call raises :class:`~pydeno.ClosedError` (a
+    ``RuntimeError``) ``"Function has been closed"``, whose note says whether the handle or
+    its runtime was closed, and by what. Handles are released automatically when
+    garbage-collected and when the runtime closes.
     """
 
     __slots__ = ("__weakref__", "_closed", "_id", "_owner")
@@ -65,5 +69,6 @@ def function_id(fn: JsFunction, owner: FunctionOwner) -> int:
     if fn._owner is not owner:
         raise ValueError("a JsFunction can only be passed back to the runtime it came from")
     if fn.closed:
-        raise closed_error("Function has been closed")
+        why = "close() was called on this JsFunction" if fn._closed else f"its runtime is closed: {owner._closed_by}"
+        raise closed_error("Function has been closed", why)
     return fn._id

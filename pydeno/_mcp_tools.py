@@ -23,6 +23,7 @@ import anyio
 from ._checks import optional_seconds
 from ._errors import ToolError, UpstreamError
 from ._tool import Tool
+from ._version import missing_extra
 
 __all__ = ["mcp_tools"]
 
@@ -220,7 +221,13 @@ async def _listing(server: str, session: Any) -> list[Any]:
         elif "cursor" in parameters:
             page = await list_tools(cursor=cursor)
         elif "params" in parameters:
-            from mcp.types import PaginatedRequestParams
+            try:
+                from mcp.types import PaginatedRequestParams
+            except ImportError as exc:
+                missing = missing_extra(exc, "pydeno.mcp_tools", "mcp", frozenset({"mcp"}))
+                if missing is None:
+                    raise
+                raise missing from exc
 
             page = await list_tools(params=PaginatedRequestParams(cursor=cursor))
         else:

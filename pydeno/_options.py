@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime
 import difflib
 import inspect
+import logging
+import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Literal, TypedDict
 
@@ -26,12 +28,15 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "OPTION_NAMES",
     "SANDBOX_MODES",
+    "CONSOLE_DESTINATIONS",
+    "ConsoleDestination",
     "ConsoleHandler",
     "RuntimeKwargs",
     "RuntimeOptions",
     "SandboxMode",
     "check_option_names",
     "checked_options",
+    "console_handler",
 ]
 
 DEFAULT_TIMEOUT: Final = 30.0
@@ -43,6 +48,77 @@ SandboxMode = Literal["require", "best_effort", "off"]
 SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("require", "best_effort", "off")
 
 ConsoleHandler = Callable[[str, str], Any]
+# Where on_console may name instead of a callable (docs/quickstart.md, "Console output").
+ConsoleDestination = Literal["print", "stderr", "log"]
+CONSOLE_DESTINATIONS: Final[tuple[ConsoleDestination, ...]] = ("print", "stderr", "log")
+
+console_log: Final = logging.getLogger("pydeno.console")
+CONSOLE_LEVELS: Final = {
+    "log": logging.INFO,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
+_TO_STDERR: Final = frozenset({"warn", "error"})
+
+
+def _to_logger(level: str, text: str) -> None:
+    console_log.log(CONSOLE_LEVELS.get(level, logging.INFO), "%s", text)
+
+
+def _to_stderr(level: str, text: str) -> None:
+    # The stream is looked up at each line: a redirect (contextlib.redirect_stderr, a test's
+    # capture) made after the runtime started still applies.
+    print(text, file=sys.stderr, flush=True)
+
+
+def _to_print(level: str, text: str) -> None:
+    print(text, file=sys.stderr if level in _TO_STDERR else sys.stdout, flush=True)
+
+
+def _by_default(level: str, text: str) -> None:
+    """on_console=None: the logger once logging is configured (a handler anywhere on the
+    logger's way to the root, as logging.basicConfig() or a framework adds), else stderr, so
+    that the first console.log of a script that never set up logging is seen."""
+    if _logging_configured():
+        _to_logger(level, text)
+    else:
+        _to_stderr(level, text)
+
+
+def _logging_configured() -> bool:
+    """Logger.hasHandlers(), but not counting the NullHandler that pydeno, as a library,
+    puts on its own logger."""
+    logger: logging.Logger | None = console_log
+    while logger is not None:
+        if any(type(handler) is not logging.NullHandler for handler in logger.handlers):
+            return True
+        if not logger.propagate:
+            return False
+        logger = logger.parent
+    return False
+
+
+_DESTINATIONS: Final[dict[str, ConsoleHandler]] = {"print": _to_print, "stderr": _to_stderr, "log": _to_logger}
+
+
+def console_handler(on_console: object) -> ConsoleHandler:
+    """The callable that on_console names: itself, one of CONSOLE_DESTINATIONS, or (None) the
+    default; anything else is refused, naming the choices."""
+    if on_console is None:
+        return _by_default
+    if callable(on_console):
+        return on_console
+    choices = "on_console must be a callable (level, text), 'print', 'stderr', 'log' or None"
+    if not isinstance(on_console, str):
+        raise TypeError(f"{choices}, got {type(on_console).__name__}")
+    handler = _DESTINATIONS.get(on_console)
+    if handler is None:
+        close = difflib.get_close_matches(on_console, CONSOLE_DESTINATIONS, n=1)
+        suggestion = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"{choices}, got {on_console!r}{suggestion}")
+    return handler
 
 
 class RuntimeKwargs(TypedDict, total=False):
@@ -63,7 +139,7 @@ class RuntimeKwargs(TypedDict, total=False):
     jitless: bool
     startup_timeout: float
     terminate_grace: float
-    on_console: ConsoleHandler | None
+    on_console: ConsoleHandler | ConsoleDestination | None
     expose_host_errors: bool
     sandbox: SandboxMode
     random_seed: int | None
@@ -89,7 +165,7 @@ class RuntimeOptions:
         jitless: bool = True,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         terminate_grace: float = 1.0,
-        on_console: ConsoleHandler | None = None,
+        on_console: ConsoleHandler | ConsoleDestination | None = None,
         expose_host_errors: bool = False,
         sandbox: SandboxMode = "require",
         random_seed: int | None = None,
@@ -110,9 +186,7 @@ class RuntimeOptions:
         self.jitless = jitless
         self.startup_timeout = seconds("startup_timeout", startup_timeout)
         self.terminate_grace = seconds("terminate_grace", terminate_grace)
-        if on_console is not None and not callable(on_console):
-            raise TypeError("on_console must be a callable (level, text) or None")
-        self.on_console = on_console
+        self.on_console = console_handler(on_console)
         if not isinstance(expose_host_errors, bool):
             raise TypeError("expose_host_errors must be True or False")
         self.expose_host_errors = expose_host_errors

@@ -314,7 +314,7 @@ class LeaseBook:
 
     def check_open(self) -> None:
         if self.closed:
-            raise closed_error("the session pool is closed")
+            raise closed_error("the session pool is closed", "close() was called on the session pool")
 
     def counts(self) -> dict[str, int]:
         leased = sum(1 for e in self.live.values() if e.leased)

@@ -6,7 +6,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Final
 
-__all__ = ["PROJECT", "__version__", "about", "mixed_install"]
+__all__ = ["PROJECT", "__version__", "about", "extra_missing", "mixed_install", "missing_extra"]
 
 __version__ = "0.1.0"
 PROJECT: Final = "pydeno: supervised Deno worker processes"
@@ -35,3 +35,24 @@ def mixed_install(facts: dict[str, str]) -> str | None:
         f"warning: the installed metadata says pydeno {installed}, this code is {facts['version']}: another "
         "project named pydeno (the one on PyPI) was installed over or under this one; reinstall in a fresh venv"
     )
+
+
+def extra_missing(what: str, extra: str) -> str:
+    """What a feature says when its extra is not installed. ``pip install 'pydeno[x]'``
+    where this pydeno is installed keeps it and adds only what the extra needs; in a fresh
+    environment it would fetch the other project of that name, so the message says how to
+    install this one."""
+    return (
+        f"{what} needs the {extra} extra: pip install 'pydeno[{extra}]' where this pydeno is installed "
+        f"(pip keeps it and adds what the extra needs), or pip install -e '.[{extra}]' in a checkout of it; "
+        "the pydeno on PyPI is another project, so install this one from its repository (see README)"
+    )
+
+
+def missing_extra(exc: ImportError, what: str, extra: str, packages: frozenset[str]) -> ModuleNotFoundError | None:
+    """The error to raise for exc, if what it says is missing is one of packages (the extra's
+    top-level import names), else None: a package missing inside an installed extra for
+    another reason is not blamed on the extra."""
+    if (exc.name or "").partition(".")[0] not in packages:
+        return None
+    return ModuleNotFoundError(extra_missing(what, extra), name=exc.name)

@@ -1,13 +1,15 @@
 """Code Mode for pydantic-ai agents: ``CodeModeToolset`` gives an agent one code tool.
 
-Install with ``pip install 'pydeno[pydantic-ai]'``; ``import pydeno`` never imports this
-module. The agent's model sees a single tool (``run_code`` unless named otherwise) whose
-description is the Code Mode prompt (:meth:`~pydeno.AsyncCodeMode.describe`: how to write a
-program, and the tools' TypeScript declarations). The tools given to the toolset (plain
-functions, :class:`~pydeno.Tool` objects and pydantic-ai toolsets such as a
-``FunctionToolset``) are what the program calls as ``tools.<name>(...)``; the model never
-calls them directly. Each run of an agent gets its own worker, started at the first program
-and killed when the run ends.
+It needs the ``pydantic-ai`` extra (``pip install -e '.[pydantic-ai]'`` in a checkout, or
+``pip install 'pydeno[pydantic-ai]'`` where this pydeno is installed; without it, importing
+this module says so); ``import pydeno`` never imports this module. The agent's model sees
+a single tool (``run_code`` unless named otherwise) whose description is the Code Mode
+prompt (:meth:`~pydeno.AsyncCodeMode.describe`: how to write a program, and the tools'
+TypeScript declarations). The tools given to the toolset (plain functions,
+:class:`~pydeno.Tool` objects and pydantic-ai toolsets such as a ``FunctionToolset``) are
+what the program calls as ``tools.<name>(...)``; the model never calls them directly. Each
+run of an agent gets its own worker, started at the first program and killed when the run
+ends.
 """
 
 from __future__ import annotations
@@ -20,14 +22,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Unpack
 
 import anyio
-import pydantic
-from pydantic_ai import RunContext
-from pydantic_ai import Tool as AgentTool
-from pydantic_ai.exceptions import ModelRetry, ToolFailed
-from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
-from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import SchemaValidator, core_schema
 
 from ._async_code_mode import AsyncCodeMode
 from ._checks import NeedsAsyncWith
@@ -36,6 +30,24 @@ from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
 from ._mcp_tools import js_name
 from ._options import RuntimeKwargs, check_option_names
 from ._tool import Tool
+from ._version import missing_extra
+
+try:
+    import pydantic
+    from pydantic_ai import RunContext
+    from pydantic_ai import Tool as AgentTool
+    from pydantic_ai.exceptions import ModelRetry, ToolFailed
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+    from pydantic_ai.toolsets.abstract import ToolsetTool
+    from pydantic_core import SchemaValidator, core_schema
+except ImportError as exc:
+    missing = missing_extra(
+        exc, "pydeno.pydantic_ai", "pydantic-ai", frozenset({"pydantic_ai", "pydantic", "pydantic_core"})
+    )
+    if missing is None:
+        raise
+    raise missing from exc
 
 __all__ = ["CodeModeToolset"]
 

@@ -1,6 +1,8 @@
 """Sandboxes on a Ray cluster: :class:`RayPool` and :class:`RayCodeMode`.
 
-Install with ``pip install 'pydeno[ray]'``; ``import pydeno`` never imports this module.
+It needs the ``ray`` extra (``pip install -e '.[ray]'`` in a checkout); ``import pydeno``
+never imports this module. Every node needs this pydeno too: docs/ray.md says how to ship
+its wheel with a job (never a ``"pip"`` entry naming pydeno: that installs another project).
 
     import ray
     import pydeno.ray
@@ -46,14 +48,18 @@ from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, Execution, Exec
 from ._options import RuntimeKwargs, checked_options
 from ._retry_policy import RetryPolicy, delay, gave_up, retry_policy
 from ._stats import Stats, merge_dicts
+from ._version import extra_missing, missing_extra
 
-RAY_EXTRA_MISSING: Final = "pydeno.ray needs the ray extra: pip install 'pydeno[ray]'"
+RAY_EXTRA_MISSING: Final = extra_missing("pydeno.ray", "ray")
 
 try:
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 except ImportError as exc:
-    raise ImportError(RAY_EXTRA_MISSING, name="ray") from exc
+    missing = missing_extra(exc, "pydeno.ray", "ray", frozenset({"ray"}))
+    if missing is None:
+        raise
+    raise missing from exc
 
 from ._ray_actor import CONTROL, SandboxActor  # noqa: E402 - it imports ray, checked just above
 

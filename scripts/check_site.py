@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import site_requirements
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -424,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screenshots", type=Path, help="write PNG screenshots of the key pages here")
     parser.add_argument("--json", type=Path, help="write the whole report here as JSON")
     args = parser.parse_args(argv)
+    # The build and the browser both need the docs extra: say what is missing, once, first.
+    problem = site_requirements.check()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
     with tempfile.TemporaryDirectory(prefix="pydeno-site-") as tmp:
         site = args.site
         if site is None:

@@ -32,11 +32,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import docs_charts
-from docs_charts import METRICS, Metric, figure
 from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File, Files
-from mkdocs.utils import get_relative_url
+from site_requirements import check, message, name_of, requirements
+
+# Before anything the docs extra brings is imported: a partial install stops here, naming
+# what is missing and the install.
+if (_problem := check()) is not None:
+    raise PluginError(_problem)
+try:
+    import docs_charts
+    from docs_charts import METRICS, Metric, figure
+    from mkdocs.structure.files import File, Files
+    from mkdocs.utils import get_relative_url
+except ModuleNotFoundError as _missing:
+    # Installed by its metadata, yet not importable (a broken install).
+    _wanted = {name_of(r).lower().replace("-", "_"): r for r in requirements()}
+    raise PluginError(message([_wanted.get(_missing.name or "", _missing.name or "a module")])) from None
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"

@@ -795,9 +795,12 @@ TABLE = [
         ),
         id="limits_unmeasurable: the worker's memory cannot be read",
     ),
-    pytest.param(Case("closed", RuntimeError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"),
     pytest.param(
-        Case("closed", RuntimeError, closed_function, "Function has been closed"), id="closed: a closed JsFunction"
+        Case("closed", pydeno.ClosedError, closed_runtime, "runtime is closed"), id="closed: a closed runtime"
+    ),
+    pytest.param(
+        Case("closed", pydeno.ClosedError, closed_function, "Function has been closed"),
+        id="closed: a closed JsFunction",
     ),
     pytest.param(
         Case(
@@ -1265,25 +1268,32 @@ STDOUT_FORGERIES = [
         id="a second handshake",
     ),
     pytest.param(
-        "fs.writeSync(1, frame([2], [0xcd, 3, 0xe7], str('WorkerCrashed'), str(FORGED), str('')))",
+        "fs.writeSync(1, frame([2], [0xcd, 3, 0xe7], str('WorkerCrashed'), str(FORGED), str(''), [0x90]))",
         pydeno.WorkerCrashed,
         "protocol_violation",
         r"worker broke protocol: an answer to request 999, which is not pending",
         id="an error answering a request never made",
     ),
     pytest.param(
-        "fs.writeSync(1, frame([2], [1], str('WorkerCrashed'), str(FORGED), str('')))",
+        "fs.writeSync(1, frame([2], [1], str('WorkerCrashed'), str(FORGED), str(''), [0x90]))",
         pydeno.JavaScriptError,
         "js_error",
         r"Evaluation failed: WorkerCrashed: worker used 1 bytes, over max_memory=1; killed",
         id="an error answering the running eval",
     ),
     pytest.param(
-        "fs.writeSync(1, frame([2], [1], str(''), str(FORGED), str('')))",
+        "fs.writeSync(1, frame([2], [1], str(''), str(FORGED), str(''), [0x90]))",
         pydeno.JavaScriptError,
         "js_error",
         r"Evaluation failed: worker used 1 bytes, over max_memory=1; killed",
         id="an error with no name answering the running eval",
+    ),
+    pytest.param(
+        "fs.writeSync(1, frame([2], [1], str(''), str(FORGED), str(''), [0x91, 0x2a]))",
+        pydeno.JavaScriptError,
+        "js_error",
+        r"Evaluation failed: worker used 1 bytes, over max_memory=1; killed",
+        id="an error with a thrown value answering the running eval",
     ),
 ]
 

@@ -84,7 +84,7 @@ def assert_message(exc: BaseException, pattern: str) -> re.Match[str]:
 
 def assert_closed(rt: pydeno.Runtime) -> None:
     assert rt.closed
-    with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+    with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
         rt.eval("1")
 
 
@@ -586,7 +586,7 @@ async def test_terminate_from_another_task_stops_the_running_async_eval(
         assert_message(outcome[0], message)
         assert_kind(outcome[0], kind)
         assert rt.closed
-        with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+        with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
             await rt.eval("1")
 
 
@@ -622,7 +622,7 @@ async def test_terminate_with_no_async_command_running_just_closes_the_runtime()
         assert await rt.eval("1") == 1
         rt.terminate()
         assert rt.closed
-        with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+        with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
             await rt.eval("1")
 
 

@@ -462,7 +462,7 @@ def test_without_the_mcp_extra_pydeno_mcp_exits_2_saying_how_to_install_it(
     monkeypatch.setitem(sys.modules, "mcp", None)
     monkeypatch.delitem(sys.modules, "pydeno._mcp_server", raising=False)
     assert _cli.main(["mcp"]) == 2
-    assert capsys.readouterr().err == "pydeno mcp needs the mcp extra: pip install 'pydeno[mcp]'\n"
+    assert capsys.readouterr().err == _cli.MCP_EXTRA_MISSING + "\n"
 
 
 def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -222,7 +222,7 @@ def test_a_result_over_max_message_bytes_gets_a_fix_that_names_the_limit(small_f
     # What a model reads: the program's terms and the size, no option.
     assert (
         exc.model_hint
-        == "return less from the program: a smaller value, or the rest in later calls (a value may be at most 2 KiB)"
+        == "Return less from the program: a smaller value, or the rest in later calls (a value may be at most 2 KiB)"
     )
     assert small_frames.eval("'still alive'") == "still alive"
 

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -184,7 +185,91 @@ def test_importing_pydeno_ray_without_ray_installed_names_the_extra_to_install()
         "import pydeno; print(pydeno.Runtime.__name__)"
     )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert child.stdout.splitlines() == ["pydeno.ray needs the ray extra: pip install 'pydeno[ray]'", "Runtime"]
+    message, still = child.stdout.splitlines()
+    assert message.startswith("pydeno.ray needs the ray extra: pip install 'pydeno[ray]' where this pydeno is")
+    assert still == "Runtime"
+
+
+# -- shipping this project to the nodes ---------------------------------------------------------
+RAY_DOCS = Path(__file__).resolve().parent.parent / "docs" / "ray.md"
+
+
+def test_the_docs_ship_this_project_to_the_nodes_never_the_pypi_name() -> None:
+    text = RAY_DOCS.read_text()
+    # "pip": ["pydeno..."] installs the other project of that name from PyPI on every node.
+    assert not re.search(r"""["']pip["']\s*:\s*\[\s*["']pydeno""", text)
+    assert '"py_modules": ["dist/pydeno-' in text
+
+
+SHIPPED_DRIVER = """
+import sys
+
+address, wheel, checkout = sys.argv[1:]
+# The driver runs this checkout's pydeno; the actors get only what the job ships them.
+sys.path.insert(0, checkout)
+
+import ray
+
+import pydeno.ray
+
+# The docs' runtime_env; env_vars only takes this checkout off the actors' path (the test's
+# own PYTHONPATH), as on a node that never had it.
+runtime_env = {"py_modules": [wheel], "env_vars": {"PYTHONPATH": ""}}
+ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+
+
+@ray.remote(num_cpus=0)
+def where():
+    import pydeno
+
+    return pydeno.__file__
+
+
+print(ray.get(where.remote(), timeout=300))
+with pydeno.ray.RayPool(actors=1, num_cpus_per_actor=0.5, timeout=10, start_timeout=300) as pool:
+    print(pool.eval("6 * 7"))
+ray.shutdown()
+"""
+
+
+def test_a_wheel_shipped_in_py_modules_as_the_docs_show_is_what_the_actors_run(cluster: None, tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("pydeno-*.whl")
+    # A job of its own on this cluster: Ray uploads what py_modules names only for a job's
+    # runtime_env (ray.init), as the docs show it.
+    address = ray.get_runtime_context().gcs_address
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    job = subprocess.run(
+        [sys.executable, "-c", SHIPPED_DRIVER, address, str(wheel), str(root)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    location, value = job.stdout.split()
+    # Ray installed the wheel into a directory of its own on the node: not the driver's copy.
+    assert "runtime_resources" in location and location.endswith("pydeno/__init__.py"), location
+    assert not location.startswith(str(root))
+    assert value == "42"
 
 
 # -- arguments ----------------------------------------------------------------------------------

@@ -898,7 +898,7 @@ def test_a_closed_jsfunction_raises_when_called_and_close_is_idempotent(rt: pyde
     fn.close()
     fn.close()
     assert fn.closed
-    with pytest.raises(RuntimeError, match=r"^Function has been closed$"):
+    with pytest.raises(RuntimeError, match=r"^Function has been closed\nKind: closed "):
         fn()
     assert rt.eval("1 + 1") == 2
 

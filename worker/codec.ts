@@ -113,6 +113,8 @@ const EMPTY: any[] = [];
 // V8's brands, none of which a prototype can fake or hide, and none of which throws: an Error
 // ([[ErrorData]]) crosses faithfully; the others are refused.
 const IsError: (v: any) => boolean = (ErrorCtor as any).isError ?? denoCore.isNativeError;
+/** Whether v is a real Error (V8's brand): it crosses as one, never as a thrown value. */
+export const isErrorValue: (v: any) => boolean = IsError;
 const IsWeakMap: (v: any) => boolean = denoCore.isWeakMap;
 const IsWeakSet: (v: any) => boolean = denoCore.isWeakSet;
 const IsRegExp: (v: any) => boolean = denoCore.isRegExp;
@@ -338,6 +340,9 @@ export class Writer {
   private keys: any = ObjectCreate(null);
   // classRefusal's answers for the value being encoded, by prototype; made on first use.
   private verdicts: any = null;
+  // Set while a thrown value is encoded: it carries no function, whose handle would keep a
+  // guest function alive for as long as the host keeps the exception (and could not be pickled).
+  thrown = false;
 
   constructor(maxBytes: number, maxDepth: number, hooks: EncodeHooks) {
     this.cap = 1 << 16;
@@ -652,6 +657,7 @@ export class Writer {
       case "symbol":
         throw new CodecError(`cannot convert a Symbol (${this.where(depth)})`);
       case "function": {
+        if (this.thrown) throw new CodecError(`${this.where(depth)} is a function, which a thrown value does not carry`);
         const id = this.hooks.registerFunction(v);
         this.ext(EXT_FUNCTION, null, 4);
         DVSetUint32(this.view, this.pos, id);

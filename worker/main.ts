@@ -9,7 +9,7 @@
 
 // deno-lint-ignore-file no-explicit-any
 import { Session } from "node:inspector";
-import { CodecError, holesReadUndefined, Reader, Writer } from "./codec.ts";
+import { CodecError, holesReadUndefined, isErrorValue, Reader, Writer } from "./codec.ts";
 import {
   addModule,
   exportsOf,
@@ -462,13 +462,24 @@ const writer = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
 });
 writer.decodeRatio = config.max_decode_ratio ?? writer.decodeRatio;
 config = {} as WorkerSettings;
+// Console frames have a writer of their own: a guest getter that logs while a value is being
+// converted (a result, a thrown value, a host call's arguments) runs in the middle of the
+// main writer's frame, which must not be reset under it. Such a line goes out first, whole.
+const consoleWriter = new Writer(MAX_MESSAGE_BYTES, MAX_DEPTH, {
+  registerFunction() { throw new CodecError("a console line carries no function"); },
+  errorStack() { return ""; },
+});
+// Whether the main writer holds a frame not yet sent: from beginFrame to flushWriter (or to
+// the failure that abandons it).
+let framing = false;
 
-function flushWriter(): void {
-  const len = writer.pos - FRAME_HEADER_BYTES;
-  const b = writer.buf;
+function flushWriter(w: Writer = writer): void {
+  if (w === writer) framing = false;
+  const len = w.pos - FRAME_HEADER_BYTES;
+  const b = w.buf;
   b[0] = len >>> 24; b[1] = (len >>> 16) & 0xff; b[2] = (len >>> 8) & 0xff; b[3] = len & 0xff;
   let off = 0;
-  const total = writer.pos;
+  const total = w.pos;
   try {
     while (off < total) off += writeSync(U8Subarray(b, off, total));
   } catch {
@@ -477,11 +488,12 @@ function flushWriter(): void {
   }
 }
 
-function beginFrame(kind: number, n: number): void {
-  writer.reset();
-  writer.pos = FRAME_HEADER_BYTES;
-  writer.header(0x90, -1, 0xdc, 0xdd, n, 15);
-  writer.int(kind);
+function beginFrame(kind: number, n: number, w: Writer = writer): void {
+  if (w === writer) framing = true;
+  w.reset();
+  w.pos = FRAME_HEADER_BYTES;
+  w.header(0x90, -1, 0xdc, 0xdd, n, 15);
+  w.int(kind);
 }
 
 // Bounds on the parts of an error report, so that it always fits in a frame: a guest can
@@ -494,14 +506,44 @@ function clip(text: string): string {
     : text;
 }
 
-function sendError(id: number, e: any): void {
+// A thrown value's refusal is cut here: its text comes from the guest's getters too.
+const REFUSAL_CHARS = 1024;
+
+/** Answers request id with the error e. A thrown value that is not an Error (e is a guest's,
+ * and `thrown` is true) travels whole too, converted like any value under the same limits;
+ * one that cannot be (a cycle, a function, a getter that throws, too large) is left out and
+ * the message says why. */
+function sendError(id: number, e: any, thrown = true): void {
   const d = describe(e);
-  beginFrame(W_ERROR, 5);
-  writer.int(id);
-  writer.str(clip(d[0]));
-  writer.str(clip(d[1]));
-  writer.str(clip(d[2]));
+  const name = clip(d[0]), stack = clip(d[2]);
+  let message = clip(d[1]);
+  if (thrown && !isErrorValue(e)) {
+    try {
+      errorFrame(id, name, message, stack);
+      writer.header(0x90, -1, 0xdc, 0xdd, 1, 15);
+      writer.thrown = true;
+      writer.top(e);
+      flushWriter();
+      return;
+    } catch (refusal) {
+      let why = describe(refusal)[1];
+      if (why.length > REFUSAL_CHARS) why = StringSlice(why, 0, REFUSAL_CHARS) + "…";
+      message = `${message} [the thrown value could not be converted: ${why}]`;
+    } finally {
+      writer.thrown = false;
+    }
+  }
+  errorFrame(id, name, message, stack);
+  writer.header(0x90, -1, 0xdc, 0xdd, 0, 15);
   flushWriter();
+}
+
+function errorFrame(id: number, name: string, message: string, stack: string): void {
+  beginFrame(W_ERROR, 6);
+  writer.int(id);
+  writer.str(name);
+  writer.str(message);
+  writer.str(stack);
 }
 
 // A long array result goes out in parts, each a run of its items, so that the host decodes
@@ -527,7 +569,7 @@ function sendResult(id: number, value: any): void {
     // Handles registered while encoding a value that then failed would never be released.
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
     const d = describe(e);
-    sendError(id, { name: d[0], message: `result could not be converted: ${d[1]}`, stack: "" });
+    sendError(id, { name: d[0], message: `result could not be converted: ${d[1]}`, stack: "" }, false);
     return;
   }
   flushWriter();
@@ -565,27 +607,36 @@ function sendConsole(level: ConsoleLevel, text: string): void {
     text = StringSlice(text, 0, MAX_CONSOLE_CHARS) + ` …[${text.length - MAX_CONSOLE_CHARS} more characters]`;
   }
   consoleSent += text.length;
-  beginFrame(W_CONSOLE, 3);
-  writer.str(level);
-  writer.str(text);
-  flushWriter();
+  beginFrame(W_CONSOLE, 3, consoleWriter);
+  consoleWriter.str(level);
+  consoleWriter.str(text);
+  flushWriter(consoleWriter);
 }
 
 /** name, message, stack of a thrown value, read defensively: the guest may have made any of
- * them a throwing getter, and the stack loses the frames that belong to this worker. */
+ * them a throwing getter, and the stack loses the frames that belong to this worker. A thrown
+ * string is its own message; any other value with neither a name nor a message reads as
+ * console.log shows it (`{ code: 42 }`), not as `[object Object]`. */
 function describe(e: any): [string, string, string] {
   let name = "", message = "", stack = "";
   if ((typeof e === "object" && e !== null) || typeof e === "function") {
-    try { name = e.name === undefined ? "" : StringFn(e.name); } catch { name = "Error"; }
-    try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; }
+    let unreadable = false;
+    try { name = e.name === undefined ? "" : StringFn(e.name); } catch { name = "Error"; unreadable = true; }
+    try { message = e.message === undefined ? "" : StringFn(e.message); } catch { message = ""; unreadable = true; }
     const rewritten = sandboxSays(e, name, message);
     if (rewritten !== null) message = rewritten;
     try { stack = typeof e.stack === "string" ? guestStack(e.stack) : ""; } catch { stack = ""; }
     if (name === "" && message === "") {
-      try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
+      message = rendered(e);
+    } else if ((message === "" || unreadable) && !isErrorValue(e)) {
+      // Not an Error, and no message to read it by: it reads as what it is.
+      name = "";
+      message = rendered(e);
     }
+  } else if (typeof e === "string") {
+    message = e;
   } else {
-    try { message = StringFn(e); } catch { message = "<unprintable thrown value>"; }
+    message = rendered(e);
   }
   return [name, message, stack];
 }
@@ -639,6 +690,14 @@ function alreadyDenied(text: string): string | null {
   if (denied(text, true) !== null) return text;
   const at = StringLastIndexOf(text, " at ");
   return at < 0 ? null : denied(StringSlice(text, 0, at), true);
+}
+
+/** A value as console.log shows it, on one line. Deno's inspect shows a Proxy's target
+ * without running its traps and a getter as [Getter] without calling it; a custom inspect
+ * hook of the guest's may throw, which leaves the plain conversion to a string. */
+function rendered(v: any): string {
+  try { return inspect(v, { depth: 4, colors: false, compact: true, breakLength: Infinity }); } catch { /* below */ }
+  try { return StringFn(v); } catch { return "<unprintable thrown value>"; }
 }
 
 /** A stack as the host shows it (of a thrown error, or of an Error value): positions mapped to
@@ -709,6 +768,9 @@ let nextCallId = 1;
 let outstandingCalls = 0; // abandoned calls count until they finish
 
 function hostCall(name: string, args: any[]): Promise<any> {
+  // A getter run while a value is converted: its frame would cut into the one being written.
+  // Thrown, not rejected, so that the conversion fails and says why.
+  if (framing) throw new TypeErrorCtor("a host function cannot be called while a value is being converted");
   if (outstandingCalls >= MAX_INFLIGHT) {
     return PromiseReject(new ErrorCtor(`more than ${MAX_INFLIGHT} host calls in flight`));
   }
@@ -720,6 +782,7 @@ function hostCall(name: string, args: any[]): Promise<any> {
     writer.str(name);
     writer.top(args, -1);
   } catch (e) {
+    framing = false;
     for (let i = mark; i < nextFunctionId; i++) delete functions[i];
     return PromiseReject(new TypeErrorCtor(`arguments to ${name}() could not be converted: ${describe(e)[1]}`));
   }

@@ -5,7 +5,7 @@
 // -- Framing --
 
 /** The version in the worker's handshake; the host refuses any other. */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /**
  * The big-endian unsigned length of its payload that starts every frame, in bytes; the
  * payload is one msgpack array whose first item is the frame's kind.
@@ -54,7 +54,10 @@ export const H_EVAL_MODULE = 9;
 export const W_HELLO = 0;
 /** [W_RESULT, request_id, value] */
 export const W_RESULT = 1;
-/** [W_ERROR, request_id, name, message, stack] */
+/**
+ * [W_ERROR, request_id, name, message, stack, thrown]
+ * thrown is [] for an Error (name, message and stack are its own), else [the value thrown].
+ */
 export const W_ERROR = 2;
 /** [W_HOSTCALL, call_id, function_name, args] */
 export const W_HOSTCALL = 3;

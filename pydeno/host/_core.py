@@ -11,7 +11,6 @@ supervisor (pydeno/host/_supervisor.py) owns the worker and is told through
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Callable
@@ -33,13 +32,15 @@ from .._errors import (
     protocol_broken,
     terminated,
 )
-from .._options import RuntimeOptions
+from .._options import RuntimeOptions, console_log
+from .._taxonomy import classify_error
 from ._codec import Codec
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["NEED_DATA", "Command", "Core", "Observer"]
+__all__ = ["CLOSED_BY_CALL", "NEED_DATA", "Command", "Core", "Observer", "closed_after"]
 
-log = logging.getLogger("pydeno.console")
+# Where a failing on_console handler is reported: the guest's console output's own logger.
+log = console_log
 
 # While waiting, drivers wake at least this often to drain stderr and check the worker.
 TICK: Final = 0.25
@@ -49,6 +50,15 @@ TICK: Final = 0.25
 # looks in a tight loop, the async one once per turn of the event loop; so a long command
 # costs at most this much host CPU, and never holds the event loop.
 LOOK_NS: Final = 200_000
+
+# What closed a runtime, as the note of a later use of it says.
+CLOSED_BY_CALL: Final = "close() was called on the runtime (by the code, or by the pool, session or block owning it)"
+_ABANDONED: Final = (
+    "the runtime was closed when its caller abandoned a running command (a cancellation, an outer "
+    "deadline or KeyboardInterrupt): the worker's state was unknown, so it was killed"
+)
+# A quoted failure is cut here: it may end in the worker's last line of stderr.
+_MAX_QUOTED: Final = 500
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 # Names a bound function may not take: reserved words, and globals the guest relies on.
@@ -60,13 +70,17 @@ _RESERVED: Final = frozenset(
         "protected public await arguments eval undefined NaN Infinity globalThis console"
     ).split()
 )
-_LEVELS: Final = {
-    "log": logging.INFO,
-    "info": logging.INFO,
-    "debug": logging.DEBUG,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-}
+
+
+def closed_after(exc: BaseException) -> str:
+    """What closed a runtime that exc ended: its kind and its (host-authored) message."""
+    if not isinstance(exc, Exception):
+        return _ABANDONED
+    kind = classify_error(exc).kind
+    text = str(exc)
+    if len(text) > _MAX_QUOTED:
+        text = text[:_MAX_QUOTED] + "..."
+    return f"the runtime was closed after {kind}: {text}" if text else f"the runtime was closed after {kind}"
 
 
 class Observer(Protocol):
@@ -145,16 +159,20 @@ class Core:
         self.terminate_deadline: float | None = None
         self._look_until = 0  # ns_clock; see LOOK_NS
         self.closed = False
+        # What closed the runtime, host-authored, for the note of every later use of it.
+        self.closed_by = ""
 
-    def close(self) -> None:
-        """Close the runtime (idempotent): the observer stops the worker."""
+    def close(self, why: str = CLOSED_BY_CALL) -> None:
+        """Close the runtime (idempotent): the observer stops the worker. why says what
+        closed it; the first reason given is kept."""
         if not self.closed:
             self.closed = True
+            self.closed_by = why
             self.observer.closed()
 
     def check_open(self) -> None:
         if self.closed:
-            raise closed_error("runtime is closed")
+            raise closed_error("runtime is closed", self.closed_by)
 
     # -- values ----------------------------------------------------------------------
     def _make_function(self, function_id: int) -> Any:
@@ -267,12 +285,8 @@ class Core:
                     f"pydeno: console output went over max_console_bytes={self.options.max_console_bytes} "
                     "in this command; the rest is dropped",
                 )
-        handler = self.options.on_console
-        if handler is None:
-            log.log(_LEVELS.get(event.level, logging.INFO), "%s", event.text)
-            return
         try:
-            handler(event.level, event.text)
+            self.options.on_console(event.level, event.text)
         except Exception:
             # The handler is the caller's code; its failure must not leave a command
             # half-read, so it is logged and the command goes on.
@@ -362,7 +376,7 @@ class Core:
         if self.closed:
             return None
         if not self.commands:
-            self.close()
+            self.close("terminate() was called while no command ran, which closes the runtime")
             return None
         if self.terminate_deadline is None:
             self.terminate_deadline = self.clock() + self.options.terminate_grace
@@ -375,7 +389,7 @@ class Core:
     # -- failures: each closes the runtime (ending the worker) and returns the error ------
     def fail(self, exc: Exception) -> Exception:
         """Close the runtime for exc (which ends the worker); return exc to raise."""
-        self.close()
+        self.close(closed_after(exc))
         return exc
 
     def protocol_failure(self, err: ProtocolError) -> Exception:
@@ -389,7 +403,7 @@ class Core:
     def interrupted(self) -> None:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's
         state is unknown, so it is killed and the runtime closed."""
-        self.close()
+        self.close(_ABANDONED)
 
     def startup_deadline(self) -> float:
         return self.clock() + self.options.startup_timeout

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # -- Framing --
 
 #: The version in the worker's handshake; the host refuses any other.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 #: The big-endian unsigned length of its payload that starts every frame, in bytes; the
 #: payload is one msgpack array whose first item is the frame's kind.
 FRAME_HEADER_BYTES: Final = 4
@@ -61,6 +61,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
 #: Once, first: nothing else is accepted before it.
 W_HELLO: Final = 0
 W_RESULT: Final = 1
+#: thrown is [] for an Error (name, message and stack are its own), else [the value thrown].
 W_ERROR: Final = 2
 W_HOSTCALL: Final = 3
 W_CONSOLE: Final = 4
@@ -72,7 +73,7 @@ W_PART: Final = 6
 WORKER_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     W_HELLO: ("protocol", "deno_version", "v8_version", "breaches"),
     W_RESULT: ("request_id", "value"),
-    W_ERROR: ("request_id", "name", "message", "stack"),
+    W_ERROR: ("request_id", "name", "message", "stack", "thrown"),
     W_HOSTCALL: ("call_id", "function_name", "args"),
     W_CONSOLE: ("level", "text"),
     W_TERMINATED: (),

@@ -164,7 +164,7 @@ class Supervisor:
         monitor.watch(self.watch)
         if self.core.closed:
             self.closed()
-            raise closed_error("runtime is closed")
+            raise closed_error("runtime is closed", self.core.closed_by)
         return self.process
 
     def started(self) -> None:
@@ -215,7 +215,7 @@ class Supervisor:
         """The worker process of an open runtime; RuntimeError once it is closed."""
         self.core.check_open()
         if self.process is None:
-            raise closed_error("runtime is closed")
+            raise closed_error("runtime is closed", "the runtime has no worker")
         return self.process
 
     def finish(self, command: Command) -> Any:

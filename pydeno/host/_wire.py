@@ -14,7 +14,8 @@ Worker -> host::
 
     [0, protocol, deno_version, v8_version]     HELLO, once, first
     [1, request_id, value]                      RESULT of an eval/call/bind
-    [2, request_id, name, message, stack]       ERROR of an eval/call/bind
+    [2, request_id, name, message, stack, []]   ERROR of an eval/call/bind; [value] in place
+                                                of [] when what was thrown is not an Error
     [3, call_id, function_name, args]           HOSTCALL to a bound Python function
     [4, level, text]                            CONSOLE output of the guest
     [5]                                         TERMINATED: acknowledges TERMINATE, then exits
@@ -346,10 +347,10 @@ class Connection:
                 value = received
             self._complete(rid, Outcome(value=value))
             return Completed(rid)
-        if kind == W_ERROR and n == 5 and type(item[1]) is int and all(type(x) is str for x in item[2:]):
+        if kind == W_ERROR and n == 6 and _error_shaped(item):
             self._parts.pop(item[1], None)
-            name, message, stack = (clean_text(x) for x in item[2:])
-            error = worker_reported(name, message, stack, max_message_bytes=self.max_message_bytes)
+            name, message, stack = (clean_text(x) for x in item[2:5])
+            error = worker_reported(name, message, stack, item[5], max_message_bytes=self.max_message_bytes)
             self._complete(item[1], Outcome(error=error))
             return Completed(item[1])
         if kind == W_HOSTCALL and n == 4 and type(item[1]) is int and type(item[2]) is str and type(item[3]) is list:
@@ -426,3 +427,10 @@ class Connection:
         if outcome.error is not None:
             raise outcome.error
         return outcome.value
+
+
+def _error_shaped(item: list[Any]) -> bool:
+    """Whether an ERROR frame's items are a request id, three strings, and a thrown value
+    of at most one item."""
+    thrown = item[5]
+    return type(item[1]) is int and all(type(x) is str for x in item[2:5]) and type(thrown) is list and len(thrown) <= 1

@@ -69,7 +69,7 @@ def main() -> None:
     elif case == "console":
         write_raw(frame(head(W_CONSOLE, "log") + empties(n)))
     elif case == "error":
-        write_raw(frame(b"\x95" + pack(W_ERROR) + pack(rid) + pack("Error") + empties(n) + pack("")))
+        write_raw(frame(b"\x96" + pack(W_ERROR) + pack(rid) + pack("Error") + empties(n) + pack("") + pack([])))
     elif case == "strings":
         write_raw(frame(head(W_RESULT, rid) + b"\xdd" + struct.pack(">I", n) + b"\xa2ab" * n))
     drain_until_eof()

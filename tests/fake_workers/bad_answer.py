@@ -93,14 +93,14 @@ CASES: dict[str, Callable[[int], bytes]] = {
     "unknown_kind": lambda rid: frame(pack([99, rid, 1])),
     "result_wrong_arity": lambda rid: frame(pack([W_RESULT, rid])),
     "result_id_not_int": lambda rid: frame(pack([W_RESULT, str(rid), 1])),
-    "error_not_strings": lambda rid: frame(pack([W_ERROR, rid, "Error", 42, ""])),
+    "error_not_strings": lambda rid: frame(pack([W_ERROR, rid, "Error", 42, "", []])),
     "second_hello": lambda rid: frame(pack([W_HELLO, PROTOCOL_VERSION, "2.0.0", "13.0", []])),
     "console_bad_level": lambda rid: frame(pack([W_CONSOLE, "shout", "hi"])),
     "console_unhashable_level": lambda rid: frame(pack([W_CONSOLE, ["log"], "hi"])),
     "console_text_not_str": lambda rid: frame(pack([W_CONSOLE, "log", b"bytes"])),
     # -- bookkeeping --
     "unknown_result_id": lambda rid: result(rid + 1000, 1),
-    "unknown_error_id": lambda rid: frame(pack([W_ERROR, rid + 1000, "Error", "boom", ""])),
+    "unknown_error_id": lambda rid: frame(pack([W_ERROR, rid + 1000, "Error", "boom", "", []])),
     "unknown_part_id": lambda rid: part(rid + 1000, [1]),
     # Parts of 400 KiB each: every frame is under the 1 MiB limit, their sum is not.
     "parts_over_limit": lambda rid: b"".join(part(rid, [b"x" * 400 * 1024]) for _ in range(3)) + result(rid, []),

@@ -30,7 +30,7 @@ def main() -> None:
             send([W_CONSOLE, level, text])
         send([W_RESULT, rid, "done"])
     elif case == "error":
-        send([W_ERROR, rid, *ERROR])
+        send([W_ERROR, rid, *ERROR, []])
     drain_until_eof()
 
 

@@ -56,13 +56,13 @@ def assert_message(exc: BaseException, prefix: str, detail: str) -> None:
 
 def assert_closed(rt: pydeno.Runtime) -> None:
     assert rt.closed
-    with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+    with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
         rt.eval("1")
 
 
 async def assert_closed_async(rt: pydeno.AsyncRuntime) -> None:
     assert rt.closed
-    with pytest.raises(RuntimeError, match=r"^runtime is closed$"):
+    with pytest.raises(RuntimeError, match=r"^runtime is closed\nKind: closed "):
         await rt.eval("1")
 
 
@@ -152,7 +152,7 @@ BAD_ANSWERS = [
     ("unknown_kind", PROTOCOL, "unexpected frame of kind 99 with 3 items"),
     ("result_wrong_arity", PROTOCOL, "unexpected frame of kind 1 with 2 items"),
     ("result_id_not_int", PROTOCOL, "unexpected frame of kind 1 with 3 items"),
-    ("error_not_strings", PROTOCOL, "unexpected frame of kind 2 with 5 items"),
+    ("error_not_strings", PROTOCOL, "unexpected frame of kind 2 with 6 items"),
     ("second_hello", PROTOCOL, f"unexpected frame of kind {W_HELLO} with 5 items"),
     ("console_bad_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),
     ("console_unhashable_level", PROTOCOL, "unexpected frame of kind 4 with 3 items"),

@@ -30,7 +30,7 @@ from pydeno.host._wire import (
 )
 
 MiB = 2**20
-HELLO = [0, 3, "2.0.0", "13.0", []]
+HELLO = [0, 4, "2.0.0", "13.0", []]
 
 
 def pack(value: Any) -> bytes:
@@ -73,7 +73,7 @@ def _conversation() -> tuple[Connection, bytes]:
             wire(HELLO),
             wire([4, "log", "hi\x1b[0m"]),
             wire([1, 1, {"a": [1, 2.5, "x"], "b": msgpack.ExtType(0, b"\x00"), "c": b"\x00\xff"}]),
-            wire([2, 2, "RangeError", "too far", "at <eval>:1"]),
+            wire([2, 2, "RangeError", "too far", "at <eval>:1", []]),
             wire([1, 3, None]),
             wire([3, 1, "f", [1, "two"]]),
             wire([4, "warn", "é€😀"]),
@@ -83,7 +83,7 @@ def _conversation() -> tuple[Connection, bytes]:
 
 
 EXPECTED_EVENTS = [
-    Hello(3, "2.0.0", "13.0"),
+    Hello(4, "2.0.0", "13.0"),
     Console("log", "hi[0m"),
     Completed(1),
     Completed(2),
@@ -143,7 +143,7 @@ def test_a_long_stream_of_large_frames_parses_in_any_chunking() -> None:
         for start in range(0, len(stream), size):
             conn.feed(stream[start : start + size])
             seen.extend(events(conn))
-        assert seen == [Hello(3, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
+        assert seen == [Hello(4, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
 
 
 def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
@@ -153,7 +153,7 @@ def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
         conn.feed(data[:end])
         assert conn.next_event() is None
         conn.feed(data[end:])
-        assert conn.next_event() == Hello(3, "2.0.0", "13.0")
+        assert conn.next_event() == Hello(4, "2.0.0", "13.0")
 
 
 # -- refused shapes ----------------------------------------------------------------------------
@@ -200,14 +200,26 @@ REFUSED_AFTER_HANDSHAKE = [
     pytest.param(wire([-1]), False, "unexpected frame of kind -1 with 1 items", id="negative-kind"),
     pytest.param(wire([1, 1, 1, 1]), False, "unexpected frame of kind 1 with 4 items", id="result-arity"),
     pytest.param(wire([1, True, 1]), False, "unexpected frame of kind 1 with 3 items", id="result-bool-id"),
-    pytest.param(wire([2, 1, "E", "m", None]), False, "unexpected frame of kind 2 with 5 items", id="error-stack"),
+    pytest.param(wire([2, 1, "E", "m", None, []]), False, "unexpected frame of kind 2 with 6 items", id="error-stack"),
+    pytest.param(wire([2, 1, "E", "m", ""]), False, "unexpected frame of kind 2 with 5 items", id="error-no-thrown"),
+    pytest.param(
+        wire([2, 1, "E", "m", "", None]), False, "unexpected frame of kind 2 with 6 items", id="error-thrown-nil"
+    ),
+    pytest.param(
+        wire([2, 1, "E", "m", "", [1, 2]]), False, "unexpected frame of kind 2 with 6 items", id="error-thrown-two"
+    ),
+    pytest.param(
+        wire([2, 1, "E", "m", "", {"a": 1}]), False, "unexpected frame of kind 2 with 6 items", id="error-thrown-map"
+    ),
     pytest.param(wire([3, 1, 5, []]), False, "unexpected frame of kind 3 with 4 items", id="hostcall-name"),
     pytest.param(wire([4, "trace", "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-level"),
     pytest.param(wire([4, ["log"], "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-list-level"),
     pytest.param(wire([4, {"a": 1}, "x"]), False, "unexpected frame of kind 4 with 3 items", id="console-map-level"),
     pytest.param(wire(HELLO), False, "unexpected frame of kind 0 with 5 items", id="second-hello"),
     pytest.param(wire([1, 99, None]), False, "an answer to request 99, which is not pending", id="unknown-result"),
-    pytest.param(wire([2, 99, "E", "m", ""]), False, "an answer to request 99, which is not pending", id="unknown-err"),
+    pytest.param(
+        wire([2, 99, "E", "m", "", []]), False, "an answer to request 99, which is not pending", id="unknown-err"
+    ),
     pytest.param(wire([3, 1, "g", []]), False, "host call to 'g', which was never bound", id="unbound-call"),
 ]
 
@@ -226,16 +238,16 @@ def test_a_refused_frame_after_the_handshake_raises_protocol_error(data: bytes, 
 
 
 REFUSED_HANDSHAKES = [
-    pytest.param([0, 4, "2.0.0", "13.0", []], "protocol version 4, expected 3", id="protocol-4"),
-    pytest.param([0, 2, "2.0.0", "13.0", []], "protocol version 2, expected 3", id="protocol-2"),
-    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 3", id="protocol-1"),
-    pytest.param([0, 3, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
-    pytest.param([0, 3, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
-    pytest.param([0, 3, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
-    pytest.param([0, 3, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
-    pytest.param([0, 3, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
+    pytest.param([0, 5, "2.0.0", "13.0", []], "protocol version 5, expected 4", id="protocol-5"),
+    pytest.param([0, 3, "2.0.0", "13.0", []], "protocol version 3, expected 4", id="protocol-3"),
+    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 4", id="protocol-1"),
+    pytest.param([0, 4, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
+    pytest.param([0, 4, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
+    pytest.param([0, 4, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
+    pytest.param([0, 4, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
+    pytest.param([0, 4, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
     pytest.param([0, "2", "2.0.0", "13.0", []], "unexpected frame of kind 0 with 5 items", id="protocol-str"),
-    pytest.param([0, 3, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
+    pytest.param([0, 4, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
     pytest.param([1, 1, None], "the first frame was not a handshake", id="result-first"),
     pytest.param([4, "log", "hello"], "the first frame was not a handshake", id="console-first"),
     pytest.param([3, 1, "f", []], "the first frame was not a handshake", id="hostcall-first"),
@@ -341,7 +353,7 @@ def test_parts_of_two_requests_stay_apart() -> None:
 def test_an_error_after_parts_drops_them_and_the_request_id_answers_alone_later() -> None:
     conn = shaken()
     rid, _ = conn.eval("1")
-    conn.feed(wire([6, rid, [1, 2]]) + wire([2, rid, "RangeError", "too large", ""]))
+    conn.feed(wire([6, rid, [1, 2]]) + wire([2, rid, "RangeError", "too large", "", []]))
     assert events(conn) == [Completed(rid)]
     with pytest.raises(JavaScriptError, match="too large"):
         conn.take(rid)
@@ -606,7 +618,7 @@ def test_clean_text_examples(text: str, expected: str) -> None:
 def test_console_text_and_guest_errors_arrive_cleaned() -> None:
     conn = shaken()
     rid, _ = conn.eval("1")
-    conn.feed(wire([4, "error", "\x1b]0;title\x07ok\n"]) + wire([2, rid, "Type\x1bError", "m\rn", "s\x00t\n"]))
+    conn.feed(wire([4, "error", "\x1b]0;title\x07ok\n"]) + wire([2, rid, "Type\x1bError", "m\rn", "s\x00t\n", []]))
     assert conn.next_event() == Console("error", "]0;titleok\n")
     assert conn.next_event() == Completed(rid)
     with pytest.raises(JavaScriptError) as info:
@@ -616,9 +628,9 @@ def test_console_text_and_guest_errors_arrive_cleaned() -> None:
 
 def test_the_handshake_versions_and_breaches_are_cleaned_and_capped() -> None:
     conn = connection()
-    conn.feed(wire([0, 3, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
+    conn.feed(wire([0, 4, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
     hello = conn.next_event()
-    assert hello == Hello(3, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
+    assert hello == Hello(4, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
     assert conn.hello == hello
 
 

@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from pydeno import undefined
 from pydeno.host._budget import frame_cost, json_cost, json_shape
 from pydeno.host._codec import Codec
-from pydeno.host._protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE
+from pydeno.host._protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE, PROTOCOL_VERSION
 from pydeno.host._wire import Connection, Hello, ProtocolError, frame
 
 MiB = 2**20
-HELLO = [0, 3, "2.0.0", "13.0", []]
+HELLO = [0, PROTOCOL_VERSION, "2.0.0", "13.0", []]
 BOUNDED = settings(max_examples=300, deadline=None)
 # What unpack_counted itself keeps while it decodes (its budget, its dicts, the decoder's own
 # state): the same for every frame, however large.
