@@ -16,7 +16,7 @@ from ._agent import UNANSWERED, PausedToolCall
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
 from ._checks import NeedsAsyncWith, code_text, optional_seconds
-from ._errors import JavaScriptError, ToolError
+from ._errors import JavaScriptError, ToolError, closed_error
 from ._execution import (
     _OPEN,
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -236,7 +236,7 @@ class AsyncCodeMode(NeedsAsyncWith):
     ) -> tuple[Execution, ExecutionResult | None]:
         """A new execution, and its result already if the type check refused the program."""
         if self._closed:
-            raise RuntimeError("the session is closed")
+            raise closed_error("the session is closed", "close() was called on the Code Mode")
         if self._paused is not None:
             raise RuntimeError("a program is paused at a tool call: resume it first")
         execution = Execution(self._tools, self.max_output_chars, expose=self._expose, code=code)

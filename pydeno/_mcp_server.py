@@ -752,22 +752,23 @@ def _disconnect_of(ctx: ServerRequestContext[Any, Any]) -> anyio.Event | None:
     return event if isinstance(event, anyio.Event) else None
 
 
-def _local_name(host: str, allowed: tuple[str, ...] = ()) -> bool:
-    """Whether a Host (or an Origin's host) names this machine in a way DNS cannot rebind:
-    an IP address literal, localhost, or a name the operator allowed (--allow-host). A
-    rebinding page's requests carry its own name."""
+def _host_of(host: str) -> str | None:
+    """The name in a Host header (or an Origin's host), lower case and without its port;
+    None when it is not of the form name, name:port, [v6] or [v6]:port."""
     name = host.strip().lower()
     if name.startswith("["):  # [v6]:port
         end = name.find("]")
         if end < 0 or (name[end + 1 :] and not re.fullmatch(r":\d{1,5}", name[end + 1 :])):
-            return False
-        name = name[1:end]
-    elif name.count(":") == 1:
+            return None
+        return name[1:end]
+    if name.count(":") == 1:
         name, _, port = name.partition(":")
         if not re.fullmatch(r"\d{1,5}", port):
-            return False
-    if name == "localhost" or name in allowed:
-        return True
+            return None
+    return name
+
+
+def _is_ip(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
     except ValueError:
@@ -775,9 +776,28 @@ def _local_name(host: str, allowed: tuple[str, ...] = ()) -> bool:
     return True
 
 
-def _local_origin(origin: str, allowed: tuple[str, ...] = ()) -> bool:
+def _local_name(host: str, allowed: tuple[str, ...] = ()) -> bool:
+    """Whether a Host names this machine in a way DNS cannot rebind: an IP address literal,
+    localhost, or a name the operator allowed (--allow-host). A rebinding page's requests
+    carry its own name."""
+    name = _host_of(host)
+    return name is not None and (name == "localhost" or name in allowed or _is_ip(name))
+
+
+def _local_origin(origin: str, host: str, allowed: tuple[str, ...] = ()) -> bool:
+    """Whether a browser page of this Origin may call the server reached as Host: a page of
+    the server's own origin, of a loopback address (a local tool's page), or of a name the
+    operator allowed. A page on another address (another machine of the network, whose
+    pages anyone may write) is refused, as a page of a rebinding name is."""
     scheme, sep, rest = origin.partition("://")
-    return bool(sep) and scheme.lower() in ("http", "https") and "/" not in rest and _local_name(rest, allowed)
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest:
+        return False
+    name = _host_of(rest)
+    if name is None:
+        return False
+    if name == "localhost" or name in allowed or name == _host_of(host):
+        return True
+    return _is_ip(name) and ipaddress.ip_address(name).is_loopback
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
@@ -803,7 +823,7 @@ def _watch_http(app: ASGIApp, service: Service) -> ASGIApp:
             await _plain(send, 421, "Invalid Host header: use the server's IP address or localhost")
             return
         origin = headers.get("origin")
-        if origin is not None and not _local_origin(origin, allowed):
+        if origin is not None and not _local_origin(origin, headers["host"], allowed):
             await _plain(send, 403, "Invalid Origin header")
             return
         disconnected = anyio.Event()

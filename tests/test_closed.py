@@ -130,3 +130,11 @@ def test_a_session_says_whether_it_or_its_runtime_was_closed() -> None:
     sb.close()
     exc = closed_failure(lambda: sb.run("1"))
     assert exc.hint.startswith("close() was called on the session. ")
+
+
+def test_a_closed_code_mode_raises_a_closed_error_that_says_close_was_called() -> None:
+    cm = pydeno.CodeMode([])
+    cm.close()
+    exc = closed_failure(lambda: cm.execute("1"))
+    assert str(exc) == "the session is closed"
+    assert exc.hint.startswith("close() was called on the Code Mode. ")

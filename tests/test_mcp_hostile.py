@@ -540,6 +540,29 @@ def test_only_an_ip_address_or_localhost_passes_the_host_check(host: str, local:
     assert _local_name(host) is local
 
 
+@pytest.mark.parametrize(
+    ("origin", "host", "passes"),
+    [
+        ("http://127.0.0.1:8765", "127.0.0.1:8765", True),
+        ("http://localhost:6274", "127.0.0.1:8765", True),
+        ("http://[::1]:3000", "127.0.0.1:8765", True),
+        ("http://192.168.1.20:8765", "192.168.1.20:8765", True),
+        ("http://192.168.1.66", "127.0.0.1:8765", False),
+        ("http://192.168.1.66", "192.168.1.20:8765", False),
+        ("https://attacker.example", "127.0.0.1:8765", False),
+        ("http://127.0.0.1.attacker.example", "127.0.0.1:8765", False),
+        ("null", "127.0.0.1:8765", False),
+        ("file://", "127.0.0.1:8765", False),
+    ],
+)
+def test_a_browser_page_may_call_only_from_the_servers_own_origin_or_a_loopback_one(
+    origin: str, host: str, passes: bool
+) -> None:
+    from pydeno._mcp_server import _local_origin
+
+    assert _local_origin(origin, host) is passes
+
+
 @pytest.mark.slow
 async def test_a_host_name_the_operator_allowed_passes_and_others_still_do_not() -> None:
     async with http_server("--allow-host", "mcp.example") as (url, _), raw_http(url) as client:
