@@ -53,7 +53,7 @@ ConsoleDestination = Literal["print", "stderr", "log"]
 CONSOLE_DESTINATIONS: Final[tuple[ConsoleDestination, ...]] = ("print", "stderr", "log")
 
 console_log: Final = logging.getLogger("pydeno.console")
-CONSOLE_LEVELS: Final = {
+_LOGGING_LEVELS: Final = {
     "log": logging.INFO,
     "info": logging.INFO,
     "debug": logging.DEBUG,
@@ -64,7 +64,7 @@ _TO_STDERR: Final = frozenset({"warn", "error"})
 
 
 def _to_logger(level: str, text: str) -> None:
-    console_log.log(CONSOLE_LEVELS.get(level, logging.INFO), "%s", text)
+    console_log.log(_LOGGING_LEVELS.get(level, logging.INFO), "%s", text)
 
 
 def _to_stderr(level: str, text: str) -> None:

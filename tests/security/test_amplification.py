@@ -23,6 +23,7 @@ import pytest
 
 import pydeno
 from pydeno.host._codec import Codec
+from pydeno.host._protocol import PROTOCOL_VERSION
 from pydeno.host._wire import Connection, ProtocolError, frame
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
@@ -270,7 +271,7 @@ def _frames_of(code: str) -> list[bytes]:
 def _host_accepts(frames: list[bytes], ratio: int) -> bool:
     """Whether the host, at this ratio, takes these frames as the answer to its first eval."""
     conn = Connection(Codec(lambda i: i, lambda value: None, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
-    conn.feed(frame(msgpack.packb([0, 3, "2.0.0", "13.0", []])))
+    conn.feed(frame(msgpack.packb([0, PROTOCOL_VERSION, "2.0.0", "13.0", []])))
     conn.next_event()
     conn.eval("")
     conn.feed(b"".join(frame(f) for f in frames))
