@@ -184,7 +184,7 @@ INPUT_SCHEMA: Final[dict[str, Any]] = {
     "additionalProperties": False,
 }
 
-_NULLABLE_INT: Final = {"type": ["integer", "null"]}
+_NULLABLE_INT: Final = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
 OUTPUT_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
@@ -203,10 +203,16 @@ OUTPUT_SCHEMA: Final[dict[str, Any]] = {
                         "message": {"type": "string"},
                         "line": _NULLABLE_INT,
                         "column": _NULLABLE_INT,
+                        "excerpt": {
+                            "anyOf": [{"type": "string"}, {"type": "null"}],
+                            "description": "For a program that did not compile: its line as written, a caret "
+                            "under the place.",
+                        },
                         "kind": {"type": "string"},
                         "retryable": {"type": "boolean"},
                         "retry_with_larger_limits": {"type": "boolean"},
-                        "hint": {"type": "string"},
+                        "hint": {"type": "string", "description": "What the program can change."},
+                        "value": {"description": "What the program threw, when it is not an Error."},
                     },
                     "required": ["name", "message", "kind", "retryable", "retry_with_larger_limits", "hint"],
                 },

@@ -257,9 +257,10 @@ Catalog: Final[dict[str, Kind]] = {
         False,
         False,
         "The runtime, function, stream or session is already closed.",
-        "RuntimeError: runtime is closed, Runtime/Function/Stream has been closed, the session is closed / was closed",
+        "ClosedError (a PydenoError and a RuntimeError): runtime is closed, Runtime/Function/Stream has been "
+        "closed, the session is closed / was closed; its note says what closed it",
         "Use a fresh runtime (a closed one never reopens); keep JsFunction handles only while their runtime lives.",
-        'rt.close(); rt.eval("1")  # RuntimeError: runtime is closed',
+        'rt.close(); rt.eval("1")  # ClosedError: runtime is closed',
         "The sandbox session is closed: start a new run; values kept from earlier runs are gone.",
     ),
     "journal_invalid": Kind(

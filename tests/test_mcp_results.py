@@ -111,3 +111,21 @@ def test_many_tool_calls_are_cut_whole_and_the_text_shows_the_first_errors_only(
     assert data["tool_calls"] == result.to_dict()["tool_calls"][: len(data["tool_calls"])]
     assert data["value"] == "done"
     assert len([line for line in str(result).splitlines() if line.startswith("  fail: ")]) == 20
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["let a = 1;\nlet b = ;\na", "throw {code: 42}", "null.x", "[1, 2]"],
+    ids=["does-not-compile", "throws-a-value", "throws", "ok"],
+)
+def test_every_result_a_program_gives_matches_the_output_schema_and_names_each_error_field(code: str) -> None:
+    import jsonschema
+
+    from pydeno._mcp_server import OUTPUT_SCHEMA
+
+    with pydeno.CodeMode([]) as cm:
+        data = cm.execute(code).to_dict()
+    jsonschema.validate(data, OUTPUT_SCHEMA)
+    if data["error"] is not None:
+        declared = OUTPUT_SCHEMA["properties"]["error"]["anyOf"][1]["properties"]
+        assert set(data["error"]) <= set(declared)
