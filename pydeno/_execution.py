@@ -168,8 +168,9 @@ class ToolSet:
         """A compact prompt text: how to write code against the API, and what is not there."""
         lines = [
             "Write a TypeScript (or JavaScript) program. It runs in a sandbox and its result goes back to you.",
-            "- The value of the program's last expression is its result (top-level await works). Keep the result "
-            "small: return what you need, not everything.",
+            "- The value of the program's last expression is its result (top-level await works; a top-level "
+            "`return value` ends the program with that value). Keep the result small: return what you need, "
+            "not everything.",
             "- Call tools as `await tools.<name>({ ...arguments })`: each takes one object of named arguments and "
             "returns a promise. A failed call throws an Error you can catch; its message says what was wrong.",
             "- console.log output is returned too, cut to a limit.",
