@@ -451,8 +451,29 @@ KIND_EXAMPLES: dict[str, Callable[[], BaseException]] = {
     "invalid_input": lambda: TypeError("code must be a str of JavaScript, got int"),
     "cancelled": asyncio.CancelledError,
     "unknown": lambda: KeyError("x"),
+    "sandbox_denied": lambda: _errors.worker_reported(
+        "TypeError", 'no network access in this sandbox: "example.com:443" was not reached', "", max_message_bytes=2**20
+    ),
+    "import_refused": lambda: _errors.worker_reported(
+        "TypeError", "npm packages cannot be imported in this sandbox", "", max_message_bytes=2**20
+    ),
 }
-ATTRIBUTES = ("kind", "hint", "docs", "__notes__", "_authored_kind", "name", "message", "stack", "diagnostics")
+ATTRIBUTES = (
+    "kind",
+    "hint",
+    "model_hint",
+    "docs",
+    "__notes__",
+    "_authored_kind",
+    "name",
+    "message",
+    "stack",
+    "diagnostics",
+    "line",
+    "column",
+    "value",
+    "has_value",
+)
 
 
 @ray.remote(num_cpus=0)
