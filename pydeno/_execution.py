@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal, NoReturn, Protocol, cast
+from typing import Any, Final, Literal, NoReturn, Protocol
 
 from ._checks import count, optional_count
 from ._errors import (
@@ -519,6 +519,28 @@ def _model_hint(exc: BaseException, kind: str) -> str:
     return own if isinstance(own, str) and own else Catalog[kind].model_fix
 
 
+class _Truncated:
+    """``ExecutionResult.truncated``: the fields the result was made with cut, and ``value``
+    when the text form cuts the value's JSON, found on first read (the value's JSON is made
+    then, not for every result)."""
+
+    def __get__(self, result: ExecutionResult | None, owner: type | None = None) -> tuple[str, ...]:
+        if result is None:
+            # No default: dataclasses asks the descriptor for one at class creation.
+            raise AttributeError("truncated")
+        known = result.__dict__.get("_truncated")
+        if known is None:
+            given = result.__dict__["_truncated_given"]
+            over = len(result._value_text()) > result.max_output_chars
+            known = tuple(sorted({*given, "value"})) if over else given
+            result.__dict__["_truncated"] = known
+        return tuple(known)
+
+    def __set__(self, result: ExecutionResult, value: tuple[str, ...] | list[str]) -> None:
+        result.__dict__["_truncated_given"] = tuple(value)
+        result.__dict__.pop("_truncated", None)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExecutionResult:
     """What one ``CodeMode.execute`` gave: ``ok``, ``value``, ``stdout``, ``stderr``,
@@ -544,7 +566,7 @@ class ExecutionResult:
     error: dict[str, Any] | None
     tool_calls: tuple[dict[str, Any], ...]
     duration_s: float
-    truncated: tuple[str, ...]
+    truncated: _Truncated = _Truncated()
     cpu_seconds: float = 0.0
     peak_rss_bytes: int = 0
     host_calls: int = 0
@@ -553,12 +575,14 @@ class ExecutionResult:
     #: a failed result into the exception a runtime would have raised.
     exception: BaseException | None = dataclasses.field(default=None, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        # The text form cuts a value whose JSON is over max_output_chars: `truncated` says so.
-        text = _dumps(jsonable(self.value)) if self.ok else ""
-        object.__setattr__(self, "_value_json", text)
-        if len(text) > self.max_output_chars and "value" not in self.truncated:
-            object.__setattr__(self, "truncated", tuple(sorted({*self.truncated, "value"})))
+    def _value_text(self) -> str:
+        """The value's JSON, as the text form writes it; made once, when first needed, since
+        a program's result is often read only as ``value``."""
+        text = self.__dict__.get("_value_json")
+        if text is None:
+            text = value_json(self.value) if self.ok else ""
+            self.__dict__["_value_json"] = text
+        return str(text)
 
     def to_dict(self, *, max_chars: int | None = None) -> dict[str, Any]:
         """The result as JSON-ready data; values JSON has no form for are tagged objects
@@ -581,7 +605,7 @@ class ExecutionResult:
         """to_dict, its JSON text at most ``limit`` by ``size`` (characters, or UTF-8 bytes)."""
         # The text form's cut of the value is its own: this form carries the value whole.
         cut = set(self.truncated) - {"value"}
-        value_json = cast(str, getattr(self, "_value_json"))  # noqa: B009 - set in __post_init__
+        value_json = self._value_text()
         data: dict[str, Any] = {
             "ok": self.ok,
             "value": jsonable(self.value),
@@ -613,7 +637,7 @@ class ExecutionResult:
     def __str__(self) -> str:
         lines: list[str] = []
         if self.ok:
-            text = cast(str, getattr(self, "_value_json"))  # noqa: B009 - set in __post_init__
+            text = self._value_text()
             if len(text) > self.max_output_chars:
                 text = text[: self.max_output_chars] + f"... (cut at {self.max_output_chars} characters)"
             lines.append(f"ok: {text}")
@@ -729,6 +753,25 @@ def _fit(data: dict[str, Any], value_json: str, limit: int, size: Callable[[str]
     return out
 
 
+def value_json(value: Any) -> str:
+    """``json.dumps(jsonable(value))``, without first building the copy that jsonable makes
+    of a value JSON can hold as it is (most values): the encoder asks jsonable only for what
+    it cannot write itself, and a non-finite number anywhere takes the whole slow road."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=jsonable)
+    except (TypeError, ValueError):  # a non-finite number, or a key JSON has no form for
+        return _dumps(jsonable(value))
+
+
+def _key(key: Any) -> str:
+    # As JSON writes a key it can take (true, false, null); any other as its str().
+    if type(key) is str:
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    return str(key)
+
+
 def jsonable(value: Any) -> Any:
     """value with what JSON cannot hold as tagged objects (see ExecutionResult.to_dict)."""
     if value is None or isinstance(value, (bool, int, str)):
@@ -740,7 +783,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {_key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, Undefined):

@@ -129,3 +129,28 @@ def test_every_result_a_program_gives_matches_the_output_schema_and_names_each_e
     if data["error"] is not None:
         declared = OUTPUT_SCHEMA["properties"]["error"]["anyOf"][1]["properties"]
         assert set(data["error"]) <= set(declared)
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=8)
+    | st.just(pydeno.undefined)
+)
+_KEYS = st.text(max_size=5) | st.booleans() | st.none() | st.integers() | st.floats(allow_nan=False)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_the_value_text_is_exactly_the_json_of_its_tagged_form(value: Any) -> None:
+    from pydeno._execution import _dumps, jsonable, value_json
+
+    assert value_json(value) == _dumps(jsonable(value))
