@@ -754,42 +754,12 @@ addEventListener("error", (ev: any) => {
   ev.preventDefault();
   const d = describe(ev.error);
   sendConsole("error", `Uncaught ${d[0] ? d[0] + ": " : ""}${d[1]}`);
-  failAwaitingIfRefused(ev.error);
 });
 addEventListener("unhandledrejection", (ev: any) => {
   ev.preventDefault();
   const d = describe(ev.reason);
   sendConsole("error", `Uncaught (in promise) ${d[0] ? d[0] + ": " : ""}${d[1]}`);
-  failAwaitingIfRefused(ev.reason);
 });
-
-/** Whether e is one of Deno's refusals that the sandbox retells (sandboxSays). */
-function refusedBySandbox(e: any): boolean {
-  if (!((typeof e === "object" && e !== null) || typeof e === "function")) return false;
-  let name = "", message = "";
-  try { name = e.name === undefined ? "" : StringFn(e.name); } catch { return false; }
-  try { message = e.message === undefined ? "" : StringFn(e.message); } catch { return false; }
-  return sandboxSays(e, name, message) !== null;
-}
-
-/** Deno's node: modules meet the sandbox's refusals inside their own callbacks (an async
- * fs.promises.readFile, fs.readFile with a callback): the refusal is then an uncaught error
- * and the guest's promise never settles, so its command would wait for its timeout and be
- * reported as one. Such a refusal fails the commands still waiting for their promise
- * instead: with the refusal, its kind as the host reads it. A guest that raises a refusal of
- * its own this way only ends its own commands sooner. */
-function failAwaitingIfRefused(e: any): void {
-  if (awaitingCount === 0 || !refusedBySandbox(e)) return;
-  // Indexed, not for-of: the guest may have replaced the array iterator.
-  const keys = ObjectGetOwnPropertyNames(awaiting);
-  for (let i = 0; i < keys.length; i++) {
-    const key = keys[i];
-    const id = +key;
-    delete awaiting[key];
-    awaitingCount--;
-    try { sendError(id, e); } finally { inflight--; }
-  }
-}
 
 // --- Host calls (bound functions) ----------------------------------------------------------
 const pendingCalls: any = ObjectCreate(null); // call id -> [resolve, reject]
@@ -931,24 +901,15 @@ function answer(id: number, run: () => any): void {
   void settle(id, value);
 }
 
-// The commands waiting for their promise (id -> true), which a refusal of the sandbox met in
-// Deno's own callbacks may answer first (failAwaitingIfRefused).
-const awaiting: any = ObjectCreate(null);
-let awaitingCount = 0;
-
 async function settle(id: number, promise: Promise<any>): Promise<void> {
   let value: any;
-  awaiting[id] = true;
-  awaitingCount++;
   try {
     value = await promise;
   } catch (e) {
-    if (!settled(id)) return;
     tidyPrototypes();
     try { sendError(id, e); } finally { inflight--; }
     return;
   }
-  if (!settled(id)) return;
   try {
     tidyPrototypes();
     sendResult(id, value);
@@ -957,14 +918,6 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
   } finally {
     inflight--;
   }
-}
-
-/** Marks command id settled; false when it was answered already (failAwaitingIfRefused). */
-function settled(id: number): boolean {
-  if (awaiting[id] !== true) return false;
-  delete awaiting[id];
-  awaitingCount--;
-  return true;
 }
 
 /** Evaluates code as the script named `script`: its value, or a promise of it. */
