@@ -33,7 +33,7 @@ def index() -> str:
         HEADER,
         "# Error kinds\n",
         "`pydeno.classify_error(exc)` maps every error to one of these kinds. The kinds are a",
-        "public contract: they are only ever added to. See [the error reference](../errors.md).\n",
+        "public contract: they are only ever added to. See [the error reference](../error-reference.md).\n",
         # The class lets the site's stylesheet keep each kind on one line.
         '<div class="pydeno-kinds" markdown>\n',
         "| kind | retryable | larger limits | meaning |",
