@@ -374,12 +374,11 @@ _BUSY_HINT: Final = "Nothing ran: send the same call again in a moment, or make 
 
 
 class ServerBusy(CheckoutTimeout):
-    """The server turned a call away because it was full; its hint (and ``operator_fix``)
-    is the flags to change, for the server's log; its model hint is what a client can do."""
+    """The server turned a call away because it was full; its hint is the flags to change,
+    for the server's log; its model hint is what a client can do."""
 
     def __init__(self, message: str, operator_fix: str) -> None:
         super().__init__(f"this server is busy: {message}; nothing ran", hint=operator_fix, model_hint=_BUSY_HINT)
-        self.operator_fix = operator_fix
 
 
 class _Gate:
@@ -657,9 +656,6 @@ _LOGGED_CHARS: Final = 300
 
 def operator_fix(exc: BaseException | None, kind: str) -> str:
     """What the operator can change for a failed call, in this server's flags."""
-    fix = getattr(exc, "operator_fix", None)
-    if isinstance(fix, str):
-        return fix
     advice = getattr(exc, "hint", None)
     text = advice if isinstance(advice, str) and advice else Catalog[kind].fix
     return _KEYWORD.sub(lambda m: _FLAGS[m.group(1)], text)
