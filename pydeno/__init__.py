@@ -27,6 +27,9 @@ from ._errors import (
     JavaScriptError,
     JournalError,
     LeaseTimeout,
+    PackageError,
+    PackageRefused,
+    PackageUnresolved,
     PydenoError,
     ReplayDivergence,
     RuntimeForceKilled,
@@ -48,6 +51,7 @@ from ._fetch import HttpFetch
 from ._function import JsFunction
 from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._mcp_tools import mcp_tools
+from ._packages import Packages
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
@@ -85,6 +89,10 @@ __all__ = [
     "LayerStatus",
     "LeaseTimeout",
     "MemoryJournalStore",
+    "PackageError",
+    "PackageRefused",
+    "PackageUnresolved",
+    "Packages",
     "PausedToolCall",
     "PydenoError",
     "ReplayDivergence",

@@ -56,6 +56,9 @@ __all__ = [
     "JavaScriptError",
     "JournalError",
     "LeaseTimeout",
+    "PackageError",
+    "PackageRefused",
+    "PackageUnresolved",
     "PydenoError",
     "ReplayDivergence",
     "RuntimeForceKilled",
@@ -328,6 +331,26 @@ class StoreBusy(StoreError):
     was written."""
 
     KIND_RULE = ("type", "store_busy")
+
+
+class PackageError(PydenoError):
+    """An npm package given with ``pydeno.Packages`` could not be had for the guest."""
+
+    KIND_RULE = ("type", "package_unresolved")
+
+
+class PackageUnresolved(PackageError):
+    """A package spec could not be resolved: no such package or version, the registry could
+    not be reached, or (offline) the cache does not hold its bundle. Nothing ran."""
+
+    KIND_RULE = ("type", "package_unresolved")
+
+
+class PackageRefused(PackageError):
+    """A package's bundle was refused: its bytes do not match the lock, or it needs what the
+    sandbox never grants (files, the network, subprocesses). Nothing ran."""
+
+    KIND_RULE = ("type", "package_refused")
 
 
 class ActorDied(PydenoError):

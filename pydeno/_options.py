@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, TypedDict
 
 from ._checks import count, optional_count, optional_seconds, optional_size, seconds, size
 from ._determinism import check_clock, check_seed
+from ._packages import Packages
 from .host._protocol import DEFAULT_DECODE_RATIO
 
 __all__ = [
@@ -144,6 +145,7 @@ class RuntimeKwargs(TypedDict, total=False):
     sandbox: SandboxMode
     random_seed: int | None
     clock: datetime.datetime | float | None
+    packages: Packages | None
 
 
 class RuntimeOptions:
@@ -170,6 +172,7 @@ class RuntimeOptions:
         sandbox: SandboxMode = "require",
         random_seed: int | None = None,
         clock: datetime.datetime | float | None = None,
+        packages: Packages | None = None,
     ) -> None:
         self.timeout = optional_seconds("timeout", timeout)
         self.cpu_limit = optional_seconds("cpu_limit", cpu_limit)
@@ -200,6 +203,12 @@ class RuntimeOptions:
         self.sandbox: SandboxMode = sandbox
         self.random_seed = check_seed(random_seed)
         self.clock_ms = check_clock(clock)
+        if packages is not None and not isinstance(packages, Packages):
+            raise TypeError(
+                f"packages must be a pydeno.Packages, e.g. packages=pydeno.Packages(['zod@3.23.8']), not "
+                f"{type(packages).__name__}"
+            )
+        self.packages = packages
 
 
 OPTION_NAMES: Final = frozenset(RuntimeKwargs.__optional_keys__ | RuntimeKwargs.__required_keys__)

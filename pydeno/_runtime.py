@@ -11,6 +11,7 @@ host's functions; every rule lives in the host core and the supervisor
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -283,9 +284,21 @@ class Runtime(NeedsWith):
                 self._step(self._startup_deadline)
             backend.blocking(self._sup.started)
             options = core.options
+            # What the options ask of a fresh worker before its first command, each made as
+            # it is sent (a request's id is registered when it is made).
+            requests: list[Callable[[], tuple[int, bytes]]] = []
             if options.random_seed is not None or options.clock_ms is not None:
-                rid, data = core.connection.eval(prelude(options.random_seed, options.clock_ms))
+                code = prelude(options.random_seed, options.clock_ms)
+                requests.append(lambda: core.connection.eval(code))
+            for bundle in options.packages.bundles if options.packages is not None else ():
+                requests.append(
+                    functools.partial(
+                        core.connection.add_package, bundle.specifier, list(bundle.requires), bundle.source
+                    )
+                )
+            for request in requests:
                 before = self._sup.commands
+                rid, data = request()
                 try:
                     self._roundtrip(rid, data, None)
                 finally:

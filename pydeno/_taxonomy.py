@@ -468,6 +468,31 @@ Catalog: Final[dict[str, Kind]] = {
         "The program cannot import packages, URLs or files: use the language's standard objects, node: built-in "
         "modules and the tools it was given, or write the code it needs itself.",
     ),
+    "package_unresolved": Kind(
+        False,
+        False,
+        "An npm package given with pydeno.Packages could not be resolved: no such package or version, the "
+        "registry could not be reached, or offline and not in the cache.",
+        "PackageUnresolved: package '...' could not be resolved: ...",
+        "Check the spec's name and version against the registry; when the machine has no registry, run once "
+        "where it has one to fill the cache (cache_dir) and the lockfile, then use offline=True.",
+        "pydeno.Packages(['no-such-package-xyz@1'])  # PackageUnresolved: package 'no-such-package-xyz@1' "
+        "could not be resolved: ...",
+        "A package the program needs is not available: write the code without it, or use the packages it was given.",
+    ),
+    "package_refused": Kind(
+        False,
+        False,
+        "An npm package's bundle was refused: its bytes do not match the lockfile or the cache's hash, or it "
+        "needs what the sandbox never grants (files, the network, subprocesses).",
+        "PackageRefused: package bundle refused: ...",
+        "A hash mismatch means the cached bundle or the lockfile changed: delete the cached file or the "
+        "lockfile's entry to bundle again, after checking why it changed. A package that needs node:fs, "
+        "node:net and the like cannot work in the sandbox: do that work in a bound function or tool.",
+        "pydeno.Packages(['fs-extra@11.2.0'])  # PackageRefused: package bundle refused: 'fs-extra@11.2.0' "
+        "needs node:fs (files), ...",
+        "A package the program needs is not available: write the code without it, or use the packages it was given.",
+    ),
 }
 
 
@@ -598,8 +623,9 @@ DENIED: Final = re.compile(
 )
 IMPORT_REFUSED: Final = re.compile(
     rf"module ({_QUOTED}) cannot be imported in this sandbox: (npm packages are not available|jsr packages are not "
-    "available|remote modules are not available|files are not available|it was not added; only added modules and "
-    "node: built-ins can be imported)|(npm) packages cannot be imported in this sandbox"
+    "available|remote modules are not available|files are not available|it was not added; only added modules, "
+    r"packages the host provided \(packages=\) and node: built-ins can be imported)|(npm) packages cannot be "
+    "imported in this sandbox"
 )
 _TOOL_KINDS: Final = {
     "ToolBudgetError": "tool_budget",

@@ -40,6 +40,7 @@ import trio
 import pydeno
 from pydeno._taxonomy import docs_page
 from pydeno.host import _child, _monitor, _spawner
+from tests.packages_cache import packages
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -905,9 +906,27 @@ TABLE = [
             pydeno.JavaScriptError,
             lambda env: eval_failure("await import('lodash')"),
             r'Evaluation failed: TypeError: module "lodash" cannot be imported in this sandbox: it was not added; '
-            r"only added modules and node: built-ins can be imported",
+            r"only added modules, packages the host provided \(packages=\) and node: built-ins can be imported",
         ),
         id="import_refused: a bare name that was not added",
+    ),
+    pytest.param(
+        Case(
+            "package_unresolved",
+            pydeno.PackageUnresolved,
+            lambda env: failure(lambda: packages("pydeno-no-such-package-xyz@1.0.0")),
+            r"package 'pydeno-no-such-package-xyz@1\.0\.0' could not be resolved: error: .*",
+        ),
+        id="package_unresolved: a package the registry does not have",
+    ),
+    pytest.param(
+        Case(
+            "package_refused",
+            pydeno.PackageRefused,
+            lambda env: failure(lambda: packages("fs-extra@11.2.0")),
+            r"package bundle refused: 'fs-extra@11\.2\.0' needs node:fs \(files\), .*",
+        ),
+        id="package_refused: a package that needs files",
     ),
 ]
 

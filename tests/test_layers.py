@@ -24,6 +24,9 @@ FOUNDATION: Final = frozenset(
         "pydeno._determinism",
         # The figures stats() adds up: plain counting, read by the supervisor and the pools.
         "pydeno._stats",
+        # Where deno is, and the npm packages a runtime option names (their bundler runs deno).
+        "pydeno._deno",
+        "pydeno._packages",
         # The project's name and version, for the CLI and the notes.
         "pydeno._version",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).

@@ -355,8 +355,8 @@ REFUSED: list[Any] = [
     pytest.param(
         "await import('lodash')",
         "TypeError",
-        'module "lodash" cannot be imported in this sandbox: it was not added; only added modules and node: '
-        "built-ins can be imported",
+        'module "lodash" cannot be imported in this sandbox: it was not added; only added modules, '
+        "packages the host provided (packages=) and node: built-ins can be imported",
         "import_refused",
         'rt.add_module("lodash", source)',
         id="bare-not-added",

@@ -64,8 +64,8 @@ def test_a_module_that_was_not_added_is_refused_and_the_operator_is_told_add_mod
     exc = js_error(rt.eval_module, source)
     assert (exc.name, exc.message) == (
         "TypeError",
-        'module "lodash" cannot be imported in this sandbox: it was not added; only added modules and node: '
-        "built-ins can be imported",
+        'module "lodash" cannot be imported in this sandbox: it was not added; only added modules, '
+        "packages the host provided (packages=) and node: built-ins can be imported",
     )
     assert exc.kind == "import_refused"
     assert 'rt.add_module("lodash", source)' in exc.hint

@@ -20,6 +20,7 @@ import {
   rewriteEval,
   unresolved,
 } from "./modules.ts";
+import { addPackage, loaded } from "./packages.ts";
 import type { Strip } from "./intrinsics.ts";
 import { compileError, compileFailure, EVAL_SCRIPT, mapStack, stripped, toJavaScript } from "./typescript.ts";
 import {
@@ -33,6 +34,7 @@ import {
   H_CALL,
   H_EVAL,
   H_EVAL_MODULE,
+  H_PACKAGE,
   H_EVAL_TS,
   H_MODULE,
   H_RELEASE,
@@ -1020,7 +1022,7 @@ async function isTypeScript(code: string): Promise<boolean> {
 function runEval(id: number, code: string): void {
   answer(id, () => {
     // A literal import() of an added module: rewritten to its URL (see modules.ts).
-    if (stripTypes !== null && hasModules() && StringIncludes(code, "import")) {
+    if (hasModules() && StringIncludes(code, "import")) {
       const run = rewriteEval(stripTypes, code, EVAL_SCRIPT);
       if (run[1] !== "") return evaluate(run[0], run[1]);
     }
@@ -1053,6 +1055,22 @@ function runEvalTs(id: number, code: string): void {
 
 function runAddModule(id: number, specifier: string, source: string): void {
   answer(id, () => withStrip(() => { addModule(specifier, source); return undefined; }));
+}
+
+function runAddPackage(id: number, specifier: string, requires: any, source: string): void {
+  answer(id, () => {
+    const missing = addPackage(specifier, requires, source);
+    if (missing.length === 0) return undefined;
+    // Deno's node: modules read node:process as they load (see loadNodeProcess).
+    loadNodeProcess();
+    let chain: Promise<any> | undefined;
+    for (let i = 0; i < missing.length; i++) {
+      const url = missing[i];
+      const load = () => PromiseThen(import(url), (namespace: any) => { loaded(url, namespace); });
+      chain = chain === undefined ? load() : PromiseThen(chain, load);
+    }
+    return PromiseThen(chain!, () => undefined);
+  });
 }
 
 function runEvalModule(id: number, source: string): void {
@@ -1111,6 +1129,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_MODULE: {
       const id = reader.value(0), specifier = reader.value(0), source = reader.value(0);
       runAddModule(id, specifier, source);
+      return;
+    }
+    case H_PACKAGE: {
+      const id = reader.value(0), specifier = reader.value(0), requires = reader.value(0), source = reader.value(0);
+      runAddPackage(id, specifier, requires, source);
       return;
     }
     case H_EVAL_MODULE: {

@@ -22,6 +22,7 @@ import {
   SyntaxErrorCtor,
 } from "./intrinsics.ts";
 import { compileError, isSpace, isWord, parseError, stripped } from "./typescript.ts";
+import { hasPackages, isPackage, packageUrl } from "./packages.ts";
 const JSONStringify = JSON.stringify;
 const JSONParse = JSON.parse;
 const ObjectKeys = Object.keys;
@@ -183,9 +184,9 @@ export function addModule(specifier: string, source: string): void {
   stamp++;
 }
 
-/** Whether the host added any module: only then are evals searched for import(). */
+/** Whether the host added any module or package: only then are evals searched for import(). */
 export function hasModules(): boolean {
-  return stamp > 0;
+  return stamp > 0 || hasPackages();
 }
 
 // Schemes the guest may import by itself, as from an eval: Deno's own Node modules and
@@ -203,7 +204,8 @@ const REASONS: { [scheme: string]: string } = {
   "https:": "remote modules are not available",
   "file:": "files are not available",
 };
-const NOT_ADDED = "it was not added; only added modules and node: built-ins can be imported";
+const NOT_ADDED = "it was not added; only added modules, packages the host provided (packages=) and node: built-ins " +
+  "can be imported";
 const IN_THE_SANDBOX = " cannot be imported in this sandbox: ";
 
 /** The message for an import of what was not added (Deno's own, for a computed
@@ -259,8 +261,9 @@ function base64(text: string): string {
   return btoaFn(binary);
 }
 
-/** text with each import of an added module replaced by its URL; edits says where. */
-function rewrite(strip: Strip, text: string, edits: Edit[], chain: string[]): string {
+/** text with each import of an added module or package replaced by its URL; edits says
+ * where. strip is null only where no module was added (so only packages are). */
+function rewrite(strip: Strip | null, text: string, edits: Edit[], chain: string[]): string {
   const spans = specifiers(text);
   if (spans.length === 0) return text;
   let out = "", from = 0, line = 1, lineAt = 0;
@@ -269,11 +272,12 @@ function rewrite(strip: Strip, text: string, edits: Edit[], chain: string[]): st
     let specifier: any;
     try { specifier = JSONParse(quoted(StringSlice(text, start, end))); } catch { continue; }
     if (typeof specifier !== "string") continue;
-    if (modules[specifier] === undefined) {
-      if (RegExpExec(OWN, specifier) !== null) continue;
-      notAdded(specifier);
-    }
-    const replacement = JSONStringify(urlOf(strip, specifier, chain));
+    let url: string;
+    if (modules[specifier] !== undefined) url = urlOf(strip!, specifier, chain);
+    else if (isPackage(specifier)) url = packageUrl(specifier, dataUrl);
+    else if (RegExpExec(OWN, specifier) !== null) continue;
+    else notAdded(specifier);
+    const replacement = JSONStringify(url);
     const before = StringSlice(text, from, start);
     for (let i = StringIndexOf(before, "\n"); i >= 0; i = StringIndexOf(before, "\n", i + 1)) {
       line++;
@@ -322,7 +326,11 @@ function urlOf(strip: Strip, specifier: string, chain: string[]): string {
 function build(strip: Strip, source: string, shown: string, chain: string[]): string {
   const edits: Edit[] = [];
   const body = rewrite(strip, javascript(strip, source, shown), edits, chain);
-  return "data:text/javascript;base64," + base64(body + "\n//# sourceURL=" + nameFor(body, shown, edits));
+  return dataUrl(body + "\n//# sourceURL=" + nameFor(body, shown, edits));
+}
+
+function dataUrl(text: string): string {
+  return "data:text/javascript;base64," + base64(text);
 }
 
 // The frame name of each rewritten text. One name per text, so the same text always gives
@@ -359,7 +367,7 @@ export function programUrl(strip: Strip, source: string): string {
 
 /** An eval's code with its literal import() of added modules rewritten, and the name to
  * evaluate it under ("" when nothing changed: then it is the code itself). */
-export function rewriteEval(strip: Strip, code: string, shown: string): [string, string] {
+export function rewriteEval(strip: Strip | null, code: string, shown: string): [string, string] {
   const edits: Edit[] = [];
   const out = rewrite(strip, code, edits, []);
   if (edits.length === 0) return [code, ""];

@@ -44,6 +44,11 @@ export const H_MODULE = 8;
  * Runs module code; its result is the module's exports.
  */
 export const H_EVAL_MODULE = 9;
+/**
+ * [H_PACKAGE, request_id, specifier, requires, source]
+ * Adds an npm package the host bundled: one CommonJS script and the node: built-ins it requires.
+ */
+export const H_PACKAGE = 10;
 
 // -- Frame kinds, worker -> host --
 

@@ -222,6 +222,9 @@ def fits_depth(
     """
     if measured and id(value) in measured:
         return measured[id(value)][1] <= limit
+    if not isinstance(value, containers):
+        # A leaf is one level. Not walked: a str would be iterated a character at a time.
+        return limit >= 1
     level = [value]
     depth = 0
     while level:

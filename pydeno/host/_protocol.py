@@ -43,6 +43,8 @@ H_EVAL_TS: Final = 7
 H_MODULE: Final = 8
 #: Runs module code; its result is the module's exports.
 H_EVAL_MODULE: Final = 9
+#: Adds an npm package the host bundled: one CommonJS script and the node: built-ins it requires.
+H_PACKAGE: Final = 10
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -54,6 +56,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL_TS: ("request_id", "code"),
     H_MODULE: ("request_id", "specifier", "source"),
     H_EVAL_MODULE: ("request_id", "source"),
+    H_PACKAGE: ("request_id", "specifier", "requires", "source"),
 }
 
 # -- Frame kinds, worker -> host --

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .._deno import find_deno
 from . import _platform
 from ._launcher import WORKER_FILES_FD
 
@@ -41,28 +42,6 @@ __all__ = [
 # the temporary directory and named with the host's user id, stays out of the guest's sight.
 SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
 _CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
-
-
-_wheel_deno: list[str] = []
-_wheel_deno_lock = threading.Lock()
-
-
-def find_deno() -> str:
-    """The deno binary: ``$PYDENO_DENO`` if set, else the one the ``deno`` wheel installed."""
-    override = os.environ.get("PYDENO_DENO")
-    if override:
-        return override
-    # Once, under a lock: the wheel's lookup reads sysconfig, whose first read fills a
-    # shared dict that another thread reading at the same moment sees half-filled (its
-    # "EXE" missing), so two runtimes starting at once on fresh threads could fail.
-    with _wheel_deno_lock:
-        if not _wheel_deno:
-            try:
-                import deno
-            except ImportError as exc:  # pragma: no cover - deno is a dependency
-                raise FileNotFoundError("the deno package is not installed: pip install deno") from exc
-            _wheel_deno.append(str(deno.find_deno_bin()))
-        return _wheel_deno[0]
 
 
 def runnable_deno() -> str:

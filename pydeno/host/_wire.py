@@ -60,6 +60,7 @@ from ._protocol import (
     H_EVAL_MODULE,
     H_EVAL_TS,
     H_MODULE,
+    H_PACKAGE,
     H_RELEASE,
     H_REPLY,
     H_TERMINATE,
@@ -211,6 +212,9 @@ class Connection:
 
     def add_module(self, specifier: str, source: str) -> tuple[int, bytes]:
         return self._request([H_MODULE, specifier], source)
+
+    def add_package(self, specifier: str, requires: list[str], source: str) -> tuple[int, bytes]:
+        return self._request([H_PACKAGE, specifier, requires], source)
 
     def eval_module(self, source: str) -> tuple[int, bytes]:
         return self._request([H_EVAL_MODULE], source)
