@@ -38,6 +38,7 @@ import {
   H_RELEASE,
   H_REPLY,
   H_TERMINATE,
+  H_WASM,
   MAILBOX_COUNT_BYTES,
   PROTOCOL_VERSION,
   SETTINGS_VARIABLE,
@@ -137,6 +138,9 @@ const ArrayIteratorPrototype: any = ObjectGetPrototypeOf([][Symbol.iterator]());
 const originalArrayIterator = Array.prototype[Symbol.iterator];
 const originalArrayIteratorNext = ArrayIteratorPrototype.next;
 const SymbolIterator = Symbol.iterator;
+// The guest may replace or delete WebAssembly before the host loads a module (rt.load_wasm).
+// Undefined under --jitless: V8 then has no WebAssembly at all.
+const WasmModule: any = (globalThis as any).WebAssembly?.Module;
 
 /** Whether Deno's evalContext wrapper can still be trusted to hand back what it got. */
 function classicScriptSafe(): boolean {
@@ -1055,6 +1059,17 @@ function runAddModule(id: number, specifier: string, source: string): void {
   answer(id, () => withStrip(() => { addModule(specifier, source); return undefined; }));
 }
 
+function runLoadWasm(id: number, name: string, module: Uint8Array): void {
+  answer(id, () => {
+    if (WasmModule === undefined) {
+      throw new ErrorCtor("WebAssembly is not available in this worker: V8 runs jitless (the runtime's jitless=True)");
+    }
+    const compiled = new WasmModule(module);
+    ObjectDefineProperty(globalThis, name, { __proto__: null, value: compiled, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+    return undefined;
+  });
+}
+
 function runEvalModule(id: number, source: string): void {
   answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf, (e: any) => {
     throw moduleCompileError(e);
@@ -1111,6 +1126,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_MODULE: {
       const id = reader.value(0), specifier = reader.value(0), source = reader.value(0);
       runAddModule(id, specifier, source);
+      return;
+    }
+    case H_WASM: {
+      const id = reader.value(0), name = reader.value(0), module = reader.value(0);
+      runLoadWasm(id, name, module);
       return;
     }
     case H_EVAL_MODULE: {

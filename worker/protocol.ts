@@ -44,6 +44,11 @@ export const H_MODULE = 8;
  * Runs module code; its result is the module's exports.
  */
 export const H_EVAL_MODULE = 9;
+/**
+ * [H_WASM, request_id, name, module]
+ * Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
+ */
+export const H_WASM = 10;
 
 // -- Frame kinds, worker -> host --
 

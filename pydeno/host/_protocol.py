@@ -43,6 +43,8 @@ H_EVAL_TS: Final = 7
 H_MODULE: Final = 8
 #: Runs module code; its result is the module's exports.
 H_EVAL_MODULE: Final = 9
+#: Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
+H_WASM: Final = 10
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -54,6 +56,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL_TS: ("request_id", "code"),
     H_MODULE: ("request_id", "specifier", "source"),
     H_EVAL_MODULE: ("request_id", "source"),
+    H_WASM: ("request_id", "name", "module"),
 }
 
 # -- Frame kinds, worker -> host --
