@@ -138,6 +138,22 @@ class AsyncRuntime(NeedsAsyncWith):
             rid, data = self._core.connection.add_module(specifier, source)
             await self._roundtrip(rid, data, None)
 
+    async def load_wasm(self, name: str, module: bytes | bytearray | memoryview) -> None:
+        """Compile a WebAssembly module from its bytes and give it to the guest as the global
+        ``name``, a ``WebAssembly.Module`` (guest: ``new WebAssembly.Instance(name, imports)``);
+        binding a name again replaces it. The guest's instance gets only the imports the guest
+        passes: WebAssembly adds no capability. Needs ``jitless=False`` (V8 without its JIT has
+        no WebAssembly): under ``jitless=True`` it raises ValueError, as it does for a name
+        that is not a JavaScript identifier, a reserved word or ``WebAssembly``, and for a
+        module over ``max_message_bytes``; a module that does not compile raises a
+        JavaScriptError named CompileError. docs/security.md#webassembly says what
+        ``jitless=False`` costs."""
+        name, data = self._core.wasm_check(name, module)
+        async with self._lock:
+            await self._ready()
+            rid, frame = self._core.connection.load_wasm(name, data)
+            await self._roundtrip(rid, frame, None)
+
     async def eval_module(self, source: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Run module code (JavaScript or TypeScript; it may import added modules) and return
         its exports as a dict. Each call loads a new module: for repeated work, export a

@@ -40,6 +40,7 @@ import {
   H_RELEASE,
   H_REPLY,
   H_TERMINATE,
+  H_WASM,
   MAILBOX_COUNT_BYTES,
   PROTOCOL_VERSION,
   SETTINGS_VARIABLE,
@@ -139,6 +140,9 @@ const ArrayIteratorPrototype: any = ObjectGetPrototypeOf([][Symbol.iterator]());
 const originalArrayIterator = Array.prototype[Symbol.iterator];
 const originalArrayIteratorNext = ArrayIteratorPrototype.next;
 const SymbolIterator = Symbol.iterator;
+// The guest may replace or delete WebAssembly before the host loads a module (rt.load_wasm).
+// Undefined under --jitless: V8 then has no WebAssembly at all.
+const WasmModule: any = (globalThis as any).WebAssembly?.Module;
 
 /** Whether Deno's evalContext wrapper can still be trusted to hand back what it got. */
 function classicScriptSafe(): boolean {
@@ -1073,6 +1077,17 @@ function runAddPackage(id: number, specifier: string, requires: any, source: str
   });
 }
 
+function runLoadWasm(id: number, name: string, module: Uint8Array): void {
+  answer(id, () => {
+    if (WasmModule === undefined) {
+      throw new ErrorCtor("WebAssembly is not available in this worker: V8 runs jitless (the runtime's jitless=True)");
+    }
+    const compiled = new WasmModule(module);
+    ObjectDefineProperty(globalThis, name, { __proto__: null, value: compiled, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+    return undefined;
+  });
+}
+
 function runEvalModule(id: number, source: string): void {
   answer(id, () => withStrip((strip) => PromiseThen(import(programUrl(strip, source)), exportsOf, (e: any) => {
     throw moduleCompileError(e);
@@ -1134,6 +1149,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_PACKAGE: {
       const id = reader.value(0), specifier = reader.value(0), requires = reader.value(0), source = reader.value(0);
       runAddPackage(id, specifier, requires, source);
+      return;
+    }
+    case H_WASM: {
+      const id = reader.value(0), name = reader.value(0), module = reader.value(0);
+      runLoadWasm(id, name, module);
       return;
     }
     case H_EVAL_MODULE: {

@@ -49,6 +49,11 @@ export const H_EVAL_MODULE = 9;
  * Adds an npm package the host bundled: one CommonJS script and the node: built-ins it requires.
  */
 export const H_PACKAGE = 10;
+/**
+ * [H_WASM, request_id, name, module]
+ * Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
+ */
+export const H_WASM = 11;
 
 // -- Frame kinds, worker -> host --
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
 
-from .._checks import seconds
+from .._checks import bytes_text, limit_text, seconds
 from .._errors import (
     PydenoError,
     RuntimeForceKilled,
@@ -70,6 +70,24 @@ _RESERVED: Final = frozenset(
         "protected public await arguments eval undefined NaN Infinity globalThis console"
     ).split()
 )
+# A module bound by load_wasm may not take the name of the namespace the guest instantiates
+# it with either.
+_RESERVED_WASM: Final = _RESERVED | {"WebAssembly"}
+# Where load_wasm's refusal under jitless=True sends the operator.
+_WASM_DOCS: Final = "docs/security.md#webassembly"
+
+
+def _global_name(name: Any, reserved: frozenset[str]) -> str:
+    """name, if it may be a guest global the host defines, else a TypeError/ValueError."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not _IDENTIFIER.match(name) or name in reserved:
+        raise ValueError(
+            f"{name!r} cannot be a guest global: use a JavaScript identifier "
+            "(letters, digits, _ or $, not starting with a digit) that is not a reserved word"
+            + (" or WebAssembly" if "WebAssembly" in reserved else "")
+        )
+    return name
 
 
 def closed_after(exc: BaseException) -> str:
@@ -209,16 +227,39 @@ class Core:
         return self.connection.take(command.rid)
 
     def bind_check(self, name: Any, fn: Any) -> str:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        if not _IDENTIFIER.match(name) or name in _RESERVED:
-            raise ValueError(
-                f"{name!r} cannot be a guest global: use a JavaScript identifier "
-                "(letters, digits, _ or $, not starting with a digit) that is not a reserved word"
-            )
+        checked = _global_name(name, _RESERVED)
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        return name
+        return checked
+
+    def wasm_check(self, name: Any, module: Any) -> tuple[str, bytes]:
+        """load_wasm's arguments, refused before anything is sent: the name a guest global may
+        take, the module's bytes within max_message_bytes, and a worker whose V8 has
+        WebAssembly at all."""
+        checked = _global_name(name, _RESERVED_WASM)
+        if isinstance(module, str):
+            raise TypeError("module must be the module's bytes, got str: read a .wasm file in binary mode ('rb')")
+        if not isinstance(module, (bytes, bytearray, memoryview)):
+            raise TypeError(f"module must be bytes, bytearray or memoryview, got {type(module).__name__}")
+        # A memoryview of any format or layout: its bytes, copied once, so that the caller
+        # changing its buffer meanwhile cannot change what is compiled.
+        data = module.tobytes() if isinstance(module, memoryview) else bytes(module)
+        limit = self.options.max_message_bytes
+        if len(data) > limit:
+            raise ValueError(
+                f"the module's {bytes_text(len(data))} bytes are over max_message_bytes (now {limit_text(limit)}): "
+                "raise max_message_bytes= or load a smaller module"
+            )
+        if self.options.jitless:
+            # V8 without a JIT has no WebAssembly, and this deno's V8 has no Wasm interpreter
+            # to stand in (--wasm-jitless is accepted and changes nothing): the guest's
+            # WebAssembly is undefined. Said here, not as a ReferenceError in the guest.
+            raise ValueError(
+                "WebAssembly is not available with jitless=True (the default): V8 without its JIT compilers "
+                "has no WebAssembly. Start the runtime with jitless=False to load modules; that runs all guest "
+                f"code with V8's JIT compilers on, a larger attack surface ({_WASM_DOCS})"
+            )
+        return checked, data
 
     # -- events ----------------------------------------------------------------------
     def pump(self) -> HostCall | _NeedData | None:

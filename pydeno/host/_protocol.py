@@ -45,6 +45,8 @@ H_MODULE: Final = 8
 H_EVAL_MODULE: Final = 9
 #: Adds an npm package the host bundled: one CommonJS script and the node: built-ins it requires.
 H_PACKAGE: Final = 10
+#: Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
+H_WASM: Final = 11
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -57,6 +59,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_MODULE: ("request_id", "specifier", "source"),
     H_EVAL_MODULE: ("request_id", "source"),
     H_PACKAGE: ("request_id", "specifier", "requires", "source"),
+    H_WASM: ("request_id", "name", "module"),
 }
 
 # -- Frame kinds, worker -> host --

@@ -36,6 +36,7 @@ Host -> worker::
     [4, call_id, ok, value | [name, message]]   REPLY to a HOSTCALL
     [5, request_id, name]                       BIND a host function as a guest global
     [6]                                         TERMINATE: stop and exit
+    [10, request_id, name, module]              WASM: compile module (bin) and bind it as name
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from ._protocol import (
     H_RELEASE,
     H_REPLY,
     H_TERMINATE,
+    H_WASM,
     PROTOCOL_VERSION,
     W_CONSOLE,
     W_ERROR,
@@ -218,6 +220,9 @@ class Connection:
 
     def eval_module(self, source: str) -> tuple[int, bytes]:
         return self._request([H_EVAL_MODULE], source)
+
+    def load_wasm(self, name: str, module: bytes) -> tuple[int, bytes]:
+        return self._request([H_WASM, name], module)
 
     def call(self, function_id: int, args: list[Any]) -> tuple[int, bytes]:
         return self._request([H_CALL, function_id], args, items=True)
