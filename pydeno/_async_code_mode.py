@@ -62,7 +62,8 @@ class AsyncCodeMode(NeedsAsyncWith):
         approve: ApprovePolicy = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve)
+        packages = runtime_kwargs.get("packages")
+        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
         self.max_output_chars = check_output_chars(max_output_chars)
         options: dict[str, Any] = dict(runtime_kwargs)
         console = options.pop("on_console", None)

@@ -641,6 +641,15 @@ def _mcp_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="refuse a program longer than N bytes of UTF-8 (default 100000)",
     )
+    parser.add_argument(
+        "--package",
+        action="append",
+        metavar="SPEC",
+        help="an npm package programs may import, e.g. zod@3.23.8 (repeat for more); bundled on this host at start",
+    )
+    parser.add_argument(
+        "--package-lock", metavar="PATH", help="the lockfile that pins --package versions and bundle hashes"
+    )
     return parser
 
 
@@ -660,6 +669,18 @@ def _mcp(argv: Sequence[str]) -> int:
             raise
         print(MCP_EXTRA_MISSING, file=sys.stderr)
         return EXIT_FAILURE
+    if args.package_lock is not None and not args.package:
+        parser.error("--package-lock needs --package")
+    if args.package:
+        from ._packages import Packages
+
+        try:
+            options["packages"] = Packages(args.package, lockfile=args.package_lock)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"--package: {exc}")
+        except PydenoError as exc:
+            print(f"pydeno mcp: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
     config = ServerConfig(http=args.http, session=args.session, runtime=options)
     workers = config.max_workers if args.max_workers is None else args.max_workers
     if args.session and args.max_sessions is None:

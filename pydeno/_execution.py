@@ -29,6 +29,7 @@ from ._errors import (
     guest_error,
 )
 from ._function import JsFunction
+from ._packages import Packages, declarations, prompt_line
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._taxonomy import Catalog, classify_error
@@ -114,7 +115,10 @@ def check_policy(approve: Any, names: Iterable[str]) -> ApprovePolicy:
 class ToolSet:
     """The tools of one Code Mode, by name: their declarations, their prompt, their calls."""
 
-    def __init__(self, tools: Any, *, max_tool_calls: int | None, approve: Any) -> None:
+    def __init__(
+        self, tools: Any, *, max_tool_calls: int | None, approve: Any, packages: Packages | None = None
+    ) -> None:
+        self.packages = packages
         self.tools: dict[str, Tool] = {}
         for t in as_tools(tools):
             if t.name in self.tools:
@@ -162,6 +166,7 @@ class ToolSet:
                 node = node.setdefault(part, {})
             node[parts[-1]] = (t, f"{base}Input", output)
         lines.append("declare const tools: " + _namespace(tree, "") + ";")
+        lines.extend(declarations(self.packages))
         return "\n".join(lines) + "\n"
 
     def describe(self) -> str:
@@ -174,8 +179,8 @@ class ToolSet:
             "- Call tools as `await tools.<name>({ ...arguments })`: each takes one object of named arguments and "
             "returns a promise. A failed call throws an Error you can catch; its message says what was wrong.",
             "- console.log output is returned too, cut to a limit.",
-            "- There is no network, no file system, no `Deno`, `process` or `require`, and no npm packages: only "
-            "the language, its standard objects and `tools`.",
+            "- There is no network, no file system, no `Deno`, `process` or `require`, and "
+            f"{prompt_line(self.packages)}: only the language, its standard objects and `tools`.",
             "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
             "for the next run.",
             "- A run that fails returns an error whose `hint` says what the program can change; the sandbox's "

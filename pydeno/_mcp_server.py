@@ -64,6 +64,7 @@ from ._checks import optional_size
 from ._errors import CheckoutTimeout
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
 from ._options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
+from ._packages import prompt_line
 from ._taxonomy import Catalog
 from ._version import __version__
 
@@ -152,8 +153,8 @@ def tool_description(config: ServerConfig) -> str:
             "- console.log / info / debug output comes back as `stdout`, console.warn / error as `stderr` "
             f"(each cut at {DEFAULT_MAX_OUTPUT_CHARS} characters).",
             "- No network, no file system, no environment, no subprocesses, no `Deno`, `process` or `require`, "
-            "no npm or remote imports: only the language and its standard objects (JSON, Math, Date, Intl, "
-            "RegExp, typed arrays, Promise, ...).",
+            f"no remote imports, {prompt_line(config.runtime.get('packages'))}: only the language and its standard "
+            "objects (JSON, Math, Date, Intl, RegExp, typed arrays, Promise, ...).",
             f"- Limits: {limits}.",
             f"- {state}",
             "- The value comes back as JSON; what JSON cannot hold is a tagged object such as "

@@ -36,7 +36,7 @@ from typing import Any, Final
 from ._deno import find_deno
 from ._errors import PackageRefused, PackageUnresolved
 
-__all__ = ["Bundle", "Packages", "parse_spec"]
+__all__ = ["Bundle", "Packages", "declarations", "parse_spec", "prompt_line"]
 
 # A package name as npm allows it (lower case, optionally scoped), a version or range (no
 # slash, no space: "3.23.8", "^3", "latest"), and an optional subpath ("/format").
@@ -451,3 +451,23 @@ def _write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def prompt_line(packages: Packages | None) -> str:
+    """What a model reads about imports: the packages it may import, or that there are none."""
+    if packages is None or not packages.bundles:
+        return "no npm packages"
+    names = ", ".join(f"`{b.specifier}` ({b.package})" for b in packages.bundles)
+    first = packages.bundles[0].specifier
+    return (
+        f"npm packages only these, imported by name: {names} (`import ... from {json.dumps(first)}` or "
+        f"`await import({json.dumps(first)})`)"
+    )
+
+
+def declarations(packages: Packages | None) -> list[str]:
+    """The .d.ts lines that let a program import each package: an ambient module each, its
+    exports typed ``any`` (its own types are not shipped to the checker)."""
+    if packages is None:
+        return []
+    return [f"declare module {json.dumps(b.specifier)};" for b in packages.bundles]

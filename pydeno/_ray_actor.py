@@ -177,7 +177,10 @@ class SandboxActor:
         self._toolset: ToolSet | None = None
         if code_mode is not None:
             self._toolset = ToolSet(
-                code_mode["tools"], max_tool_calls=code_mode["max_tool_calls"], approve=code_mode["approve"]
+                code_mode["tools"],
+                max_tool_calls=code_mode["max_tool_calls"],
+                approve=code_mode["approve"],
+                packages=options.get("packages"),
             )
             # A Code Mode execution's console output is its own: the pooled runtimes hand
             # it to the execution that runs on them; the caller's handler runs after it.

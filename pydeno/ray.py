@@ -675,7 +675,8 @@ class RayCodeMode(_RayPoolBase):
         actor_options: Mapping[str, Any] | None = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve)
+        packages = runtime_kwargs.get("packages")
+        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
         self.max_output_chars = check_output_chars(max_output_chars)
         self._expose = bool(runtime_kwargs.get("expose_host_errors", False))
         code_mode = {

@@ -19,9 +19,14 @@ ZOD_TO_JSON_SCHEMA: Final = "zod-to-json-schema@3.23.5"
 SPECS: Final = (ZOD, DATE_FNS, DATE_FNS_FORMAT, LODASH, ZOD_TO_JSON_SCHEMA)
 
 
-def shared_cache() -> Path:
+def xdg_cache_home() -> Path:
+    """An XDG_CACHE_HOME whose pydeno/packages is the shared cache (for a server process)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "pydeno-tests" / "packages"
+    return base / "pydeno-tests" / "xdg"
+
+
+def shared_cache() -> Path:
+    return xdg_cache_home() / "pydeno" / "packages"
 
 
 def packages(*specs: str) -> pydeno.Packages:

@@ -748,3 +748,13 @@ def test_ray_code_mode_refuses_tools_that_cannot_be_shipped_to_the_actors(cluste
 
     with pytest.raises(TypeError, match=r"^tools and approve= must be picklable to run on Ray actors: "):
         pydeno.ray.RayCodeMode([holds_a_lock])
+
+
+@pytest.mark.slow
+def test_a_ray_pool_s_actors_get_the_packages_whole_and_their_guests_import_them(
+    own_pool: Callable[..., Any],
+) -> None:
+    from tests.packages_cache import LODASH, packages
+
+    pool = own_pool(actors=1, workers_per_actor=1, num_cpus_per_actor=0.5, packages=packages(LODASH))
+    assert pool.eval('(await import("lodash-es")).sum([4, 5])') == 9
