@@ -237,6 +237,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
             if not alive(rt):
                 # A setup that caught its runtime's failure (a timeout, say) left it closed.
                 raise start_failed("the pool's setup= left the worker closed or dead")
+            self._check_set_up(rt)
         except BaseException as exc:
             await self._retire(rt)
             if not isinstance(exc, Exception):
@@ -252,6 +253,10 @@ class AsyncSandboxPool(NeedsAsyncWith):
         finally:
             self._starting.discard(rt)
         return rt
+
+    def _check_set_up(self, rt: AsyncRuntime) -> None:
+        """Raise if what setup left on rt cannot serve this pool's checkouts (a subclass's
+        rule: a session pool's)."""
 
     async def _retire(self, rt: AsyncRuntime) -> None:
         """Close a worker, and keep its figures (once) in the pool's."""

@@ -236,6 +236,7 @@ class SandboxPool(NeedsWith):
             if not alive(rt):
                 # A setup that caught its runtime's failure (a timeout, say) left it closed.
                 raise start_failed("the pool's setup= left the worker closed or dead")
+            self._check_set_up(rt)
         except BaseException as exc:
             self._retire(rt)
             if not isinstance(exc, Exception):
@@ -251,6 +252,10 @@ class SandboxPool(NeedsWith):
         finally:
             self._starting.discard(rt)
         return rt
+
+    def _check_set_up(self, rt: Runtime) -> None:
+        """Raise if what setup left on rt cannot serve this pool's checkouts (a subclass's
+        rule: a session pool's)."""
 
     def _retire(self, rt: Runtime) -> None:
         """Close a worker, and keep its figures (once) in the pool's."""

@@ -30,6 +30,7 @@ BACKENDS = ["asyncio", "trio"]
 # pool's checkout_timeout: long enough for every failing setup the test expects.
 COLD = 30.0
 LIBRARY = "export const twice = (x) => 2 * x;"
+KEY = b"k" * 32
 USE_BOTH = "(async () => { const { twice } = await import('lib'); return twice(await add(ready, 1)); })()"
 
 
@@ -328,3 +329,51 @@ def test_async_a_setup_that_times_out_raises_the_timeout_at_checkout(backend: st
             assert pool.stats()["workers_killed"] == {"timeout": SETUP_ATTEMPTS}
 
     run(backend, main)
+
+
+# -- SessionPool --------------------------------------------------------------------------
+def module_setup(seen: list[tuple[pydeno.Runtime, str]]) -> Callable[[pydeno.Runtime], None]:
+    """A session pool's setup: a module added and code evaluated (a session's host functions
+    are its tools)."""
+
+    def setup(rt: pydeno.Runtime) -> None:
+        seen.append((rt, rt.eval("typeof globalThis.tenant")))
+        rt.add_module("lib", LIBRARY)
+        rt.eval("globalThis.ready = 41")
+
+    return setup
+
+
+USE_MODULE = "const { twice } = await import('lib'); twice(ready)"
+
+
+@pytest.mark.parametrize("warm_workers", [0, 1])
+def test_a_session_pools_setup_prepares_the_worker_of_each_new_and_each_restored_session(warm_workers: int) -> None:
+    seen: list[tuple[pydeno.Runtime, str]] = []
+    store = pydeno.MemoryJournalStore()
+    setup = module_setup(seen)
+    with pydeno.SessionPool(store, KEY, max_live=1, warm_workers=warm_workers, setup=setup) as sessions:
+        with sessions.lease("a") as agent:
+            assert agent.run(USE_MODULE) == 82
+            agent.run("globalThis.tenant = 'a'")
+        with sessions.lease("b") as other:  # new: evicts a
+            assert other.run("[typeof tenant, ready]") == ["undefined", 41]
+        assert agent.closed
+        with sessions.lease("a") as restored:  # its journal replayed on a worker set up anew
+            assert restored.run("[tenant, ready]") == ["a", 41]
+            assert restored.run(USE_MODULE) == 82
+    used = [rt for rt, _ in seen]
+    assert len(set(map(id, used))) == len(used) >= 3, "setup ran once on each session's worker"
+    assert {state for _, state in seen} == {"undefined"}
+
+
+def test_a_session_pools_setup_that_binds_a_function_is_refused_at_the_lease_saying_to_use_tools() -> None:
+    def setup(rt: pydeno.Runtime) -> None:
+        rt.bind_function("add", lambda a, b: a + b)
+
+    with (
+        pydeno.SessionPool(pydeno.MemoryJournalStore(), KEY, setup=setup) as sessions,
+        pytest.raises(TypeError, match=r"^the setup of a SessionPool bound host functions \(add\), .*tools="),
+        sessions.lease("a"),
+    ):
+        pytest.fail("a session was made on a worker whose setup bound a function")
