@@ -172,15 +172,16 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 core.starting += 1
             for worker in dead:
                 await self._retire(worker)
-            started: AsyncRuntime | PydenoError | SetupFailed = await self._start()
-            if isinstance(started, AsyncRuntime) and self._setup is not None:
-                started = await self._set_up(started, self._setup)
+            new = await self._start()
+            started: AsyncRuntime | PydenoError | SetupFailed = new
+            if not isinstance(new, PydenoError) and self._setup is not None:
+                started = await self._set_up(new, self._setup)
             async with self._cond:
                 core.starting -= 1
                 if isinstance(started, SetupFailed) and (core.closed or not core.setup_failed(started.error)):
                     # Its worker is closed: the pool is ending, or another starts at once.
                     continue
-                if not isinstance(started, AsyncRuntime):
+                if isinstance(started, (PydenoError, SetupFailed)):
                     failure = started.error if isinstance(started, SetupFailed) else started
                     core.failure, core.failures = failure, core.failures + 1
                     self._cond.notify_all()
