@@ -12,6 +12,7 @@ Usage::
     python benchmarks/bench_eval.py --peer-python /path/to/peer/bin/python
     python benchmarks/bench_eval.py --quick          # one round, fewer samples: about 30 s
     python benchmarks/bench_eval.py --skip-peer      # ours only
+    python benchmarks/bench_eval.py --skip-peer --sections pool_setup   # only these sections
 
 The measuring side must only need the standard library (plus the ``pydeno`` under test and,
 optionally, ``psutil``): the peer's venv has nothing else installed.
@@ -58,6 +59,8 @@ TIMED_SECTIONS = (
     "host_call_async",
     "pool_checkout",
     "pool_first_eval",
+    "pool_first_eval_setup",
+    "pool_first_eval_plain",
     "two_mb_to_host",
     "two_mb_to_guest",
     "pool_throughput",
@@ -75,6 +78,8 @@ SECTION_UNITS = {
     "code_mode": "ms",
     "pool_checkout": "us",
     "pool_first_eval": "us",
+    "pool_first_eval_setup": "us",
+    "pool_first_eval_plain": "us",
     "two_mb_to_host": "ms",
     "two_mb_to_guest": "ms",
     "pool_throughput": "us",
@@ -128,6 +133,10 @@ CODE_MODE_CODE = {
     "peer": CODE_MODE_BODY.format(p="", r="return "),
 }
 POOL_SIZE = 2
+# The pool's setup= figure (ours only): what each new worker is given before it can be
+# checked out, and what the first eval then uses of it.
+SETUP_MODULE = "export const twice = (x) => 2 * x;"
+SETUP_CODE = "globalThis.base = 1"
 # The peer's IsolatedRuntime kills the worker after 10,000 host calls by default.
 PEER_DEFAULT_MAX_HOST_CALLS = 10_000
 # Issue 20's density and oversubscription figures: this many workers alive at once, and as
@@ -168,9 +177,12 @@ class Params:
     # watched for the CPU it uses.
     window_s: float = 2.0
     idle_s: float = 3.0
+    # The sections to run (measure's section names); empty: all of them.
+    sections: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
         return [
+            *(["--sections", ",".join(self.sections)] if self.sections else []),
             "--iterations",
             str(self.iterations),
             "--warmup",
@@ -867,6 +879,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         result.setdefault("samples_ns", {})[name] = samples_ns
 
     def section(name: str, body: Callable[[], None]) -> None:
+        if params.sections and name not in params.sections:
+            return
         started = time.perf_counter()
         try:
             body()
@@ -1125,6 +1139,39 @@ def measure(side: str, params: Params) -> dict[str, Any]:
                 wake.close()
             shutil.rmtree(workdir, ignore_errors=True)
 
+    def pool_setup() -> None:
+        # Checkout + first eval from a full pool whose workers were set up (a module added,
+        # a function bound, code evaluated), beside the same from a pool without setup=,
+        # alternating sample by sample so that both see the same machine.
+        def setup(rt: Any) -> None:
+            rt.add_module("lib", SETUP_MODULE)
+            rt.bind_function("add", lambda a, b: a + b)
+            rt.eval(SETUP_CODE)
+
+        pools: dict[str, Any] = {}
+        try:
+            pools["pool_first_eval_setup"] = pydeno.SandboxPool(size=POOL_SIZE, setup=setup)
+            pools["pool_first_eval_plain"] = pydeno.SandboxPool(size=POOL_SIZE)
+            samples: dict[str, list[int]] = {name: [] for name in pools}
+            for i in range(params.cold_warmup + params.cold_runs):
+                for name, pool in pools.items():
+                    for other in pools.values():
+                        _wait_pool_full(side, other)
+                    gc.collect()
+                    t0 = time.perf_counter_ns()
+                    with pool.checkout() as pooled:
+                        value = pooled.eval(WARM_CODE)
+                        t1 = time.perf_counter_ns()
+                    if value != 2:
+                        raise WrongValue(f"pooled eval returned {value!r}")
+                    if i >= params.cold_warmup:
+                        samples[name].append(t1 - t0)
+            for name, taken in samples.items():
+                record(name, taken)
+        finally:
+            for pool in pools.values():
+                pool.close()
+
     def two_mb_to_host() -> None:
         with make() as big_rt:
             samples: list[int] = []
@@ -1292,6 +1339,8 @@ def measure(side: str, params: Params) -> dict[str, Any]:
         section("cold_start_unsandboxed", lambda: cold_start(lambda: pydeno.Runtime(sandbox="off"), "cold_start_off"))
     if side != "peer-inprocess":
         section("pool", pool_sections)
+        if side == "ours":
+            section("pool_setup", pool_setup)
         section("two_mb_to_host", two_mb_to_host)
         section("two_mb_to_guest", two_mb_to_guest)
         section("idle_rss", idle_rss)
@@ -1354,7 +1403,7 @@ class Row:
     has_ratio: bool = True
 
 
-ISSUE7, ISSUE20, CODE_MODE_ISSUE = "issue 7", CURRENT_ISSUE, "Code Mode issue"
+ISSUE7, ISSUE20, CODE_MODE_ISSUE, SETUP_ISSUE = "issue 7", CURRENT_ISSUE, "Code Mode issue", "issue 32"
 ROWS = (
     Row("warm_eval_p50", f"warm eval({WARM_CODE!r}) p50", "warm_eval", "p50_us", "us", targets=(Target(0.4, ISSUE7),)),
     Row("warm_eval_p99", f"warm eval({WARM_CODE!r}) p99", "warm_eval", "p99_us", "us"),
@@ -1609,6 +1658,23 @@ ROWS = (
         "p50_us",
         "us",
         over=("ours", "wake_floor", "p50_us"),
+    ),
+    Row(
+        "pool_first_eval_plain_p50",
+        "ours: pool checkout + first eval p50, no setup (beside the next)",
+        "pool_first_eval_plain",
+        "p50_us",
+        "us",
+        has_ratio=False,
+    ),
+    Row(
+        "pool_first_eval_setup_vs_plain",
+        "ours: the same, workers set up (module + bound function + eval), over no setup",
+        "pool_first_eval_setup",
+        "p50_us",
+        "us",
+        targets=(Target(1.1, SETUP_ISSUE),),
+        over=("ours", "pool_first_eval_plain", "p50_us"),
     ),
     Row("pool_throughput", f"pool of {POOL_SIZE}, time per eval (2 threads)", "pool_throughput", "p50_us", "us"),
     Row("two_mb_to_host_p50", "2 MB value guest -> host p50", "two_mb_to_host", "p50_ms", "ms"),
@@ -2061,6 +2127,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--window", type=float, help="seconds the oversubscribed runtimes are driven")
     parser.add_argument("--idle-seconds", type=float, help="seconds an idle worker or pool is watched")
     parser.add_argument("--rounds", type=int, help="times every side is measured, alternating (samples are pooled)")
+    parser.add_argument(
+        "--sections", type=lambda text: tuple(text.split(",")), help="run only these sections (comma-separated names)"
+    )
     parser.add_argument("--check-targets", action="store_true", help="exit 2 when a target of this issue is missed")
     # Internal: the driver re-runs this file with these to measure one side.
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
@@ -2097,6 +2166,7 @@ def main(argv: list[str] | None = None) -> int:
         big_warmup=pick("big_warmup"),
         window_s=base.window_s if args.window is None else args.window,
         idle_s=base.idle_s if args.idle_seconds is None else args.idle_seconds,
+        sections=args.sections or (),
     )
     if args.rounds is None:
         args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS

@@ -10,19 +10,26 @@ checked out); a checkout that gets none within ``checkout_timeout`` raises
 The rules are :class:`~pydeno._pool_core.PoolCore`'s; this file is the source of both pools
 (pydeno/_pool.py is generated from it), which only start runtimes and wait.
 
+``setup=`` runs on each new worker after its warm-up and before it can be checked out, so
+a checkout costs the same with it: once per worker, never on one that served a checkout
+(those are closed). A worker whose setup fails is closed and replaced; setups that keep
+failing (:data:`~pydeno._pool_core.SETUP_ATTEMPTS` in a row) give the waiting checkouts the
+setup's error.
+
 ``stats()`` sums the figures of every worker the pool started and handed out or kept ready:
 a closed one's as it ended, a live one's (idle or checked out) read when it is called
-(docs/observability.md). A start that failed is logged (logger ``pydeno.pool``, WARNING,
-with its ``kind``), not counted.
+(docs/observability.md). A start or a setup that failed is logged (logger ``pydeno.pool``,
+WARNING, with its ``kind``); setups that failed are counted as ``setup_failures``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Unpack
 
 from ._async_runtime import AsyncRuntime
@@ -30,7 +37,14 @@ from ._backends import _anyio as backend
 from ._checks import NeedsAsyncWith
 from ._errors import PydenoError, start_failed
 from ._options import RuntimeKwargs, checked_options
-from ._pool_core import WARM_UP, PoolCore, alive
+from ._pool_core import (
+    WARM_UP,
+    PoolCore,
+    SetupFailed,
+    alive,
+    checked_setup,
+    refuse_awaitable,
+)
 from ._stats import Stats
 from ._taxonomy import classify_error
 
@@ -38,13 +52,21 @@ __all__ = ["AsyncSandboxPool"]
 
 log = logging.getLogger("pydeno.pool")
 
+# Whether setup= may be an async function: the async pool awaits what it returns, the sync
+# one runs plain functions only.
+_AWAITS_SETUP = True  # async-only
+# unasync: _AWAITS_SETUP = False
+
 
 class AsyncSandboxPool(NeedsAsyncWith):
-    """``AsyncSandboxPool(size=2, max_workers=None, checkout_timeout=30.0, **runtime_kwargs)``.
+    """``AsyncSandboxPool(size=2, max_workers=None, checkout_timeout=30.0, setup=None, **runtime_kwargs)``.
 
     ``size`` workers are kept idle and ready; ``max_workers`` caps the live ones (``None``:
-    no cap). Use it as a context manager, or call :meth:`close`: closing kills every worker
-    the pool started, checked out, idle or still starting.
+    no cap). ``setup(rt)``, if given, prepares each new worker before it can be checked out
+    (add modules, bind functions, evaluate code): a plain function taking the runtime, or
+    for the async pool an async one too, whose result is awaited. Use it as a context manager, or call
+    :meth:`close`: closing kills every worker the pool started, checked out, idle or still
+    starting.
     """
 
     # What each new worker evaluates before anyone checks it out (a subclass that knows its
@@ -57,10 +79,12 @@ class AsyncSandboxPool(NeedsAsyncWith):
         *,
         max_workers: int | None = None,
         checkout_timeout: float = 30.0,
+        setup: Callable[[AsyncRuntime], Any] | None = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
         checked_options(type(self), runtime_kwargs)  # a bad option fails here, not in the background
         self._core: PoolCore[AsyncRuntime] = PoolCore(size, max_workers, checkout_timeout)
+        self._setup = checked_setup(setup, can_await=_AWAITS_SETUP)
         self._options = runtime_kwargs
         self._cond = backend.Condition()
         # Workers mid-start: close() kills them too, without waiting for the replenisher.
@@ -148,11 +172,18 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 core.starting += 1
             for worker in dead:
                 await self._retire(worker)
-            rt = await self._start()
+            new = await self._start()
+            started: AsyncRuntime | PydenoError | SetupFailed = new
+            if not isinstance(new, PydenoError) and self._setup is not None:
+                started = await self._set_up(new, self._setup)
             async with self._cond:
                 core.starting -= 1
-                if isinstance(rt, PydenoError):
-                    core.failure, core.failures = rt, core.failures + 1
+                if isinstance(started, SetupFailed) and (core.closed or not core.setup_failed(started.error)):
+                    # Its worker is closed: the pool is ending, or another starts at once.
+                    continue
+                if isinstance(started, (PydenoError, SetupFailed)):
+                    failure = started.error if isinstance(started, SetupFailed) else started
+                    core.failure, core.failures = failure, core.failures + 1
                     self._cond.notify_all()
                     # Start again only when a new checkout asks: a machine that refuses
                     # workers must not be hammered in the background.
@@ -160,7 +191,9 @@ class AsyncSandboxPool(NeedsAsyncWith):
                     while not core.closed and core.requests == requests:
                         await self._cond.wait()
                     continue
+                rt = started
                 core.failure = None
+                core.setup_streak = 0
                 if not core.closed:
                     core.idle.append(rt)
                     self._cond.notify_all()
@@ -192,6 +225,39 @@ class AsyncSandboxPool(NeedsAsyncWith):
         with self._figures_lock:
             self._workers.add(rt)
         return rt
+
+    async def _set_up(self, rt: AsyncRuntime, setup: Callable[[AsyncRuntime], Any]) -> AsyncRuntime | SetupFailed:
+        """rt once setup ran on it, or what setup raised: its worker is then closed, never
+        handed out half set up. close() kills a worker mid-setup too."""
+        self._starting.add(rt)
+        try:
+            result = setup(rt)
+            if inspect.isawaitable(result):
+                refuse_awaitable(result, can_await=_AWAITS_SETUP)
+                await result  # async-only
+            if not alive(rt):
+                # A setup that caught its runtime's failure (a timeout, say) left it closed.
+                raise start_failed("the pool's setup= left the worker closed or dead")
+            self._check_set_up(rt)
+        except BaseException as exc:
+            await self._retire(rt)
+            if not isinstance(exc, Exception):
+                raise
+            if not self._core.closed:
+                kind = classify_error(exc).kind
+                log.warning(
+                    "pydeno: the pool's setup failed on a new worker, which was closed: %s",
+                    kind,
+                    extra={"kind": kind, "pid": None},
+                )
+            return SetupFailed(exc)
+        finally:
+            self._starting.discard(rt)
+        return rt
+
+    def _check_set_up(self, rt: AsyncRuntime) -> None:
+        """Raise if what setup left on rt cannot serve this pool's checkouts (a subclass's
+        rule: a session pool's)."""
 
     async def _retire(self, rt: AsyncRuntime) -> None:
         """Close a worker, and keep its figures (once) in the pool's."""

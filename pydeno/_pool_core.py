@@ -3,15 +3,27 @@ async source (pydeno/_async_pool.py) and its generated sync twin (pydeno/_pool.p
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections import deque
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar, cast
 
 from ._checks import count, optional_count, seconds
-from ._errors import CheckoutTimeout, PydenoError
+from ._errors import CheckoutTimeout
 from ._stats import Stats
 
-__all__ = ["PRUNE_INTERVAL", "REFILL_DELAY", "WARM_UP", "PoolCore", "alive"]
+__all__ = [
+    "PRUNE_INTERVAL",
+    "REFILL_DELAY",
+    "SETUP_ATTEMPTS",
+    "WARM_UP",
+    "PoolCore",
+    "SetupFailed",
+    "alive",
+    "checked_setup",
+    "refuse_awaitable",
+]
 
 # After a checkout, starting a spare waits this long (or until the checkout ends): a worker
 # starting up takes a core, and on a small machine it would double the latency of the first
@@ -19,6 +31,11 @@ __all__ = ["PRUNE_INTERVAL", "REFILL_DELAY", "WARM_UP", "PoolCore", "alive"]
 REFILL_DELAY: Final = 0.05
 # How often the replenisher looks for idle workers that died, at most.
 PRUNE_INTERVAL: Final = 0.5
+# A setup= that fails on this many new workers in a row is taken to fail on every one: its
+# error becomes the answer of the checkouts waiting (a start failure's rule), instead of
+# the pool starting and closing workers for as long as they wait. One that fails now and
+# then only costs a replacement.
+SETUP_ATTEMPTS: Final = 3
 
 R = TypeVar("R")
 
@@ -43,8 +60,12 @@ class PoolCore(Generic[R]):
         self.closed = False
         # The last start failure and how many there were: a checkout waiting on a start that
         # fails gets that failure rather than a timeout.
-        self.failure: PydenoError | None = None
+        self.failure: Exception | None = None
         self.failures = 0
+        # Setups that failed (a worker closed for it each): in all, for stats(), and in a
+        # row since the last worker that was set up.
+        self.setup_failures = 0
+        self.setup_streak = 0
         # For stats(): checkouts served, and the waits of those that found no idle worker
         # (the ones that timed out too).
         self.checkouts = 0
@@ -116,6 +137,23 @@ class PoolCore(Generic[R]):
         self.checked_out.discard(worker)
         self.refill_after = 0.0
 
+    def setup_failed(self, error: Exception) -> bool:
+        """A new worker's setup failed (the worker is closed): whether that is now the
+        answer of the waiting checkouts, as setups have failed SETUP_ATTEMPTS times in a
+        row; else the caller starts another worker at once."""
+        self.setup_failures += 1
+        self.setup_streak += 1
+        if self.setup_streak < SETUP_ATTEMPTS:
+            return False
+        note = (
+            f"raised by the pool's setup= on {self.setup_streak} new workers in a row, each closed; "
+            "no worker was handed out"
+        )
+        # A setup may raise one exception object again and again: it gets one such note.
+        if not any(str(old).startswith("raised by the pool's setup=") for old in getattr(error, "__notes__", ())):
+            error.add_note(note)
+        return True
+
     def check_open(self) -> None:
         if self.closed:
             raise RuntimeError("the pool is closed")
@@ -134,6 +172,7 @@ class PoolCore(Generic[R]):
             "max_workers": self.max_workers,
             "idle": len(self.idle),
             "live": self.live,
+            "setup_failures": self.setup_failures,
         }
 
 
@@ -150,3 +189,38 @@ WARM_UP_AWAIT: Final = "await undefined"
 def alive(rt: Any) -> bool:
     """Whether a pooled runtime is still fit to hand out: open, its worker running."""
     return bool(rt._alive())
+
+
+class SetupFailed:
+    """What a new worker's setup raised (the worker is closed), for the replenisher."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def checked_setup(setup: Any, *, can_await: bool) -> Callable[[Any], Any] | None:
+    """setup= of a pool: None, or a callable taking the new worker's runtime; an async
+    function only where the pool awaits it (``can_await``: the async pool)."""
+    if setup is not None and not callable(setup):
+        raise TypeError(
+            f"setup must be a function taking the new worker's runtime (or None), got {type(setup).__name__}"
+        )
+    if not can_await and inspect.iscoroutinefunction(setup):
+        raise TypeError(
+            "setup of a SandboxPool must be a plain function taking a pydeno.Runtime, got an async function; "
+            "use pydeno.AsyncSandboxPool for an async setup"
+        )
+    return cast("Callable[[Any], Any] | None", setup)
+
+
+def refuse_awaitable(result: Any, *, can_await: bool) -> None:
+    """What a sync pool's setup returned: an awaitable means the setup did not run."""
+    if not can_await:
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError(
+            "setup of a SandboxPool returned an awaitable, which a sync pool cannot run; "
+            "make it a plain function, or use pydeno.AsyncSandboxPool"
+        )

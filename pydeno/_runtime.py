@@ -274,6 +274,10 @@ class Runtime(NeedsWith):
     def _has_function(self, name: str) -> bool:
         return name in self._core.functions
 
+    def _function_names(self) -> list[str]:
+        """The names of the host functions bound so far."""
+        return list(self._core.functions)
+
     def _alive(self) -> bool:
         """Open, and its worker still running."""
         process = self._sup.process

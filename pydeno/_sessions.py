@@ -30,6 +30,7 @@ from ._journal_store import JournalStore
 from ._options import RuntimeOptions, check_option_names
 from ._pool import SandboxPool
 from ._pool_core import WARM_UP_AWAIT
+from ._runtime import Runtime
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 from ._stats import Stats
 
@@ -42,6 +43,16 @@ class _WarmWorkers(SandboxPool):
     restore: that first use is made before a session takes the worker."""
 
     _warm_code = WARM_UP_AWAIT
+
+    def _check_set_up(self, rt: Runtime) -> None:
+        # A session's host calls are its tools, journaled so that a restore replays them: a
+        # function bound by setup would never be called.
+        names = rt._function_names()
+        if names:
+            raise TypeError(
+                f"the setup of a SessionPool bound host functions ({', '.join(sorted(names))}), which a session "
+                "cannot call: its host calls are its tools; pass them as tools= instead"
+            )
 
 
 # How long the idle reaper sleeps when no session will expire: it is woken sooner by any
@@ -61,6 +72,9 @@ class SessionPool(NeedsWith):
     ``max_live_per_owner`` and ``max_bytes_per_owner`` cap what one owner holds.
     ``warm_workers`` workers are kept started ahead (beside the live ones), so that a lease
     of a new or evicted session replays its journal without waiting for a worker to start.
+    ``setup(rt)`` prepares each session's new worker, as a pool's ``setup=`` does, before the
+    session is made or replayed on it: the workers then come from the warm ones (started
+    when a lease asks if ``warm_workers`` is 0).
     ``agent_kwargs`` are :class:`~pydeno.AgentSandbox`'s: ``tools``,
     ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
     ``with SessionPool(...) as sessions:`` (that starts the idle reaper), or call
@@ -79,6 +93,7 @@ class SessionPool(NeedsWith):
         max_bytes_per_owner: int | str | None = None,
         max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
         warm_workers: int = 0,
+        setup: Callable[[Runtime], Any] | None = None,
         tools: Mapping[str, Callable[..., Any]] | None = None,
         max_tool_calls: int | None = None,
         max_pause: float | None = None,
@@ -98,8 +113,9 @@ class SessionPool(NeedsWith):
         options, _, _ = runtime_options(runtime_kwargs, max_pause)
         RuntimeOptions(**options)
         warm = count("warm_workers", warm_workers, 0)
-        # The warm workers are a pool's, started as a session's runtime would be.
-        self._warm = _WarmWorkers(warm, **options) if warm else None
+        # The warm workers are a pool's, started as a session's runtime would be. A setup
+        # runs where the pool runs it, so each session's worker comes from there.
+        self._warm = _WarmWorkers(warm, setup=setup, **options) if warm or setup is not None else None
         self._tools = tools
         self._max_tool_calls = max_tool_calls
         self._max_pause = max_pause
