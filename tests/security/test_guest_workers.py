@@ -59,9 +59,7 @@ def web_worker(body: str, *, options: str = "{type: 'module'}", before: str = ""
     """Guest code that runs ``before`` in the runtime's isolate, then ``body`` as a Web
     Worker's module, and evaluates to what that posts back (or the error it ends with)."""
     return (
-        f"const url = {json.dumps(data_url(LOOK + body))};\n"
-        + before
-        + "\nawait new Promise((resolve) => {"
+        f"const url = {json.dumps(data_url(LOOK + body))};\n" + before + "\nawait new Promise((resolve) => {"
         f" const w = new Worker(url, {options});"
         " w.onmessage = (e) => { resolve(e.data); w.terminate(); };"
         " w.onerror = (e) => { e.preventDefault(); resolve({error: e.message}); w.terminate(); };"
@@ -159,7 +157,8 @@ NODE_READINGS: Final = r"""
 const readings = async () => {
   const out = {};
   const read = async (name, f) => {
-    try { out[name] = JSON.stringify(await f()); } catch (e) { out[name] = `${e.name}: ${String(e.message).split("\n")[0]}`; }
+    try { out[name] = JSON.stringify(await f()); }
+    catch (e) { out[name] = `${e.name}: ${String(e.message).split("\n")[0]}`; }
   };
   const P = (await import("node:process")).default;
   await read("process", () => [P.execPath, P.argv0, P.title, P.platform, typeof P.pid, typeof P.nextTick]);
