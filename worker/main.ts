@@ -1278,7 +1278,15 @@ ObjectDefineProperty(globalThis, "Error", { __proto__: null, value: ErrorCtor, w
 // node:process load again, gets nothing better. And the Cache API, which pydeno never lets
 // keep anything (see _no_web_storage in pydeno/host/_staging.py), fails with an error of its own: Deno's
 // names the cache directory, with the temporary directory and the host's user id in it.
-function guardWorkers(global: any, source: string): (message: string, already?: boolean) => string | null {
+//
+// In a guest's Worker (inWorker), the guard then hides the runtime as the runtime's own isolate
+// does at the end of its start-up: no Deno, process or require, and so none of Deno's internals
+// (Deno[Deno.internal].core and its ops, Deno.stdin and Deno.stdout among them). Deno's
+// node: modules read the Deno global as node:process loads, and fail for good where it is
+// missing then; so node:process loads first, from the namespace as neutralised above, before
+// any guest code runs in the worker. The worker's own module has no static import, and the
+// guest's is imported after this has returned, so nothing of the guest's runs before it.
+function guardWorkers(global: any, source: string, inWorker = false): (message: string, already?: boolean) => string | null {
   const defineProperty = Object.defineProperty, apply = Reflect.apply;
   const describe = Object.getOwnPropertyDescriptor;
   const denied = guardNetwork(global);
@@ -1290,6 +1298,15 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
   };
   neutral("execPath", { execPath() { return "deno"; } }.execPath);
   neutral("mainModule", undefined);
+  if (inWorker) {
+    const nodeProcess = describe(global, "process");
+    if (nodeProcess !== undefined && nodeProcess.get !== undefined) apply(nodeProcess.get, global, []);
+    const remove = Reflect.deleteProperty;
+    // A property that would not go ends the worker's module here, before the guest's loads.
+    if (!remove(global, "Deno") || !remove(global, "process") || !remove(global, "require")) {
+      throw new TypeError("the Worker could not hide the runtime from its code");
+    }
+  }
   const caches = describe(global, "caches");
   if (caches !== undefined && caches.configurable) {
     const PromiseReject = Promise.reject.bind(Promise), DOMExceptionCtor = DOMException;
@@ -1303,7 +1320,7 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
   if (found === undefined) return denied;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
   const encode = encodeURIComponent;
-  const prologue = `(${source})(globalThis, ${JSONStringify(source)});\n`;
+  const prologue = `(${source})(globalThis, ${JSONStringify(source)}, true);\n`;
   const guard = (Original: any): any => {
     function Worker(specifier: any, options?: any): any {
       if (new.target === undefined) {
@@ -1329,7 +1346,8 @@ function guardWorkers(global: any, source: string): (message: string, already?: 
         if (n !== undefined) name = StringFn(n);
       }
       const entry = `${prologue}await import(${JSONStringify(url)});\n`;
-      return new Original(`data:text/javascript,${encode(entry)}`, { type, name });
+      // Without a prototype: Deno reads every option it is handed (deno among them) through it.
+      return new Original(`data:text/javascript,${encode(entry)}`, { __proto__: null, type, name });
     }
     const proto = Original.prototype;
     defineProperty(Worker, "prototype", { __proto__: null, value: proto } as PropertyDescriptor);

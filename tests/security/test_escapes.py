@@ -1,8 +1,9 @@
 """The escape battery: guest code tries every way out we know of, under every sandbox mode.
 
 Each test hands the guest a table of *attempts* (JavaScript functions). The guest runs every
-attempt twice: in the runtime's own isolate, where ``Deno``, ``process`` and ``require`` are
-gone, and inside a Web Worker it starts itself, where ``Deno`` is present, so that the
+attempt three times: in the runtime's own isolate and inside a Web Worker it starts itself,
+where ``Deno``, ``process`` and ``require`` are gone, and inside a ``node:worker_threads``
+worker, where ``Deno`` is present (Deno runs nothing of pydeno's there first), so that the
 ``Deno.*`` and ``node:`` APIs really meet the permission checks rather than a missing global.
 An attempt that returns is reported as ``"ESCAPED: <what it got>"``; one that throws (or gives
 no answer in time) as ``"blocked: <error name>: <message>"``. The tests then check both sides:
@@ -168,6 +169,15 @@ POST_RESULTS: Final = (
 )
 
 
+# A node:worker_threads worker answers its parent through parentPort.
+POST_TO_PARENT: Final = (
+    "__keepAlive();\n"
+    "const __parent = require('node:worker_threads').parentPort;\n"
+    f"__runAll(__attempts, {ATTEMPT_MS}).then((r) => __parent.postMessage(__withStray(r)),"
+    " (e) => __parent.postMessage({ '(the harness)': 'broken: ' + __describe(e) }));\n"
+)
+
+
 def runner(attempts: str, settings: Mapping[str, Any], place: str) -> str:
     """The prelude, the settings and the attempt table, for one place."""
     return (
@@ -179,7 +189,8 @@ def runner(attempts: str, settings: Mapping[str, Any], place: str) -> str:
 
 
 def guest_program(attempts: str, settings: Mapping[str, Any], *, in_worker: bool, postlude: str = "") -> str:
-    """Runs the attempts in the guest's isolate and (concurrently) in a Web Worker it starts.
+    """Runs the attempts in the guest's isolate and (concurrently) in a Web Worker and a
+    ``node:worker_threads`` worker it starts.
 
     The value is ``{names, places: {place: {attempt: outcome}}}``. ``postlude`` runs in the
     guest's isolate after the attempts, with ``__result`` holding that value.
@@ -187,16 +198,19 @@ def guest_program(attempts: str, settings: Mapping[str, Any], *, in_worker: bool
     worker = ""
     if in_worker:
         source = runner(attempts, settings, "worker") + POST_RESULTS
+        node_source = runner(attempts, settings, "node worker") + POST_TO_PARENT
         worker = (
             f"const __there = __inWebWorker('data:text/javascript,' + encodeURIComponent({json.dumps(source)}),"
             f" {PLACE_MS}).catch((e) => ({{ '(the worker itself)': 'blocked: ' + __describe(e) }}));\n"
+            f"const __inNode = __inNodeWorker({json.dumps(node_source)}, {PLACE_MS})"
+            ".catch((e) => ({ '(the node worker itself)': 'blocked: ' + __describe(e) }));\n"
         )
     return (
         runner(attempts, settings, "main")
         + worker
         + f"const __here = await __runAll(__attempts, {ATTEMPT_MS});\n"
         + "const __result = { names: Object.keys(__attempts), places: { main: __here"
-        + (", worker: await __there" if in_worker else "")
+        + (', worker: await __there, "node worker": await __inNode' if in_worker else "")
         + " } };\n"
         + postlude
         + "\n__result\n"
@@ -475,10 +489,10 @@ def test_the_guest_cannot_read_host_files(mode: str, exposed: Exposed) -> None:
                 "node:sqlite open the file",
             )
         ),
-        "worker / node:fs readFileSync",
-        "worker / node:fs/promises readFile",
-        "worker / Deno.readTextFileSync",
-        "worker / Deno.readDirSync",
+        "node worker / node:fs readFileSync",
+        "node worker / node:fs/promises readFile",
+        "node worker / Deno.readTextFileSync",
+        "node worker / Deno.readDirSync",
     )
     assert exposed.entries() == before
     assert exposed.secret_file.read_text() == exposed.secret + "\n"
@@ -552,14 +566,15 @@ def test_the_guest_cannot_write_host_files(mode: str, exposed: Exposed, tmp_path
     assert_blocked(guest.outcomes)
     assert_refused_by_permissions(
         guest.outcomes,
-        "worker / node:fs writeFileSync",
-        "worker / node:fs writeFileSync into /tmp",
-        "worker / node:fs mkdirSync",
-        "worker / node:fs unlinkSync of the secret",
-        "worker / node:fs/promises writeFile",
+        "node worker / node:fs writeFileSync",
+        "node worker / node:fs writeFileSync into /tmp",
+        "node worker / node:fs mkdirSync",
+        "node worker / node:fs unlinkSync of the secret",
+        "node worker / node:fs/promises writeFile",
         "worker / node:sqlite create a database",
-        "worker / Deno.writeTextFileSync",
-        "worker / Deno.removeSync of the secret",
+        "node worker / node:sqlite create a database",
+        "node worker / Deno.writeTextFileSync",
+        "node worker / Deno.removeSync of the secret",
     )
     assert exposed.entries() == before
     assert set(os.listdir(tmp_path)) == before_tmp
@@ -660,8 +675,8 @@ def test_the_guest_cannot_reach_the_network(mode: str, listener: Listener) -> No
             for name in ("fetch http://127.0.0.1", "WebSocket", "node:net createConnection", "node:http request")
         ),
         "main / import() over http",
-        "worker / Deno.connect",
-        "worker / Deno.listen",
+        "node worker / Deno.connect",
+        "node worker / Deno.listen",
     )
 
 
@@ -731,10 +746,10 @@ def test_the_guest_cannot_start_a_process(mode: str, exposed: Exposed) -> None:
     assert not spawned, f"a process ran: {spawned}"
     assert_refused_by_permissions(
         guest.outcomes,
-        "worker / node:child_process execSync",
-        "worker / node:child_process spawnSync",
-        "worker / Deno.Command outputSync",
-        "worker / Deno.Command spawn",
+        "node worker / node:child_process execSync",
+        "node worker / node:child_process spawnSync",
+        "node worker / Deno.Command outputSync",
+        "node worker / Deno.Command spawn",
     )
 
 
@@ -831,12 +846,14 @@ def test_the_guest_cannot_load_native_code(mode: str, exposed: Exposed) -> None:
         "main / process.dlopen",
         "main / node:sqlite loadExtension",
         "main / node:worker_threads Worker",
-        "worker / Deno.dlopen",
-        "worker / Deno.UnsafePointer.of",
+        "node worker / Deno.dlopen",
+        "node worker / Deno.UnsafePointer.of",
         "worker / process.dlopen",
+        "node worker / process.dlopen",
         "worker / node:sqlite loadExtension",
-        "worker / node:vm fresh context",
-        "worker / Deno internals: op_napi_open",
+        "node worker / node:sqlite loadExtension",
+        "node worker / node:vm fresh context",
+        "node worker / Deno internals: op_napi_open",
     )
 
 
@@ -892,12 +909,12 @@ def test_the_guest_cannot_see_the_host_environment(mode: str, monkeypatch: pytes
         "main / fetch /proc/self/environ",
         "main / fetch the host's environ",
         "main / import() of the host's environ as text",
-        "worker / node:process env",
-        "worker / node:process env[name]",
-        "worker / node:os userInfo",
-        "worker / Deno.env.get",
-        "worker / Deno.env.toObject",
-        "worker / node:fs /proc/self/environ",
+        "node worker / node:process env",
+        "node worker / node:process env[name]",
+        "node worker / node:os userInfo",
+        "node worker / Deno.env.get",
+        "node worker / Deno.env.toObject",
+        "node worker / node:fs /proc/self/environ",
     )
 
 
@@ -952,11 +969,13 @@ def test_the_guest_cannot_obtain_a_permission(mode: str, exposed: Exposed) -> No
         guest.outcomes,
         "main / node:inspector Session.connect",
         "worker / node:inspector Session.connect",
-        "worker / request read of the secret, then read it",
+        "node worker / node:inspector Session.connect",
+        "node worker / request read of the secret, then read it",
     )
-    # In the worker each request was really made and answered: not granted.
+    # In the node worker each request was really made and answered: not granted.
     for name in ("read", "write", "net", "env", "run", "ffi", "sys", "import"):
-        assert guest.outcomes[f"worker / Deno.permissions.requestSync {name}"].startswith("blocked: NotGranted"), name
+        outcome = guest.outcomes[f"node worker / Deno.permissions.requestSync {name}"]
+        assert outcome.startswith("blocked: NotGranted"), name
 
 
 ESCALATION_WORKER: Final = (
@@ -1042,11 +1061,12 @@ def test_the_guest_cannot_signal_the_host(mode: str, sigwinch: list[int]) -> Non
         "main / node:process kill(host pid, SIGWINCH)",
         "main / node:process kill(host group, SIGWINCH)",
         "worker / node:process kill(host pid, SIGWINCH)",
-        "worker / node:process kill(ppid, SIGWINCH)",
-        "worker / node:process kill(ppid, 0)",
-        "worker / Deno.kill(host pid, SIGWINCH)",
-        "worker / Deno.kill(Deno.ppid, SIGWINCH)",
-        "worker / Deno.kill(host group, SIGWINCH)",
+        "node worker / node:process kill(host pid, SIGWINCH)",
+        "node worker / node:process kill(ppid, SIGWINCH)",
+        "node worker / node:process kill(ppid, 0)",
+        "node worker / Deno.kill(host pid, SIGWINCH)",
+        "node worker / Deno.kill(Deno.ppid, SIGWINCH)",
+        "node worker / Deno.kill(host group, SIGWINCH)",
     )
 
 
@@ -1166,7 +1186,7 @@ def test_workers_and_data_or_blob_modules_meet_the_same_barriers(
         ),
         *(
             f"{place} / {name}"
-            for place in places[:3]
+            for place in places[2:3]
             for name in ("node:fs readFileSync", "Deno.readTextFileSync", "Deno.connect to the listener")
         ),
     )
@@ -1231,13 +1251,15 @@ def test_a_runtime_cannot_leave_data_for_a_later_runtime(mode: str) -> None:
 
 
 def test_the_battery_would_notice_a_way_out(listener: Listener, sigwinch: list[int]) -> None:
-    # An attempt that returns is reported as an escape, in the guest's isolate and its worker.
+    # An attempt that returns is reported as an escape, in the guest's isolate and its workers.
     guest = attempt("off", '{ "succeeds": () => 6 * 7, "throws": () => { throw new RangeError("no"); } }', {})
     assert guest.outcomes == {
         "main / succeeds": "ESCAPED: 42",
         "main / throws": "blocked: RangeError: no",
         "worker / succeeds": "ESCAPED: 42",
         "worker / throws": "blocked: RangeError: no",
+        "node worker / succeeds": "ESCAPED: 42",
+        "node worker / throws": "blocked: RangeError: no",
     }
     with pytest.raises(AssertionError, match="got out"):
         assert_blocked(guest.outcomes)

@@ -1,7 +1,7 @@
 """What a guest can learn about where the host keeps its files.
 
 Every reading a guest can make without a permission it lacks (node:process, node:os, the
-Deno namespace of a Web Worker, error messages, stack traces, a module's resolution) is taken
+Deno namespace where it is present, error messages, stack traces, a module's resolution) is taken
 in the runtime's own isolate and in a Web Worker the guest starts, under each sandbox mode,
 and none of it may name a host path: the deno binary's, pydeno's package directory, the
 worker's files, the staging and cache directories under the temporary directory, the user's
@@ -167,6 +167,7 @@ if (typeof Deno !== "undefined") Object.assign(facts, {
 def test_the_guest_sees_deno_named_deno_and_the_root_as_its_working_directory(rt: pydeno.Runtime) -> None:
     facts = rt.eval(PROCESS_FACTS + "facts")
     assert facts == {"execPath": "deno", "argv0": "deno", "argv": ["deno", "main.ts"], "title": "deno", "cwd": "/"}
+    # A Web Worker has no Deno namespace either; its node:process loaded from one that said so.
     facts = rt.eval(in_web_worker(PROCESS_FACTS + "self.postMessage(facts);"))
     assert facts == {
         "execPath": "deno",
@@ -174,9 +175,6 @@ def test_the_guest_sees_deno_named_deno_and_the_root_as_its_working_directory(rt
         "argv": ["deno", "/$deno$node.mjs"],
         "title": "deno",
         "cwd": "/",
-        "denoExecPath": "deno",
-        "mainModule": "undefined",
-        "bootstrapArgv0": "deno",
     }
 
 
@@ -202,9 +200,9 @@ self.postMessage(out);
 
 
 def test_a_guest_cannot_get_the_deno_binary_s_path_back_in_a_web_worker(rt: pydeno.Runtime) -> None:
+    # Having node:process load again needs Deno's internals, which a Web Worker has no way to.
     readings = rt.eval(in_web_worker(UNDO))
-    assert readings["reloaded"] == ["deno", "deno", "deno"], readings
-    assert_names_no_host_path(readings)
+    assert readings == {"error": "Uncaught (in promise) ReferenceError: Deno is not defined"}, readings
 
 
 CATCH_DENO: Final = r"""
