@@ -5,7 +5,7 @@
 // -- Framing --
 
 /** The version in the worker's handshake; the host refuses any other. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /**
  * The big-endian unsigned length of its payload that starts every frame, in bytes; the
  * payload is one msgpack array whose first item is the frame's kind.
@@ -44,6 +44,12 @@ export const H_MODULE = 8;
  * Runs module code; its result is the module's exports.
  */
 export const H_EVAL_MODULE = 9;
+/**
+ * [H_EVAL_PROGRAM, request_id, code]
+ * A Code Mode program: an eval of TypeScript the host wrapped in a block (or an async
+ * function), whose body is the program's top level, where its import declarations are.
+ */
+export const H_EVAL_PROGRAM = 10;
 
 // -- Frame kinds, worker -> host --
 
