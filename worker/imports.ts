@@ -33,10 +33,13 @@ const WORD = 1, PUNCT = 2, STRING = 3, OTHER = 4;
 /** The significant tokens of a text, in typed arrays (no guest-reachable array methods):
  * kind, [start, end), and how deep each is nested: in braces (template substitutions
  * count as braces) and in parentheses or brackets. */
-type Tokens = { kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array; count: number };
+type Tokens = {
+  kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array; count: number;
+  room: number; // the arrays' length: a typed array's length getter is the guest's to replace
+};
 
-function grown(a: Int32Array): Int32Array {
-  const b = new Int32ArrayCtor(a.length * 2);
+function grown(a: Int32Array, room: number): Int32Array {
+  const b = new Int32ArrayCtor(room * 2);
   Int32Set(b, a);
   return b;
 }
@@ -44,15 +47,16 @@ function grown(a: Int32Array): Int32Array {
 function lex(text: string): Tokens {
   const t: Tokens = {
     kind: new Int32ArrayCtor(64), start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64),
-    depth: new Int32ArrayCtor(64), nest: new Int32ArrayCtor(64), count: 0,
+    depth: new Int32ArrayCtor(64), nest: new Int32ArrayCtor(64), count: 0, room: 64,
   };
   const templates: number[] = []; // brace depth at each open ${, as modules.ts keeps it
   let depth = 0, nest = 0, i = 0;
   const n = text.length;
   const push = (kind: number, start: number, end: number) => {
-    if (t.count === t.kind.length) {
-      t.kind = grown(t.kind); t.start = grown(t.start); t.end = grown(t.end);
-      t.depth = grown(t.depth); t.nest = grown(t.nest);
+    if (t.count === t.room) {
+      t.kind = grown(t.kind, t.room); t.start = grown(t.start, t.room); t.end = grown(t.end, t.room);
+      t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room);
+      t.room *= 2;
     }
     const k = t.count++;
     t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest;

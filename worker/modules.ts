@@ -20,6 +20,7 @@ import {
   StringIndexOf,
   StringSlice,
   SyntaxErrorCtor,
+  TypedArrayLength,
 } from "./intrinsics.ts";
 import { compileError, isSpace, isWord, parseError, stripped } from "./typescript.ts";
 const JSONStringify = JSON.stringify;
@@ -249,10 +250,11 @@ export function unresolved(message: string, name: string): string | null {
 
 function base64(text: string): string {
   const bytes = coreEncode(text);
+  const n = TypedArrayLength(bytes);
   let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
+  for (let i = 0; i < n; i += 0x8000) {
     let chunk = "";
-    const end = i + 0x8000 < bytes.length ? i + 0x8000 : bytes.length;
+    const end = i + 0x8000 < n ? i + 0x8000 : n;
     for (let j = i; j < end; j++) chunk += fromCharCode(bytes[j]);
     binary += chunk;
   }
