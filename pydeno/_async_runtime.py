@@ -130,9 +130,10 @@ class AsyncRuntime(NeedsAsyncWith):
 
     async def add_module(self, specifier: str, source: str) -> None:
         """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
-        import by ``specifier``: statically from module code, or with ``import()``. Only
-        added modules (and Deno's ``node:`` modules) resolve; adding a specifier again
-        replaces its source for imports from then on."""
+        import by ``specifier``: statically from module code, with ``import()``, or with an
+        import declaration at an eval's top level (which runs as a ``const`` from
+        ``import()``). Only added modules (and Deno's ``node:`` modules) resolve; adding a
+        specifier again replaces its source for imports from then on."""
         specifier = module_specifier(specifier)
         source = source_text(source)
         async with self._lock:

@@ -273,7 +273,7 @@ def test_a_typescript_eval_the_transpiler_transforms_keeps_an_import_it_does_not
 @pytest.mark.parametrize(
     "code",
     [
-        'const s = "import x from \'lodash\'"; s',
+        "const s = \"import x from 'lodash'\"; s",
         "// import x from 'lodash'\n'c'",
         "`${'x'} import x from 'lodash'`",
         "/import x from 'lodash'/.source",
@@ -317,7 +317,9 @@ def test_an_import_declaration_of_what_was_not_added_is_refused_before_the_eval_
 
 def test_code_mode_programs_import_and_their_imports_stay_in_the_execution() -> None:
     with pydeno.CodeMode([]) as cm:
-        result = cm.execute('import { join } from "node:path";\nimport * as path from "node:path";\njoin("a", path.sep)')
+        result = cm.execute(
+            'import { join } from "node:path";\nimport * as path from "node:path";\njoin("a", path.sep)'
+        )
         assert (result.ok, result.value) == (True, "a/")
         returned = cm.execute('import { basename } from "node:path";\nreturn basename("/x/y")')
         assert (returned.ok, returned.value) == (True, "y")
