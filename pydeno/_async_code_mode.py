@@ -110,12 +110,12 @@ class AsyncCodeMode(NeedsAsyncWith):
                 rt = await self._runtime()
                 execution.usage = rt._meter()
                 try:
-                    value = await rt.eval(self._source(code), timeout=timeout, lang="ts")
+                    value = await rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
                 except JavaScriptError as exc:
                     returning = execution.returning(exc)
                     if returning is None:
                         raise
-                    value = await rt.eval(returning, timeout=timeout, lang="ts")
+                    value = await rt._eval(returning, timeout, typescript=True, program=True)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -141,7 +141,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             try:
                 rt = await self._runtime()
                 execution.usage = rt._meter()
-                command = await rt._start_eval(self._source(code), timeout, lang="ts")
+                command = await rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -164,7 +164,7 @@ class AsyncCodeMode(NeedsAsyncWith):
                         returning = execution.returning(exc)
                         if returning is None:
                             raise
-                    command = await rt._start_eval(returning, timeout, lang="ts")
+                    command = await rt._start_eval(returning, timeout, lang="ts", program=True)
                     continue
                 pending, value, error = await self._decide(rt, execution, command, call)
                 if pending is not None:

@@ -115,11 +115,14 @@ class AsyncRuntime(NeedsAsyncWith):
         first, and an error's positions point into the code as written. Code that does not
         compile raises a SyntaxError with its ``line`` and ``column`` and a note showing the
         place."""
-        code = code_text(code)
-        typescript = is_typescript(lang)
+        return await self._eval(code_text(code), timeout, typescript=is_typescript(lang))
+
+    async def _eval(self, code: str, timeout: float | None, *, typescript: bool, program: bool = False) -> Any:
+        """eval; ``program``: the code is a Code Mode program (TypeScript the host wrapped in a
+        block or async function, whose body is the top level of its import declarations)."""
         async with self._lock:
             await self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript)
+            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
             try:
                 return await self._roundtrip(rid, data, timeout)
             except JavaScriptError as exc:
@@ -128,9 +131,10 @@ class AsyncRuntime(NeedsAsyncWith):
 
     async def add_module(self, specifier: str, source: str) -> None:
         """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
-        import by ``specifier``: statically from module code, or with ``import()``. Only
-        added modules (and Deno's ``node:`` modules) resolve; adding a specifier again
-        replaces its source for imports from then on."""
+        import by ``specifier``: statically from module code, with ``import()``, or with an
+        import declaration at an eval's top level (which runs as a ``const`` from
+        ``import()``). Only added modules (and Deno's ``node:`` modules) resolve; adding a
+        specifier again replaces its source for imports from then on."""
         specifier = module_specifier(specifier)
         source = source_text(source)
         async with self._lock:
@@ -225,12 +229,14 @@ class AsyncRuntime(NeedsAsyncWith):
     # A command in steps, each under the runtime's lock: start it, advance it to its next
     # host call (which the caller answers, now or later) until it completes, then take its
     # outcome. Nothing outside the runtime touches its other private parts.
-    async def _start_eval(self, code: str, timeout: float | None = None, *, lang: Lang = "js") -> Command:
+    async def _start_eval(
+        self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False
+    ) -> Command:
         code = code_text(code)
         typescript = is_typescript(lang)
         async with self._lock:
             await self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript)
+            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
             return await self._begin(rid, data, timeout)
 
     async def _next_call(self, command: Command) -> HostCall | None:

@@ -112,12 +112,12 @@ class CodeMode(NeedsWith):
                 rt = self._runtime()
                 execution.usage = rt._meter()
                 try:
-                    value = rt.eval(self._source(code), timeout=timeout, lang="ts")
+                    value = rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
                 except JavaScriptError as exc:
                     returning = execution.returning(exc)
                     if returning is None:
                         raise
-                    value = rt.eval(returning, timeout=timeout, lang="ts")
+                    value = rt._eval(returning, timeout, typescript=True, program=True)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -143,7 +143,7 @@ class CodeMode(NeedsWith):
             try:
                 rt = self._runtime()
                 execution.usage = rt._meter()
-                command = rt._start_eval(self._source(code), timeout, lang="ts")
+                command = rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -166,7 +166,7 @@ class CodeMode(NeedsWith):
                         returning = execution.returning(exc)
                         if returning is None:
                             raise
-                    command = rt._start_eval(returning, timeout, lang="ts")
+                    command = rt._start_eval(returning, timeout, lang="ts", program=True)
                     continue
                 pending, value, error = self._decide(rt, execution, command, call)
                 if pending is not None:

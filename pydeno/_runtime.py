@@ -111,11 +111,14 @@ class Runtime(NeedsWith):
         first, and an error's positions point into the code as written. Code that does not
         compile raises a SyntaxError with its ``line`` and ``column`` and a note showing the
         place."""
-        code = code_text(code)
-        typescript = is_typescript(lang)
+        return self._eval(code_text(code), timeout, typescript=is_typescript(lang))
+
+    def _eval(self, code: str, timeout: float | None, *, typescript: bool, program: bool = False) -> Any:
+        """eval; ``program``: the code is a Code Mode program (TypeScript the host wrapped in a
+        block or async function, whose body is the top level of its import declarations)."""
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript)
+            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
             try:
                 return self._roundtrip(rid, data, timeout)
             except JavaScriptError as exc:
@@ -124,9 +127,10 @@ class Runtime(NeedsWith):
 
     def add_module(self, specifier: str, source: str) -> None:
         """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
-        import by ``specifier``: statically from module code, or with ``import()``. Only
-        added modules (and Deno's ``node:`` modules) resolve; adding a specifier again
-        replaces its source for imports from then on."""
+        import by ``specifier``: statically from module code, with ``import()``, or with an
+        import declaration at an eval's top level (which runs as a ``const`` from
+        ``import()``). Only added modules (and Deno's ``node:`` modules) resolve; adding a
+        specifier again replaces its source for imports from then on."""
         specifier = module_specifier(specifier)
         source = source_text(source)
         with self._lock:
@@ -221,12 +225,14 @@ class Runtime(NeedsWith):
     # A command in steps, each under the runtime's lock: start it, advance it to its next
     # host call (which the caller answers, now or later) until it completes, then take its
     # outcome. Nothing outside the runtime touches its other private parts.
-    def _start_eval(self, code: str, timeout: float | None = None, *, lang: Lang = "js") -> Command:
+    def _start_eval(
+        self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False
+    ) -> Command:
         code = code_text(code)
         typescript = is_typescript(lang)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript)
+            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
             return self._begin(rid, data, timeout)
 
     def _next_call(self, command: Command) -> HostCall | None:

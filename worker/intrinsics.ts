@@ -15,6 +15,10 @@ export const ObjectCreate = Object.create;
 export const NumberParseInt = Number.parseInt;
 export const StringFn = String;
 export const SyntaxErrorCtor = SyntaxError;
+/** A typed array's length, from its internal slot: the prototype's getter can be replaced. */
+export const TypedArrayLength = uncurry(
+  Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "length")!.get,
+) as (array: ArrayLike<number>) => number;
 
 /** Deno's TypeScript transpiler: node:module's stripTypeScriptTypes. */
 export type Strip = (code: string, options: any) => string;

@@ -12,6 +12,7 @@ import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, isErrorValue, Reader, Writer } from "./codec.ts";
 import {
   addModule,
+  editedName,
   exportsOf,
   hasModules,
   mapModuleStack,
@@ -21,6 +22,7 @@ import {
   unresolved,
 } from "./modules.ts";
 import { addPackage, loaded } from "./packages.ts";
+import { convertImports } from "./imports.ts";
 import type { Strip } from "./intrinsics.ts";
 import { compileError, compileFailure, EVAL_SCRIPT, mapStack, stripped, toJavaScript } from "./typescript.ts";
 import {
@@ -35,6 +37,7 @@ import {
   H_EVAL,
   H_EVAL_MODULE,
   H_PACKAGE,
+  H_EVAL_PROGRAM,
   H_EVAL_TS,
   H_MODULE,
   H_RELEASE,
@@ -709,7 +712,8 @@ function rendered(v: any): string {
 /** A stack as the host shows it (of a thrown error, or of an Error value): positions mapped to
  * the code as written, the frames that belong to this worker and Deno's core removed. */
 function guestStack(stack: string): string {
-  stack = mapStack(mapModuleStack(stack));
+  // Module names last too: a TypeScript eval's converted imports name its text (imports.ts).
+  stack = mapModuleStack(mapStack(mapModuleStack(stack)));
   // Line by line with indexOf, not split/join: those consult Symbol.split and index
   // setters the guest may have planted.
   let kept = "", any = false, from = 0;
@@ -1025,9 +1029,14 @@ async function isTypeScript(code: string): Promise<boolean> {
 
 function runEval(id: number, code: string): void {
   answer(id, () => {
-    // A literal import() of an added module: rewritten to its URL (see modules.ts).
-    if (hasModules() && StringIncludes(code, "import")) {
-      const run = rewriteEval(stripTypes, code, EVAL_SCRIPT);
+    if (!StringIncludes(code, "import")) return evaluate(code, EVAL_SCRIPT);
+    // Import declarations: declarations from import() (see imports.ts); a literal import()
+    // of an added module: rewritten to its URL (see modules.ts).
+    const converted = convertImports(code, EVAL_SCRIPT, false);
+    if (converted !== null || hasModules()) {
+      const run = converted !== null
+        ? rewriteEval(stripTypes, converted[0], EVAL_SCRIPT, converted[1])
+        : rewriteEval(stripTypes, code, EVAL_SCRIPT);
       if (run[1] !== "") return evaluate(run[0], run[1]);
     }
     return evaluate(code, EVAL_SCRIPT);
@@ -1053,8 +1062,8 @@ function withStrip(run: (strip: Strip) => any): any {
   });
 }
 
-function runEvalTs(id: number, code: string): void {
-  answer(id, () => withStrip((strip) => evaluateTs(strip, code)));
+function runEvalTs(id: number, code: string, program = false): void {
+  answer(id, () => withStrip((strip) => evaluateTs(strip, code, program)));
 }
 
 function runAddModule(id: number, specifier: string, source: string): void {
@@ -1094,19 +1103,29 @@ function runEvalModule(id: number, source: string): void {
   })));
 }
 
-function evaluateTs(strip: Strip, code: string): any {
+/** A TypeScript eval; `program`: a Code Mode program (see H_EVAL_PROGRAM). */
+function evaluateTs(strip: Strip, code: string, program: boolean): any {
   // Indexed, not destructured: destructuring runs the array iterator, which the guest may
   // have replaced.
-  const js = toJavaScript(strip, code);
-  const run = hasModules() ? rewriteEval(strip, js[0], js[1]) : js;
+  // Import declarations first, in the TypeScript (see imports.ts): its text is what is
+  // stripped, under a name that maps it back when its import lines changed length.
+  const converted = convertImports(code, EVAL_SCRIPT, program, true);
+  const ts = converted === null ? code : converted[0];
+  const shown = converted === null || converted[1].length === 0 ? EVAL_SCRIPT : editedName(ts, EVAL_SCRIPT, converted[1]);
+  const js = toJavaScript(strip, ts, shown);
+  // Stripped JavaScript has the TypeScript's positions, transformed its own (mapped back to
+  // `shown` by typescript.ts).
+  const run = js[1] === EVAL_SCRIPT && shown !== EVAL_SCRIPT
+    ? rewriteEval(strip, js[0], EVAL_SCRIPT, converted![1])
+    : converted !== null || hasModules() ? rewriteEval(strip, js[0], js[1]) : js;
   let value: any;
   try {
     value = evaluate(run[0], run[1] === "" ? js[1] : run[1]);
   } catch (e) {
-    throw compileFailure(strip, code, e);
+    throw compileFailure(strip, ts, e, shown);
   }
   if (!isNativePromise(value)) return value;
-  return PromiseThen(value, undefined, (e: any) => { throw compileFailure(strip, code, e); });
+  return PromiseThen(value, undefined, (e: any) => { throw compileFailure(strip, ts, e, shown); });
 }
 
 function runCall(id: number, fnId: number, args: any[]): void {
@@ -1139,6 +1158,11 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
     case H_EVAL_TS: {
       const id = reader.value(0), code = reader.value(0);
       runEvalTs(id, code);
+      return;
+    }
+    case H_EVAL_PROGRAM: {
+      const id = reader.value(0), code = reader.value(0);
+      runEvalTs(id, code, true);
       return;
     }
     case H_MODULE: {

@@ -20,6 +20,7 @@ import {
   StringIndexOf,
   StringSlice,
   SyntaxErrorCtor,
+  TypedArrayLength,
 } from "./intrinsics.ts";
 import { compileError, isSpace, isWord, parseError, stripped } from "./typescript.ts";
 import { hasPackages, isPackage, packageUrl } from "./packages.ts";
@@ -44,7 +45,7 @@ const fromCharCode = String.fromCharCode;
 // --- The lexer: where a text's import specifiers are ------------------------------------
 
 // After these a `/` starts a regular expression, not a division.
-const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
+export const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
 
 /** The string literals of `text` that name a module: `import "x"`, `... from "x"`, and
  * `import("x")`, as [start, end) offsets of the literal, quotes included. Comments, strings,
@@ -119,7 +120,7 @@ export function specifiers(text: string): number[] {
   return found;
 }
 
-function skipString(text: string, i: number, quote: number): number {
+export function skipString(text: string, i: number, quote: number): number {
   let j = i + 1;
   while (j < text.length) {
     const c = StringCharCodeAt(text, j);
@@ -132,7 +133,7 @@ function skipString(text: string, i: number, quote: number): number {
 
 /** Past a template literal's text from i: the offset after its closing backtick, or minus
  * the offset after a `${` (recorded in templates at the brace depth it opened). */
-function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
+export function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
   let j = i;
   while (j < text.length) {
     const c = StringCharCodeAt(text, j);
@@ -147,7 +148,7 @@ function skipTemplate(text: string, i: number, templates: number[], depth: numbe
   return j;
 }
 
-function skipRegex(text: string, i: number): number {
+export function skipRegex(text: string, i: number): number {
   let j = i + 1, inClass = false;
   while (j < text.length) {
     const c = StringCharCodeAt(text, j);
@@ -165,7 +166,7 @@ function skipRegex(text: string, i: number): number {
 // --- The registry -----------------------------------------------------------------------
 
 /** One replaced specifier, in the rewritten text: its line, its column, how much longer. */
-type Edit = { line: number; column: number; now: number; longer: number };
+export type Edit = { line: number; column: number; now: number; longer: number };
 
 const modules: { [specifier: string]: string } = ObjectCreate(null);
 // The data: URL of each added module, built when first imported after the last add_module
@@ -251,10 +252,11 @@ export function unresolved(message: string, name: string): string | null {
 
 function base64(text: string): string {
   const bytes = coreEncode(text);
+  const n = TypedArrayLength(bytes);
   let binary = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) {
+  for (let i = 0; i < n; i += 0x8000) {
     let chunk = "";
-    const end = i + 0x8000 < bytes.length ? i + 0x8000 : bytes.length;
+    const end = i + 0x8000 < n ? i + 0x8000 : n;
     for (let j = i; j < end; j++) chunk += fromCharCode(bytes[j]);
     binary += chunk;
   }
@@ -366,12 +368,51 @@ export function programUrl(strip: Strip, source: string): string {
 }
 
 /** An eval's code with its literal import() of added modules rewritten, and the name to
- * evaluate it under ("" when nothing changed: then it is the code itself). */
-export function rewriteEval(strip: Strip | null, code: string, shown: string): [string, string] {
+ * evaluate it under ("" when nothing changed: then it is the code itself). `earlier`: the
+ * edits that made code from what was written (its import declarations converted, see
+ * imports.ts), which frames are mapped back through too. */
+export function rewriteEval(strip: Strip | null, code: string, shown: string, earlier: Edit[] = []): [string, string] {
   const edits: Edit[] = [];
   const out = rewrite(strip, code, edits, []);
-  if (edits.length === 0) return [code, ""];
-  return [out, nameFor(out, shown, edits)];
+  if (edits.length === 0 && earlier.length === 0) return [code, ""];
+  if (earlier.length === 0) return [out, nameFor(out, shown, edits)];
+  return [out, editedName(out, shown, merged(earlier, edits))];
+}
+
+/** The name of a text made by `edits` from code whose frames are named `shown`: frames and
+ * compile errors under it are mapped back to the code as written. */
+export function editedName(text: string, shown: string, edits: Edit[]): string {
+  // The same text may come from code written two ways: the name is per text and edits.
+  let key = text + "\0";
+  for (let k = 0; k < edits.length; k++) {
+    const e = edits[k];
+    key += `${e.line},${e.column},${e.now},${e.longer};`;
+  }
+  return nameFor(key, shown, edits);
+}
+
+/** One list of edits, in the final text, from two in a row: `first` made the middle text
+ * (its columns there), `then` the final one from it (its columns in the final text). They
+ * never overlap: `then` replaces only specifiers, which `first` keeps as written. */
+function merged(first: Edit[], then: Edit[]): Edit[] {
+  const out: Edit[] = [];
+  let i = 0, j = 0, line = 0, shift = 0; // shift: what `then` added on this line so far
+  while (i < first.length || j < then.length) {
+    const a = i < first.length ? first[i] : undefined, b = j < then.length ? then[j] : undefined;
+    const next = a === undefined ? b!.line : b === undefined ? a.line : (a.line < b.line ? a.line : b.line);
+    if (next !== line) { line = next; shift = 0; }
+    // b's column in the middle text is its final column less what `then` added before it.
+    if (b !== undefined && b.line === line && (a === undefined || a.line !== line || b.column - shift <= a.column)) {
+      ObjectDefineProperty(out, out.length, { __proto__: null, value: b, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      shift += b.longer;
+      j++;
+    } else {
+      const moved = { line: a!.line, column: a!.column + shift, now: a!.now, longer: a!.longer };
+      ObjectDefineProperty(out, out.length, { __proto__: null, value: moved, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      i++;
+    }
+  }
+  return out;
 }
 
 /** The module namespace's exports as a plain object. */

@@ -5,7 +5,7 @@
 // -- Framing --
 
 /** The version in the worker's handshake; the host refuses any other. */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /**
  * The big-endian unsigned length of its payload that starts every frame, in bytes; the
  * payload is one msgpack array whose first item is the frame's kind.
@@ -54,6 +54,12 @@ export const H_PACKAGE = 10;
  * Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
  */
 export const H_WASM = 11;
+/**
+ * [H_EVAL_PROGRAM, request_id, code]
+ * A Code Mode program: an eval of TypeScript the host wrapped in a block (or an async
+ * function), whose body is the program's top level, where its import declarations are.
+ */
+export const H_EVAL_PROGRAM = 12;
 
 // -- Frame kinds, worker -> host --
 

@@ -56,8 +56,9 @@ function transformed(strip: Strip, code: string): string {
 }
 
 /** The JavaScript of a TypeScript program and the script name to evaluate it under, or a
- * SyntaxError at its position in `code`. */
-export function toJavaScript(strip: Strip, code: string): [string, string] {
+ * SyntaxError at its position in `code`. `shown`: what frames in code are named (another
+ * name when code is itself rewritten from what was written: main.ts maps that one back). */
+export function toJavaScript(strip: Strip, code: string, shown = EVAL_SCRIPT): [string, string] {
   try {
     return [stripped(strip, code), EVAL_SCRIPT];
   } catch { /* not strippable (or not valid): the transform says which */ }
@@ -65,9 +66,9 @@ export function toJavaScript(strip: Strip, code: string): [string, string] {
   try {
     js = transformed(strip, code);
   } catch (e) {
-    throw syntaxErrorAt(e, code, EVAL_SCRIPT) ?? e;
+    throw syntaxErrorAt(e, code, shown) ?? e;
   }
-  return [js, remember(code, js)];
+  return [js, remember(code, js, shown)];
 }
 
 /** The transform's parse error for code (a SyntaxError at its position in the script named
@@ -86,7 +87,7 @@ const GUEST_REPL_FRAME = /<anonymous>:\d+:\d+/;
 /** For an error the evaluation threw: when it is V8's refusal to compile the JavaScript (a
  * SyntaxError with no frame in guest code, which V8 gives no position), the transpiler's own
  * parse error for the TypeScript, which has one; otherwise the error itself. */
-export function compileFailure(strip: Strip, code: string, e: any): any {
+export function compileFailure(strip: Strip, code: string, e: any, shown = EVAL_SCRIPT): any {
   let stack = "";
   try {
     if (!(e instanceof SyntaxErrorCtor)) return e;
@@ -94,7 +95,7 @@ export function compileFailure(strip: Strip, code: string, e: any): any {
   } catch { return e; }
   // A frame in guest code means the program threw it while running (JSON.parse, say).
   if (StringIndexOf(stack, "guest:") >= 0 || RegExpExec(GUEST_REPL_FRAME, stack) !== null) return e;
-  return parseError(strip, code, EVAL_SCRIPT) ?? e;
+  return parseError(strip, code, shown) ?? e;
 }
 
 const PARSE_AT = /\s+at file:\/\/\/stripTypeScriptTypes\.ts:(\d+):(\d+)\s*$/;
@@ -163,14 +164,16 @@ export function scriptPosition(text: string, offset: number): [number, number] {
 /** The programs whose frames can still be mapped: the latest ones, within a character
  * budget, so a long-lived runtime keeps a bounded amount of source for this. */
 const KEEP_CHARS = 4 << 20;
-type Kept = { code: string; js: string; map: Int32Array | null; codeTokens: Spans | null; jsTokens: Spans | null };
+type Kept = {
+  code: string; js: string; shown: string; map: Int32Array | null; codeTokens: Spans | null; jsTokens: Spans | null;
+};
 const kept: { [n: number]: Kept } = ObjectCreate(null);
 let keptChars = 0, oldest = 1, next = 1;
 
 /** Registers a transformed program; returns the script name its JavaScript runs under. */
-function remember(code: string, js: string): string {
+function remember(code: string, js: string, shown: string): string {
   const n = next++;
-  kept[n] = { code, js, map: null, codeTokens: null, jsTokens: null };
+  kept[n] = { code, js, shown, map: null, codeTokens: null, jsTokens: null };
   keptChars += code.length + js.length;
   while (keptChars > KEEP_CHARS && oldest < n) {
     const old = kept[oldest];
@@ -202,7 +205,8 @@ function tokens(text: string): Spans {
     if (isSpace(c)) { i++; continue; }
     let j = i + 1;
     if (isWord(c)) while (j < text.length && isWord(StringCharCodeAt(text, j))) j++;
-    if (count === starts.length) {
+    // Full at 256, 512, ... tokens (how they were made): their length getter is the guest's.
+    if (count >= 256 && (count & (count - 1)) === 0) {
       const s = new Int32ArrayCtor(count * 2), e = new Int32ArrayCtor(count * 2);
       Int32Set(s, starts); Int32Set(e, ends);
       starts = s; ends = e;
@@ -268,8 +272,8 @@ function positionOf(text: string, offset: number): [number, number] {
   }
 }
 
-/** The position in the TypeScript of a position in its JavaScript, or null. */
-function mapPosition(n: number, line: number, column: number): [number, number] | null {
+/** The name and position in the TypeScript of a position in its JavaScript, or null. */
+function mapPosition(n: number, line: number, column: number): [string, number, number] | null {
   const entry = kept[n];
   if (entry === undefined) return null;
   if (entry.map === null || entry.codeTokens === null || entry.jsTokens === null) {
@@ -288,7 +292,8 @@ function mapPosition(n: number, line: number, column: number): [number, number] 
   if (k >= sj.count) { k = j - 1; while (k >= 0 && map[k] < 0) k--; }
   if (k < 0) return null;
   const inside = k === j && offset > sj.starts[k] ? offset - sj.starts[k] : 0;
-  return positionOf(entry.code, sc.starts[map[k]] + inside);
+  const at = positionOf(entry.code, sc.starts[map[k]] + inside);
+  return [entry.shown, at[0], at[1]];
 }
 
 const FRAME = /guest:ts:(\d+):(\d+):(\d+)/;
@@ -301,7 +306,7 @@ export function mapStack(stack: string): string {
     const found = RegExpExec(FRAME, rest);
     if (found === null) return out + rest;
     const mapped = mapPosition(NumberParseInt(found[1], 10), NumberParseInt(found[2], 10), NumberParseInt(found[3], 10));
-    const replacement = mapped === null ? `${EVAL_SCRIPT}:?:?` : `${EVAL_SCRIPT}:${mapped[0]}:${mapped[1]}`;
+    const replacement = mapped === null ? `${EVAL_SCRIPT}:?:?` : `${mapped[0]}:${mapped[1]}:${mapped[2]}`;
     out += StringSlice(rest, 0, found.index) + replacement;
     rest = StringSlice(rest, found.index + found[0].length);
   }

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # -- Framing --
 
 #: The version in the worker's handshake; the host refuses any other.
-PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
 #: The big-endian unsigned length of its payload that starts every frame, in bytes; the
 #: payload is one msgpack array whose first item is the frame's kind.
 FRAME_HEADER_BYTES: Final = 4
@@ -47,6 +47,9 @@ H_EVAL_MODULE: Final = 9
 H_PACKAGE: Final = 10
 #: Compiles a WebAssembly module (its bytes a msgpack bin) and binds it as a guest global.
 H_WASM: Final = 11
+#: A Code Mode program: an eval of TypeScript the host wrapped in a block (or an async
+#: function), whose body is the program's top level, where its import declarations are.
+H_EVAL_PROGRAM: Final = 12
 #: Each host frame's items after its kind.
 HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL: ("request_id", "code"),
@@ -60,6 +63,7 @@ HOST_FRAMES: Final[dict[int, tuple[str, ...]]] = {
     H_EVAL_MODULE: ("request_id", "source"),
     H_PACKAGE: ("request_id", "specifier", "requires", "source"),
     H_WASM: ("request_id", "name", "module"),
+    H_EVAL_PROGRAM: ("request_id", "code"),
 }
 
 # -- Frame kinds, worker -> host --

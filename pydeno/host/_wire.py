@@ -59,6 +59,7 @@ from ._protocol import (
     H_CALL,
     H_EVAL,
     H_EVAL_MODULE,
+    H_EVAL_PROGRAM,
     H_EVAL_TS,
     H_MODULE,
     H_PACKAGE,
@@ -209,8 +210,8 @@ class Connection:
             return frame(_PACK_SMALL([H_RELEASE, ids])) + data
         return data
 
-    def eval(self, code: str, *, typescript: bool = False) -> tuple[int, bytes]:
-        return self._request([H_EVAL_TS if typescript else H_EVAL], code)
+    def eval(self, code: str, *, typescript: bool = False, program: bool = False) -> tuple[int, bytes]:
+        return self._request([H_EVAL_PROGRAM if program else H_EVAL_TS if typescript else H_EVAL], code)
 
     def add_module(self, specifier: str, source: str) -> tuple[int, bytes]:
         return self._request([H_MODULE, specifier], source)

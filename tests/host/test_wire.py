@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pydeno import JavaScriptError, undefined
 from pydeno.host._codec import Codec, json_depth
-from pydeno.host._protocol import EXT_JSON
+from pydeno.host._protocol import EXT_JSON, PROTOCOL_VERSION
 from pydeno.host._wire import (
     Completed,
     Connection,
@@ -30,7 +30,7 @@ from pydeno.host._wire import (
 )
 
 MiB = 2**20
-HELLO = [0, 4, "2.0.0", "13.0", []]
+HELLO = [0, PROTOCOL_VERSION, "2.0.0", "13.0", []]
 
 
 def pack(value: Any) -> bytes:
@@ -83,7 +83,7 @@ def _conversation() -> tuple[Connection, bytes]:
 
 
 EXPECTED_EVENTS = [
-    Hello(4, "2.0.0", "13.0"),
+    Hello(PROTOCOL_VERSION, "2.0.0", "13.0"),
     Console("log", "hi[0m"),
     Completed(1),
     Completed(2),
@@ -143,7 +143,7 @@ def test_a_long_stream_of_large_frames_parses_in_any_chunking() -> None:
         for start in range(0, len(stream), size):
             conn.feed(stream[start : start + size])
             seen.extend(events(conn))
-        assert seen == [Hello(4, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
+        assert seen == [Hello(PROTOCOL_VERSION, "2.0.0", "13.0"), *(Console("log", text) for text in texts)], size
 
 
 def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
@@ -153,7 +153,7 @@ def test_a_partial_frame_is_not_an_event_until_its_last_byte_arrives() -> None:
         conn.feed(data[:end])
         assert conn.next_event() is None
         conn.feed(data[end:])
-        assert conn.next_event() == Hello(4, "2.0.0", "13.0")
+        assert conn.next_event() == Hello(PROTOCOL_VERSION, "2.0.0", "13.0")
 
 
 # -- refused shapes ----------------------------------------------------------------------------
@@ -238,16 +238,16 @@ def test_a_refused_frame_after_the_handshake_raises_protocol_error(data: bytes, 
 
 
 REFUSED_HANDSHAKES = [
-    pytest.param([0, 5, "2.0.0", "13.0", []], "protocol version 5, expected 4", id="protocol-5"),
-    pytest.param([0, 3, "2.0.0", "13.0", []], "protocol version 3, expected 4", id="protocol-3"),
-    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 4", id="protocol-1"),
-    pytest.param([0, 4, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
-    pytest.param([0, 4, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
-    pytest.param([0, 4, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
-    pytest.param([0, 4, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
-    pytest.param([0, 4, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
+    pytest.param([0, 6, "2.0.0", "13.0", []], "protocol version 6, expected 5", id="protocol-6"),
+    pytest.param([0, 4, "2.0.0", "13.0", []], "protocol version 4, expected 5", id="protocol-4"),
+    pytest.param([0, 1, "2.0.0", "13.0", []], "protocol version 1, expected 5", id="protocol-1"),
+    pytest.param([0, PROTOCOL_VERSION, "2.0.0", None, []], "a malformed handshake", id="v8-none"),
+    pytest.param([0, PROTOCOL_VERSION, "2.0.0", "13.0", None], "a malformed handshake", id="breaches-none"),
+    pytest.param([0, PROTOCOL_VERSION, "2.0.0", "13.0", [1]], "a malformed handshake", id="breach-int"),
+    pytest.param([0, PROTOCOL_VERSION, "2.0.0", "13.0", ["x"] * 33], "a malformed handshake", id="breaches-too-many"),
+    pytest.param([0, PROTOCOL_VERSION, b"2.0.0", "13.0", []], "a malformed handshake", id="deno-bytes"),
     pytest.param([0, "2", "2.0.0", "13.0", []], "unexpected frame of kind 0 with 5 items", id="protocol-str"),
-    pytest.param([0, 4, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
+    pytest.param([0, PROTOCOL_VERSION, "2.0.0", "13.0"], "unexpected frame of kind 0 with 4 items", id="short"),
     pytest.param([1, 1, None], "the first frame was not a handshake", id="result-first"),
     pytest.param([4, "log", "hello"], "the first frame was not a handshake", id="console-first"),
     pytest.param([3, 1, "f", []], "the first frame was not a handshake", id="hostcall-first"),
@@ -628,9 +628,9 @@ def test_console_text_and_guest_errors_arrive_cleaned() -> None:
 
 def test_the_handshake_versions_and_breaches_are_cleaned_and_capped() -> None:
     conn = connection()
-    conn.feed(wire([0, 4, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
+    conn.feed(wire([0, PROTOCOL_VERSION, "\x1b[1m" + "9" * 100, "13.0\r\n", ["read /etc/passwd\x1b[0m", "x" * 300]]))
     hello = conn.next_event()
-    assert hello == Hello(4, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
+    assert hello == Hello(PROTOCOL_VERSION, "[1m" + "9" * 61, "13.0\n", ("read /etc/passwd[0m", "x" * 200))
     assert conn.hello == hello
 
 

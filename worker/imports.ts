@@ -1,0 +1,292 @@
+// Static import declarations in evals and Code Mode programs.
+//
+// An eval is a script, where V8 refuses an import declaration. As Node's REPL does, each
+// one at the eval's top level becomes a declaration from a dynamic import, which the rest
+// of the eval and later evals see like any top-level const:
+//   import d, { a, b as c } from "m"  ->  const { default: d, a, b: c } = await import("m");
+//   import * as ns from "m"           ->  const ns = await import("m");
+//   import "m"                        ->  const {} = await import("m");
+// The import() is then what modules.ts rewrites and refuses like any other, so a
+// declaration can import nothing that import() could not. Only tokens change: every line
+// stays where it was written, and the edits say how columns moved (the frames of the code
+// are mapped back through them, as modules.ts maps its own). Unlike a module's, such a
+// binding exists from its declaration on, not from the top of the code.
+
+// deno-lint-ignore-file no-explicit-any
+import {
+  ObjectDefineProperty,
+  RegExpExec,
+  StringCharCodeAt,
+  StringIndexOf,
+  StringSlice,
+  uncurry,
+} from "./intrinsics.ts";
+import { BEFORE_REGEX, type Edit, skipRegex, skipString, skipTemplate } from "./modules.ts";
+import { compileError, isSpace, isWord, scriptPosition } from "./typescript.ts";
+
+const Int32ArrayCtor = Int32Array;
+const Int32Set = uncurry(Int32Array.prototype.set);
+
+// Token kinds.
+const WORD = 1, PUNCT = 2, STRING = 3, OTHER = 4;
+
+/** The significant tokens of a text, in typed arrays (no guest-reachable array methods):
+ * kind, [start, end), and how deep each is nested: in braces (template substitutions
+ * count as braces) and in parentheses or brackets. */
+type Tokens = {
+  kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array; count: number;
+  room: number; // the arrays' length: a typed array's length getter is the guest's to replace
+};
+
+function grown(a: Int32Array, room: number): Int32Array {
+  const b = new Int32ArrayCtor(room * 2);
+  Int32Set(b, a);
+  return b;
+}
+
+function lex(text: string): Tokens {
+  const t: Tokens = {
+    kind: new Int32ArrayCtor(64), start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64),
+    depth: new Int32ArrayCtor(64), nest: new Int32ArrayCtor(64), count: 0, room: 64,
+  };
+  const templates: number[] = []; // brace depth at each open ${, as modules.ts keeps it
+  let depth = 0, nest = 0, i = 0;
+  const n = text.length;
+  const push = (kind: number, start: number, end: number) => {
+    if (t.count === t.room) {
+      t.kind = grown(t.kind, t.room); t.start = grown(t.start, t.room); t.end = grown(t.end, t.room);
+      t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room);
+      t.room *= 2;
+    }
+    const k = t.count++;
+    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest;
+  };
+  const lastIs = (s: string) => t.count > 0 && t.kind[t.count - 1] === PUNCT && same(text, t.start[t.count - 1], t.end[t.count - 1], s);
+  while (i < n) {
+    const c = StringCharCodeAt(text, i);
+    if (isSpace(c)) { i++; continue; }
+    if (c === 47 /* / */) {
+      const d = StringCharCodeAt(text, i + 1);
+      if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
+      if (d === 42) { const e = StringIndexOf(text, "*/", i + 2); i = e < 0 ? n : e + 2; continue; }
+      const last = t.count - 1;
+      const regex = last < 0 || (t.kind[last] === PUNCT && !lastIs(")") && !lastIs("]")) ||
+        (t.kind[last] === WORD && RegExpExec(BEFORE_REGEX, StringSlice(text, t.start[last], t.end[last])) !== null);
+      const start = i;
+      i = regex ? skipRegex(text, i) : i + 1;
+      push(regex ? OTHER : PUNCT, start, i);
+      continue;
+    }
+    if (c === 39 || c === 34) { // ' "
+      const start = i;
+      i = skipString(text, i, c);
+      push(STRING, start, i);
+      continue;
+    }
+    const closes = c === 125 && templates.length > 0 && templates[templates.length - 1] === depth;
+    if (c === 96 || closes) { // ` or the } of a ${
+      const start = i;
+      if (closes) { templates.length--; depth--; }
+      i = skipTemplate(text, i + 1, templates, depth);
+      if (i < 0) { i = -i; push(OTHER, start, i); depth++; continue; } // stopped at ${
+      push(OTHER, start, i);
+      continue;
+    }
+    if (isWord(c)) {
+      let j = i + 1;
+      while (j < n && isWord(StringCharCodeAt(text, j))) j++;
+      push(WORD, i, j);
+      i = j;
+      continue;
+    }
+    if (c === 125 || c === 41 || c === 93) { // } ) ]
+      if (c === 125) depth--; else nest--;
+      push(PUNCT, i, i + 1);
+    } else {
+      push(PUNCT, i, i + 1);
+      if (c === 123) depth++;
+      else if (c === 40 || c === 91) nest++;
+    }
+    i++;
+  }
+  return t;
+}
+
+function same(text: string, start: number, end: number, s: string): boolean {
+  if (end - start !== s.length) return false;
+  for (let k = 0; k < s.length; k++) if (StringCharCodeAt(text, start + k) !== StringCharCodeAt(s, k)) return false;
+  return true;
+}
+
+/** One change to the text: [start, end) of it becomes `to`. */
+type Change = { start: number; end: number; to: string };
+
+function put(list: any[], value: any): void {
+  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+}
+
+/** code with each import declaration at its top level converted (see above), and the edits
+ * (as modules.ts keeps them: line, column in the new text, its length, how much longer);
+ * null when it has none. `program`: code is a Code Mode program, whose top level is inside
+ * the block (or async function) the host wrapped it in, its first brace. An import
+ * declaration that does not parse is a SyntaxError at its place in the script `script`.
+ * `ts`: code is TypeScript, converted before its types are stripped (the transpiler would
+ * drop an import whose names the code does not use, and refuses one in a block): its
+ * type-only imports and names become spaces, and `import x = ...` is left to it. */
+export function convertImports(code: string, script: string, program: boolean, ts = false): [string, Edit[]] | null {
+  if (StringIndexOf(code, "import") < 0) return null;
+  const t = lex(code);
+  const word = (k: number, s: string) => k < t.count && t.kind[k] === WORD && same(code, t.start[k], t.end[k], s);
+  const punct = (k: number, s: string) => k < t.count && t.kind[k] === PUNCT && same(code, t.start[k], t.end[k], s);
+  const text = (k: number) => StringSlice(code, t.start[k], t.end[k]);
+  let top = 0, topNest = 0;
+  if (program) {
+    let k = 0;
+    while (k < t.count && !punct(k, "{")) k++;
+    if (k === t.count) return null;
+    top = 1;
+    topNest = t.nest[k];
+  }
+  const changes: Change[] = [];
+  const change = (k: number, to: string) => put(changes, { start: t.start[k], end: t.end[k], to });
+  const insert = (at: number, to: string) => put(changes, { start: at, end: at, to });
+  // Spaces for what is there, its line breaks kept: nothing moves.
+  const blank = (start: number, end: number) => {
+    let to = "";
+    for (let i = start; i < end; i++) {
+      const c = StringCharCodeAt(code, i);
+      to += c === 10 || c === 13 || c === 0x2028 || c === 0x2029 ? StringSlice(code, i, i + 1) : " ";
+    }
+    put(changes, { start, end, to });
+  };
+  const unexpected = (k: number): never => {
+    let message = "Unexpected end of input";
+    if (k < t.count) {
+      message = t.kind[k] === STRING ? "Unexpected string" : t.kind[k] === WORD
+        ? `Unexpected identifier '${text(k)}'`
+        : `Unexpected token '${text(k)}'`;
+    }
+    const at = scriptPosition(code, k < t.count ? t.start[k] : code.length);
+    throw compileError(message, script, at[0], at[1]);
+  };
+  for (let k = 0; k < t.count; k++) {
+    if (!word(k, "import") || t.depth[k] !== top || t.nest[k] !== topNest) continue;
+    if (k > 0 && punct(k - 1, ".")) continue; // a property named import
+    if (punct(k + 1, "(") || punct(k + 1, ".")) continue; // import(), import.meta
+    let j = k + 1;
+    if (j < t.count && t.kind[j] === STRING) { // import "m"
+      change(k, "const {} = await import(");
+      insert(t.end[j], ");");
+      k = attributes(j + 1);
+      continue;
+    }
+    if (ts && word(j, "type") && (punct(j + 1, "{") || punct(j + 1, "*") ||
+        (j + 1 < t.count && t.kind[j + 1] === WORD && !word(j + 1, "from")))) { // import type ...
+      let e = j + 1;
+      while (e < t.count && t.kind[e] !== STRING) e++;
+      if (e === t.count || !word(e - 1, "from")) unexpected(e);
+      blank(t.start[k], t.end[e]);
+      k = e;
+      continue;
+    }
+    let defaultName = -1, namespace = -1;
+    if (j < t.count && t.kind[j] === WORD && !(word(j, "from") && j + 1 < t.count && t.kind[j + 1] === STRING)) {
+      defaultName = j++;
+      if (ts && punct(j, "=")) continue; // import x = require("m"): TypeScript's own
+      if (punct(j, ",")) {
+        j++;
+        if (!punct(j, "{") && !punct(j, "*")) unexpected(j);
+      } else if (!word(j, "from")) unexpected(j);
+    }
+    change(k, "const ");
+    if (punct(j, "*")) {
+      if (!word(j + 1, "as")) unexpected(j + 1);
+      if (j + 2 >= t.count || t.kind[j + 2] !== WORD) unexpected(j + 2);
+      namespace = j + 2;
+      if (defaultName >= 0) { // import d, * as ns: d is destructured from ns after it
+        change(defaultName, "");
+        change(defaultName + 1, "");
+      }
+      change(j, " ");
+      change(j + 1, "  ");
+      j += 3;
+    } else if (punct(j, "{")) {
+      if (defaultName >= 0) {
+        change(defaultName, `{ default: ${text(defaultName)},`);
+        change(defaultName + 1, "");
+        change(j, " ");
+      }
+      j++;
+      for (;;) { // a list of names, each `name`, or `name as local` where name may be a string
+        if (punct(j, "}")) break;
+        if (j >= t.count || (t.kind[j] !== WORD && t.kind[j] !== STRING)) unexpected(j);
+        if (ts && word(j, "type") && j + 1 < t.count && (t.kind[j + 1] === STRING || (t.kind[j + 1] === WORD &&
+            !word(j + 1, "as")))) { // { type T as U, ...}: a type's name
+          const from = j;
+          j += 2;
+          if (word(j, "as")) j += 2;
+          if (punct(j, ",")) j++;
+          blank(t.start[from], t.end[j - 1 < t.count ? j - 1 : t.count - 1]);
+          continue;
+        }
+        const quoted = t.kind[j] === STRING;
+        j++;
+        if (word(j, "as")) {
+          change(j, ": ");
+          if (j + 1 >= t.count || t.kind[j + 1] !== WORD) unexpected(j + 1);
+          j += 2;
+        } else if (quoted) unexpected(j);
+        if (punct(j, ",")) { j++; continue; }
+        if (!punct(j, "}")) unexpected(j);
+      }
+      j++;
+    } else if (defaultName >= 0) {
+      change(defaultName, `{ default: ${text(defaultName)} }`);
+    } else {
+      unexpected(j);
+    }
+    if (!word(j, "from")) unexpected(j);
+    if (j + 1 >= t.count || t.kind[j + 1] !== STRING) unexpected(j + 1);
+    change(j, "= await import(");
+    insert(t.end[j + 1], namespace >= 0 && defaultName >= 0
+      ? `), { default: ${text(defaultName)} } = ${text(namespace)};`
+      : ");");
+    k = attributes(j + 2);
+  }
+  if (changes.length === 0) return null;
+  return applied(code, changes);
+
+  /** After a declaration's specifier, at token k: the last token of the declaration. */
+  function attributes(k: number): number {
+    if (word(k, "with") && punct(k + 1, "{")) {
+      const at = scriptPosition(code, t.start[k]);
+      throw compileError(
+        "import attributes (with { ... }) are not supported in an eval's import declarations; " +
+          "use import(specifier, { with: { ... } })",
+        script, at[0], at[1],
+      );
+    }
+    return k - 1;
+  }
+}
+
+/** The text with the changes (in order, none overlapping) made, and the edits of those that
+ * changed a length. Lines as V8 counts them: \n, \r\n, \r, U+2028 and U+2029 end one. */
+function applied(code: string, changes: Change[]): [string, Edit[]] {
+  const edits: Edit[] = [];
+  let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
+  for (let k = 0; k < changes.length; k++) {
+    const c: Change = changes[k];
+    for (let i = from; i < c.start; i++) {
+      const ch = StringCharCodeAt(code, i);
+      if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
+      if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
+    }
+    out += StringSlice(code, from, c.start);
+    const longer = c.to.length - (c.end - c.start);
+    if (longer !== 0) put(edits, { line, column: out.length - lineAt + 1, now: c.to.length, longer });
+    out += c.to;
+    from = c.end;
+  }
+  return [out + StringSlice(code, from), edits];
+}
