@@ -247,3 +247,11 @@ def test_packages_must_be_a_packages_object() -> None:
 async def test_the_async_runtime_takes_packages_too(anyio_backend: str) -> None:
     async with pydeno.AsyncRuntime(packages=packages(DATE_FNS)) as runtime:
         assert await runtime.eval('(await import("date-fns")).addDays(new Date(0), 1).getTime()') == 86_400_000
+
+
+def test_an_eval_and_a_code_mode_program_import_a_package_statically(rt: pydeno.Runtime) -> None:
+    assert rt.eval('import { chunk } from "lodash-es";\nchunk([1, 2, 3], 2)') == [[1, 2], [3]]
+    with pydeno.CodeMode([pydeno.Tool("one", lambda: 1)], packages=packages(ZOD)) as cm:
+        result = cm.execute('import { z } from "zod";\nz.number().parse(await tools.one({}))')
+        assert result.ok, result.error
+        assert result.value == 1
