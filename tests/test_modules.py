@@ -248,7 +248,7 @@ def test_errors_after_an_import_are_placed_where_they_were_written(names: pydeno
 
 def test_a_typescript_eval_imports_and_strips_its_type_only_imports(names: pydeno.Runtime) -> None:
     code = (
-        'import type { T } from "m";\nimport type * as N from "m";\n'
+        'import type { T } from "m";\nimport type * as N from "m";\nimport type { "x-y" as XY } from "m";\n'
         'import { type U, a as ta, type V as W } from "m";\nconst v: number = ta; v'
     )
     assert names.eval(code, lang="ts") == 1

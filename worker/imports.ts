@@ -182,9 +182,9 @@ export function convertImports(code: string, script: string, program: boolean, t
     }
     if (ts && word(j, "type") && (punct(j + 1, "{") || punct(j + 1, "*") ||
         (j + 1 < t.count && t.kind[j + 1] === WORD && !word(j + 1, "from")))) { // import type ...
-      let e = j + 1;
-      while (e < t.count && t.kind[e] !== STRING) e++;
-      if (e === t.count || !word(e - 1, "from")) unexpected(e);
+      let e = j + 2;
+      while (e < t.count && !(t.kind[e] === STRING && word(e - 1, "from"))) e++;
+      if (e === t.count) unexpected(e);
       blank(t.start[k], t.end[e]);
       k = e;
       continue;
