@@ -70,7 +70,7 @@ def test_an_option_like_no_other_lists_the_accepted_names() -> None:
     assert message.startswith("SandboxPool() got an unexpected keyword argument 'colour'; it accepts: ")
     accepted = message.removeprefix("SandboxPool() got an unexpected keyword argument 'colour'; it accepts: ")
     assert accepted.split(", ") == sorted(
-        {"size", "max_workers", "checkout_timeout"} | set(typing.get_type_hints(RuntimeKwargs))
+        {"size", "max_workers", "checkout_timeout", "setup"} | set(typing.get_type_hints(RuntimeKwargs))
     )
 
 
