@@ -457,6 +457,8 @@ KIND_EXAMPLES: dict[str, Callable[[], BaseException]] = {
     "import_refused": lambda: _errors.worker_reported(
         "TypeError", "npm packages cannot be imported in this sandbox", "", max_message_bytes=2**20
     ),
+    "package_unresolved": lambda: pydeno.PackageUnresolved("package 'left-pad@9' could not be resolved: not found"),
+    "package_refused": lambda: pydeno.PackageRefused("package bundle refused: 'fs-extra@11.2.0' needs node:fs"),
 }
 ATTRIBUTES = (
     "kind",
