@@ -1310,11 +1310,63 @@ ObjectDefineProperty(globalThis, "Error", { __proto__: null, value: ErrorCtor, w
 // missing then; so node:process loads first, from the namespace as neutralised above, before
 // any guest code runs in the worker. The worker's own module has no static import, and the
 // guest's is imported after this has returned, so nothing of the guest's runs before it.
-function guardWorkers(global: any, source: string, inWorker = false): (message: string, already?: boolean) => string | null {
+function guardWorkers(
+  global: any,
+  source: string,
+  emit: ((level: string, text: string) => void) | null,
+): (message: string, already?: boolean) => string | null {
   const defineProperty = Object.defineProperty, apply = Reflect.apply;
   const describe = Object.getOwnPropertyDescriptor;
   const denied = guardNetwork(global);
   const deno = global.Deno;
+  const inWorker = emit === null;
+  // What a worker's console says reaches the host as the runtime's own console output, in
+  // order with what the worker posts: it travels to the parent on the worker's own message
+  // channel, marked, and the parent's wrapper takes it off before any listener of the guest's.
+  // Deno's console in a worker writes to the process's stdout, where the host reads frames.
+  const CONSOLE_MARK = "\u0000pydeno:console";
+  const isArray = Array.isArray;
+  if (inWorker) {
+    const post = global.postMessage, inspect = deno.inspect, StrFn = String;
+    emit = (level: string, text: string): void => { apply(post, global, [[CONSOLE_MARK, level, text]]); };
+    const send = emit;
+    const format = (args: any[]): string => {
+      let out = "";
+      for (let i = 0; i < args.length; i++) {
+        const a = args[i];
+        let s: string;
+        try { s = typeof a === "string" ? a : StrFn(inspect(a, { depth: 4, colors: false })); } catch { s = "<uninspectable>"; }
+        out = i === 0 ? s : out + " " + s;
+      }
+      return out;
+    };
+    const console: any = {};
+    const levels: [string, string][] = [
+      ["log", "log"], ["info", "info"], ["debug", "debug"], ["warn", "warn"], ["error", "error"],
+      ["trace", "debug"], ["dir", "log"], ["table", "log"],
+    ];
+    for (const [method, level] of levels) console[method] = (...args: any[]): void => { send(level, format(args)); };
+    console.assert = (cond: any, ...args: any[]): void => {
+      if (!cond) send("error", "Assertion failed" + (args.length ? ": " + format(args) : ""));
+    };
+    for (const name of ["group", "groupEnd", "groupCollapsed", "time", "timeEnd", "timeLog", "count", "countReset", "clear"]) {
+      console[name] = (): void => {};
+    }
+    defineProperty(global, "console", { __proto__: null, value: console, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
+  }
+  const forward = emit as (level: string, text: string) => void;
+  const addListener = EventTarget.prototype.addEventListener;
+  const stopImmediate = Event.prototype.stopImmediatePropagation;
+  // Runs first on each message a Worker sends: listeners of the guest's are added later. The
+  // data is read as the event's own property, which no accessor the guest plants can answer.
+  const takeConsole = (event: any): void => {
+    const own = describe(event, "data");
+    const data = own === undefined ? undefined : own.value;
+    if (!isArray(data) || data.length !== 3 || data[0] !== CONSOLE_MARK) return;
+    apply(stopImmediate, event, []);
+    const level = data[1], text = data[2];
+    if (typeof level === "string" && typeof text === "string") forward(level, text);
+  };
   const neutral = (name: string, value: unknown): void => {
     const had = deno === undefined || deno === null ? undefined : describe(deno, name);
     if (had === undefined || !had.configurable) return;
@@ -1344,7 +1396,7 @@ function guardWorkers(global: any, source: string, inWorker = false): (message: 
   if (found === undefined) return denied;
   const URLCtor = URL, StringFn = String, TypeErrorCtor = TypeError, JSONStringify = JSON.stringify;
   const encode = encodeURIComponent;
-  const prologue = `(${source})(globalThis, ${JSONStringify(source)}, true);\n`;
+  const prologue = `(${source})(globalThis, ${JSONStringify(source)}, null);\n`;
   const guard = (Original: any): any => {
     function Worker(specifier: any, options?: any): any {
       if (new.target === undefined) {
@@ -1371,7 +1423,9 @@ function guardWorkers(global: any, source: string, inWorker = false): (message: 
       }
       const entry = `${prologue}await import(${JSONStringify(url)});\n`;
       // Without a prototype: Deno reads every option it is handed (deno among them) through it.
-      return new Original(`data:text/javascript,${encode(entry)}`, { __proto__: null, type, name });
+      const worker = new Original(`data:text/javascript,${encode(entry)}`, { __proto__: null, type, name });
+      apply(addListener, worker, ["message", takeConsole]);
+      return worker;
     }
     const proto = Original.prototype;
     defineProperty(Worker, "prototype", { __proto__: null, value: proto } as PropertyDescriptor);
@@ -1496,7 +1550,11 @@ function guardWorkers(global: any, source: string, inWorker = false): (message: 
     return translate;
   }
 }
-const denied = guardWorkers(globalThis, guardWorkers.toString());
+const denied = guardWorkers(globalThis, guardWorkers.toString(), (level: string, text: string): void => {
+  let known: ConsoleLevel = "log";
+  for (const one of CONSOLE_LEVELS) if (one === level) known = one;
+  sendConsole(known, text);
+});
 
 // --- Hide the runtime from the guest, announce, serve ---------------------------------------
 // Array.prototype can hold no index property from here on: with its length read-only, V8

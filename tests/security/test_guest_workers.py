@@ -180,3 +180,69 @@ def test_node_modules_answer_in_a_web_worker_as_in_the_runtime_s_isolate(rt: pyd
     there = rt.eval(web_worker(NODE_READINGS + "postMessage(await readings());"))
     assert there == here
     assert here["node:path"] == json.dumps("b") and here["node:util"] == json.dumps("a=1"), here
+
+
+def console_lines(runtime_code: str) -> tuple[object, list[tuple[str, str]]]:
+    """What ``runtime_code`` evaluates to, and what the runtime's console said meanwhile."""
+    lines: list[tuple[str, str]] = []
+    with pydeno.Runtime(sandbox="off", timeout=30.0, on_console=lambda level, text: lines.append((level, text))) as rt:
+        value = rt.eval(runtime_code)
+        assert rt.eval("1 + 1") == 2  # the runtime lives on
+    return value, lines
+
+
+def test_a_web_worker_s_console_is_the_runtime_s_console_in_order_with_what_it_posts() -> None:
+    # Deno's own console in a worker writes to the process's stdout, where the host reads
+    # frames: the first console.log ended the runtime as a malformed frame.
+    body = "console.log('one', {a: 1}); console.warn('two'); console.error('three'); postMessage('posted');"
+    value, lines = console_lines(web_worker(body) + ".then((got) => { console.log('after', got); return got; })")
+    assert value == "posted"
+    assert lines == [("log", "one { a: 1 }"), ("warn", "two"), ("error", "three"), ("log", "after posted")]
+
+
+def test_a_nested_web_worker_s_console_reaches_the_runtime_s_console() -> None:
+    inner = "console.log('from the inner worker'); postMessage('inner');"
+    body = (
+        "console.log('from the outer worker');"
+        f" const w = new Worker({json.dumps(data_url(inner))}, {{type: 'module'}});"
+        " w.onmessage = (e) => postMessage(e.data);"
+    )
+    value, lines = console_lines(web_worker(body))
+    assert value == "inner"
+    assert lines == [("log", "from the outer worker"), ("log", "from the inner worker")]
+
+
+def test_a_web_worker_s_console_holds_against_poisoned_intrinsics_and_a_guest_s_own_listener() -> None:
+    # The guest poisons what the parent's wrapper takes a console message off with, and
+    # listens with addEventListener as well as onmessage: it still sees only what was posted.
+    before = (
+        "Event.prototype.stopImmediatePropagation = () => {};"
+        " Array.isArray = () => false;"
+        " Reflect.apply = () => { throw new Error('poisoned'); };"
+        " Object.getOwnPropertyDescriptor = () => ({value: ['poisoned']});"
+    )
+    body = "console.log('logged'); postMessage('posted');"
+    code = (
+        before
+        + f" const url = {json.dumps(data_url(body))};"
+        + " const seen = []; await new Promise((resolve) => { const w = new Worker(url, {type: 'module'});"
+        + " w.addEventListener('message', (e) => seen.push(['listener', e.data]));"
+        + " w.onmessage = (e) => { seen.push(['onmessage', e.data]); resolve(); }; }); seen"
+    )
+    value, lines = console_lines(code)
+    assert value == [["listener", "posted"], ["onmessage", "posted"]]
+    assert lines == [("log", "logged")]
+
+
+def test_a_web_worker_that_forges_a_console_message_prints_no_more_than_console_log_would() -> None:
+    # The mark is no secret: a worker that posts it gets a console line, as console.log would
+    # give it, and one whose level is not a console level is logged as "log".
+    forged = (
+        "postMessage(['\\u0000pydeno:console', 'error', 'forged']);"
+        " postMessage(['\\u0000pydeno:console', 'fatal', 'odd level']);"
+        " postMessage(['\\u0000pydeno:console', 'log', {not: 'text'}]);"
+        " postMessage('done');"
+    )
+    value, lines = console_lines(web_worker(forged))
+    assert value == "done"
+    assert lines == [("error", "forged"), ("log", "odd level")]
