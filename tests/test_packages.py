@@ -255,3 +255,17 @@ def test_an_eval_and_a_code_mode_program_import_a_package_statically(rt: pydeno.
         result = cm.execute('import { z } from "zod";\nz.number().parse(await tools.one({}))')
         assert result.ok, result.error
         assert result.value == 1
+
+
+# A package whose bundle requires a node: built-in the sandbox grants (safe-buffer requires
+# node:buffer): the worker loads node:process first for it, which Deno's node: modules read
+# as they load; a package that requires none starts without that load.
+SAFE_BUFFER = "safe-buffer@5.2.1"
+
+
+def test_a_package_that_requires_a_granted_node_built_in_gets_it() -> None:
+    pkgs = packages(SAFE_BUFFER)
+    assert pkgs.bundles[0].requires == ("buffer",)
+    with pydeno.Runtime(packages=pkgs) as runtime:
+        assert runtime.eval('(await import("safe-buffer")).Buffer.from("hi").toString("base64")') == "aGk="
+        assert runtime.eval("typeof process") == "undefined"

@@ -1074,11 +1074,12 @@ function runAddPackage(id: number, specifier: string, requires: any, source: str
   answer(id, () => {
     const missing = addPackage(specifier, requires, source);
     if (missing.length === 0) return undefined;
-    // Deno's node: modules read node:process as they load (see loadNodeProcess).
-    loadNodeProcess();
     let chain: Promise<any> | undefined;
     for (let i = 0; i < missing.length; i++) {
       const url = missing[i];
+      // Deno's node: modules read node:process as they load (see loadNodeProcess); a
+      // package that requires none does not pay for loading it.
+      if (StringStartsWith(url, "node:")) loadNodeProcess();
       const load = () => PromiseThen(import(url), (namespace: any) => { loaded(url, namespace); });
       chain = chain === undefined ? load() : PromiseThen(chain, load);
     }
