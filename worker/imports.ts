@@ -15,108 +15,14 @@
 // deno-lint-ignore-file no-explicit-any
 import {
   ObjectDefineProperty,
-  RegExpExec,
   StringCharCodeAt,
   StringIndexOf,
   StringSlice,
-  uncurry,
 } from "./intrinsics.ts";
-import { BEFORE_REGEX, type Edit, skipRegex, skipString, skipTemplate } from "./modules.ts";
-import { compileError, isSpace, isWord, scriptPosition } from "./typescript.ts";
+import { lex, PUNCT, same, STRING, WORD } from "./lexer.ts";
+import type { Edit } from "./modules.ts";
+import { compileError, scriptPosition } from "./typescript.ts";
 
-const Int32ArrayCtor = Int32Array;
-const Int32Set = uncurry(Int32Array.prototype.set);
-
-// Token kinds.
-const WORD = 1, PUNCT = 2, STRING = 3, OTHER = 4;
-
-/** The significant tokens of a text, in typed arrays (no guest-reachable array methods):
- * kind, [start, end), and how deep each is nested: in braces (template substitutions
- * count as braces) and in parentheses or brackets. */
-type Tokens = {
-  kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array; count: number;
-  room: number; // the arrays' length: a typed array's length getter is the guest's to replace
-};
-
-function grown(a: Int32Array, room: number): Int32Array {
-  const b = new Int32ArrayCtor(room * 2);
-  Int32Set(b, a);
-  return b;
-}
-
-function lex(text: string): Tokens {
-  const t: Tokens = {
-    kind: new Int32ArrayCtor(64), start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64),
-    depth: new Int32ArrayCtor(64), nest: new Int32ArrayCtor(64), count: 0, room: 64,
-  };
-  const templates: number[] = []; // brace depth at each open ${, as modules.ts keeps it
-  let depth = 0, nest = 0, i = 0;
-  const n = text.length;
-  const push = (kind: number, start: number, end: number) => {
-    if (t.count === t.room) {
-      t.kind = grown(t.kind, t.room); t.start = grown(t.start, t.room); t.end = grown(t.end, t.room);
-      t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room);
-      t.room *= 2;
-    }
-    const k = t.count++;
-    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest;
-  };
-  const lastIs = (s: string) => t.count > 0 && t.kind[t.count - 1] === PUNCT && same(text, t.start[t.count - 1], t.end[t.count - 1], s);
-  while (i < n) {
-    const c = StringCharCodeAt(text, i);
-    if (isSpace(c)) { i++; continue; }
-    if (c === 47 /* / */) {
-      const d = StringCharCodeAt(text, i + 1);
-      if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
-      if (d === 42) { const e = StringIndexOf(text, "*/", i + 2); i = e < 0 ? n : e + 2; continue; }
-      const last = t.count - 1;
-      const regex = last < 0 || (t.kind[last] === PUNCT && !lastIs(")") && !lastIs("]")) ||
-        (t.kind[last] === WORD && RegExpExec(BEFORE_REGEX, StringSlice(text, t.start[last], t.end[last])) !== null);
-      const start = i;
-      i = regex ? skipRegex(text, i) : i + 1;
-      push(regex ? OTHER : PUNCT, start, i);
-      continue;
-    }
-    if (c === 39 || c === 34) { // ' "
-      const start = i;
-      i = skipString(text, i, c);
-      push(STRING, start, i);
-      continue;
-    }
-    const closes = c === 125 && templates.length > 0 && templates[templates.length - 1] === depth;
-    if (c === 96 || closes) { // ` or the } of a ${
-      const start = i;
-      if (closes) { templates.length--; depth--; }
-      i = skipTemplate(text, i + 1, templates, depth);
-      if (i < 0) { i = -i; push(OTHER, start, i); depth++; continue; } // stopped at ${
-      push(OTHER, start, i);
-      continue;
-    }
-    if (isWord(c)) {
-      let j = i + 1;
-      while (j < n && isWord(StringCharCodeAt(text, j))) j++;
-      push(WORD, i, j);
-      i = j;
-      continue;
-    }
-    if (c === 125 || c === 41 || c === 93) { // } ) ]
-      if (c === 125) depth--; else nest--;
-      push(PUNCT, i, i + 1);
-    } else {
-      push(PUNCT, i, i + 1);
-      if (c === 123) depth++;
-      else if (c === 40 || c === 91) nest++;
-    }
-    i++;
-  }
-  return t;
-}
-
-function same(text: string, start: number, end: number, s: string): boolean {
-  if (end - start !== s.length) return false;
-  for (let k = 0; k < s.length; k++) if (StringCharCodeAt(text, start + k) !== StringCharCodeAt(s, k)) return false;
-  return true;
-}
 
 /** One change to the text: [start, end) of it becomes `to`. */
 type Change = { start: number; end: number; to: string };

@@ -22,7 +22,8 @@ import {
   SyntaxErrorCtor,
   TypedArrayLength,
 } from "./intrinsics.ts";
-import { compileError, isSpace, isWord, parseError, stripped } from "./typescript.ts";
+import { isText, lex, PUNCT, same, STRING, WORD } from "./lexer.ts";
+import { compileError, parseError, stripped } from "./typescript.ts";
 import { hasPackages, isPackage, packageUrl } from "./packages.ts";
 const JSONStringify = JSON.stringify;
 const JSONParse = JSON.parse;
@@ -44,123 +45,26 @@ const fromCharCode = String.fromCharCode;
 
 // --- The lexer: where a text's import specifiers are ------------------------------------
 
-// After these a `/` starts a regular expression, not a division.
-export const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
-
 /** The string literals of `text` that name a module: `import "x"`, `... from "x"`, and
  * `import("x")`, as [start, end) offsets of the literal, quotes included. Comments, strings,
  * template literals and regular expressions are skipped as a JavaScript lexer would. */
 export function specifiers(text: string): number[] {
   const found: number[] = [];
-  const templates: number[] = []; // brace depth at each open ${
-  let depth = 0;
-  // The last two significant tokens: their kind (0 none, 1 word, 2 punctuator, 3 literal),
-  // and for words and punctuators their text.
-  let prevKind = 0, prevText = "", prev2Text = "";
-  let i = 0;
-  const n = text.length;
-  const push = (kind: number, t: string) => { prev2Text = prevText; prevKind = kind; prevText = t; };
-  while (i < n) {
-    const c = StringCharCodeAt(text, i);
-    if (isSpace(c)) { i++; continue; }
-    if (c === 47 /* / */) {
-      const d = StringCharCodeAt(text, i + 1);
-      if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
-      if (d === 42) { const e = StringIndexOf(text, "*/", i + 2); i = e < 0 ? n : e + 2; continue; }
-      const regex = prevKind === 0 || (prevKind === 2 && prevText !== ")" && prevText !== "]") ||
-        (prevKind === 1 && RegExpExec(BEFORE_REGEX, prevText) !== null);
-      if (regex) {
-        i = skipRegex(text, i);
-        push(3, "");
-        continue;
-      }
-      i++;
-      push(2, "/");
-      continue;
+  const t = lex(text);
+  for (let k = 0; k < t.count; k++) {
+    if (t.kind[k] !== STRING || k === 0) continue;
+    const prev = k - 1, before = k - 2;
+    const word = t.kind[prev] === WORD;
+    // Not a member named import or from (`x.from "y"` is no import).
+    const dotted = before >= 0 && t.kind[before] === PUNCT && same(text, t.start[before], t.end[before], ".");
+    if ((word && !dotted && (isText(text, t, prev, "from") || isText(text, t, prev, "import"))) ||
+        (t.kind[prev] === PUNCT && isText(text, t, prev, "(") && before >= 0 && t.kind[before] === WORD &&
+          isText(text, t, before, "import"))) {
+      found[found.length] = t.start[k];
+      found[found.length] = t.end[k];
     }
-    if (c === 39 || c === 34) { // ' "
-      const start = i;
-      i = skipString(text, i, c);
-      const word = prevText;
-      if ((prevKind === 1 && word === "from" && prev2Text !== ".") ||
-          (prevKind === 1 && word === "import" && prev2Text !== ".") ||
-          (prevKind === 2 && word === "(" && prev2Text === "import")) {
-        found[found.length] = start;
-        found[found.length] = i;
-      }
-      push(3, "");
-      continue;
-    }
-    if (c === 96) { // `
-      i = skipTemplate(text, i + 1, templates, depth);
-      if (i < 0) { i = -i; depth++; } // stopped at ${
-      push(3, "");
-      continue;
-    }
-    if (c === 125 /* } */ && templates.length > 0 && templates[templates.length - 1] === depth) {
-      templates.length--;
-      depth--;
-      i = skipTemplate(text, i + 1, templates, depth);
-      if (i < 0) { i = -i; depth++; }
-      push(3, "");
-      continue;
-    }
-    if (isWord(c)) {
-      let j = i + 1;
-      while (j < n && isWord(StringCharCodeAt(text, j))) j++;
-      push(1, StringSlice(text, i, j));
-      i = j;
-      continue;
-    }
-    if (c === 123) depth++;
-    else if (c === 125) depth--;
-    push(2, StringSlice(text, i, i + 1));
-    i++;
   }
   return found;
-}
-
-export function skipString(text: string, i: number, quote: number): number {
-  let j = i + 1;
-  while (j < text.length) {
-    const c = StringCharCodeAt(text, j);
-    if (c === 92) { j += 2; continue; }
-    j++;
-    if (c === quote || c === 10) break;
-  }
-  return j;
-}
-
-/** Past a template literal's text from i: the offset after its closing backtick, or minus
- * the offset after a `${` (recorded in templates at the brace depth it opened). */
-export function skipTemplate(text: string, i: number, templates: number[], depth: number): number {
-  let j = i;
-  while (j < text.length) {
-    const c = StringCharCodeAt(text, j);
-    if (c === 92) { j += 2; continue; }
-    if (c === 96) return j + 1;
-    if (c === 36 && StringCharCodeAt(text, j + 1) === 123) {
-      templates[templates.length] = depth + 1;
-      return -(j + 2);
-    }
-    j++;
-  }
-  return j;
-}
-
-export function skipRegex(text: string, i: number): number {
-  let j = i + 1, inClass = false;
-  while (j < text.length) {
-    const c = StringCharCodeAt(text, j);
-    if (c === 92) { j += 2; continue; }
-    if (c === 10) return j;
-    if (c === 91) inClass = true;
-    else if (c === 93) inClass = false;
-    else if (c === 47 && !inClass) { j++; break; }
-    j++;
-  }
-  while (j < text.length && isWord(StringCharCodeAt(text, j))) j++; // flags
-  return j;
 }
 
 // --- The registry -----------------------------------------------------------------------
