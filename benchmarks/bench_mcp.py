@@ -25,7 +25,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,9 @@ import anyio
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_eval import machine_info, summary  # noqa: E402  (one source for every script)
+from _common.machine import machine_info  # noqa: E402
+from _common.output import write_json  # noqa: E402
+from _common.stats import summary  # noqa: E402
 
 import pydeno  # noqa: E402
 
@@ -171,8 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     out = anyio.run(main_async, args)
     print(report(out))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    write_json(args.output, out)
     print(f"wrote {args.output}")
 
 

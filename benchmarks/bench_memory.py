@@ -5,8 +5,8 @@ A long-lived runtime (a session, a tenant's runtime in a service) evaluates new 
 again. This runs 100,000 evals of distinct code that keeps nothing alive itself on one runtime
 and reports how much the worker's resident memory has grown at checkpoints, with a runtime
 that repeats one identical eval and one whose every eval declares a new top-level ``let``
-beside it. Like ``bench_eval.py`` (whose helpers it reuses), the driver re-runs this file once
-per side (``--side ... --json-out FILE``) under that side's interpreter, because both
+beside it. Like ``bench_eval.py``, the driver re-runs this file once per side (``--side ...
+--json-out FILE``, through ``_common.sides``) under that side's interpreter, because both
 packages are imported as ``pydeno``.
 
 Usage::
@@ -22,18 +22,31 @@ The measuring side needs only the standard library, the ``pydeno`` under test an
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# A side runs with -I, which leaves this directory off sys.path. Only this directory: the
+# checkout's root would put our pydeno ahead of the peer's.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from _common.machine import machine_info, our_versions, print_header  # noqa: E402
+from _common.output import render_grid, write_json  # noqa: E402
+from _common.peer import peer_interpreter, warn_unless_peer_version  # noqa: E402
+from _common.procfs import process_rss  # noqa: E402
+from _common.sides import (  # noqa: E402
+    add_side_arguments,
+    check_side_arguments,
+    run_script_side,
+    write_side_result,
+)
+
 DEFAULT_OUTPUT = HERE / "results" / "bench_memory.json"
 CHILD_TIMEOUT_S = 3600.0
 DEFAULT_EVALS = 100_000
@@ -68,19 +81,6 @@ SIDES = ("ours", "ours-off", "peer")
 SIDE_LABELS = {"ours": "ours (sandbox on)", "ours-off": "ours (sandbox off)", "peer": "peer (isolated)"}
 
 
-def bench_eval() -> ModuleType:
-    """bench_eval.py, loaded from its path: a side runs with ``-I``, which leaves this
-    directory off sys.path."""
-    module = sys.modules.get("bench_eval")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("bench_eval", HERE / "bench_eval.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_eval"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
 # ---------------------------------------------------------------------------------------
 # Measuring side (runs in a subprocess, under either venv)
 # ---------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def _private_bytes(pids: list[int]) -> int | None:
 
 def _sample() -> tuple[int, int | None]:
     """RSS and private bytes of every worker of this process (per-host helpers left out)."""
-    rss = bench_eval().process_rss()
+    rss = process_rss()
     return int(rss["worker_bytes"]), _private_bytes([int(w["pid"]) for w in rss["workers"]])
 
 
@@ -190,7 +190,7 @@ def measure(side: str, evals: int, workloads: list[str]) -> dict[str, Any]:
 
 def run_child(side: str, python: str, evals: int, workloads: list[str], output: Path) -> dict[str, Any]:
     argv = ["--evals", str(evals), "--workloads", ",".join(workloads)]
-    data = bench_eval().run_script_side(Path(__file__), side, python, argv, output, "", CHILD_TIMEOUT_S)
+    data = run_script_side(Path(__file__), side, python, argv, output, "", CHILD_TIMEOUT_S)
     data.pop("wall_seconds", None)
     return data
 
@@ -233,31 +233,19 @@ def render_tables(results: dict[str, Any]) -> str:
         )
         rows.append(["time for the evals", *(f"{r['seconds']:.1f} s" if r else "-" for r in runs.values())])
         header = ["MiB", *(SIDE_LABELS[s] for s in sides)]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-        def line(cells: list[str], widths: list[int] = widths) -> str:
-            return " | ".join(
-                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            )
-
         workload = WORKLOADS[name]
         title = f"{name}: eval #i is {workload.template.replace('{i}', 'i')!r}, {workload.what}"
-        blocks.append("\n".join([title, line(header), "-+-".join("-" * w for w in widths), *map(line, rows)]))
+        blocks.append("\n".join([title, *render_grid(header, rows, right=set(range(1, len(header))))]))
     return "\n\n".join(blocks)
 
 
 def drive(args: argparse.Namespace) -> int:
-    helpers = bench_eval()
     output: Path = args.output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    peer_python = helpers.peer_interpreter(args)
-    machine = helpers.machine_info()
-    versions = helpers.our_versions()
-    print(
-        f"machine: {machine['cpu_count']} CPUs ({machine.get('cpu_model')}), {machine['platform']}, "
-        f"python {machine['python']}, load {machine.get('loadavg_at_start')}"
-    )
-    print(f"ours: pydeno {versions.get('ours')} ({versions.get('ours_git', '?')}), deno: {versions.get('deno')}")
+    peer_python = peer_interpreter(args)
+    machine = machine_info()
+    versions = our_versions()
+    print_header(machine, versions)
     results: dict[str, Any] = {
         "machine": machine,
         "versions": versions,
@@ -272,8 +260,7 @@ def drive(args: argparse.Namespace) -> int:
     peer = results["sides"].get("peer")
     if peer is not None:
         versions["peer"] = (peer.get("env") or {}).get("pydeno_version")
-        if versions["peer"] not in (None, helpers.PEER_VERSION):
-            print(f"warning: the peer is pydeno {versions['peer']}, not {helpers.PEER_VERSION}", file=sys.stderr)
+        warn_unless_peer_version(versions["peer"])
 
     print()
     print(render_tables(results))
@@ -284,9 +271,7 @@ def drive(args: argparse.Namespace) -> int:
         for name, message in (data.get("errors") or {}).items():
             print(f"ERROR [{side}] {name}: {message}")
             failed = failed or side.startswith("ours")
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(output)
+    write_json(output, results)
     print(f"\nresults written to {output}")
     return 1 if failed else 0
 
@@ -301,12 +286,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--workloads", default=",".join(DEFAULT_WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}"
     )
-    # Internal: the driver re-runs this file with these to measure one side.
-    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
-    parser.add_argument("--json-out", type=Path, help=argparse.SUPPRESS)
+    add_side_arguments(parser, SIDES)
     args = parser.parse_args(argv)
-    if args.side and not args.json_out:
-        parser.error("--side needs --json-out")
+    check_side_arguments(parser, args)
     if args.evals is None:
         args.evals = QUICK_EVALS if args.quick else DEFAULT_EVALS
     if args.evals < 1:
@@ -324,9 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.side.startswith("ours"):
             # -I left this checkout off sys.path; an installed pydeno elsewhere is not ours.
             sys.path.insert(0, str(HERE.parent))
-        result = measure(args.side, args.evals, args.workloads)
-        # The driver reads this only once we have exited, so a plain write cannot be seen half done.
-        args.json_out.write_text(json.dumps(result), encoding="utf-8")
+        write_side_result(args.json_out, measure(args.side, args.evals, args.workloads))
         return 0
     return drive(args)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import secrets
 import sys
@@ -42,7 +41,9 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_eval import machine_info, summary  # noqa: E402  (one source for every script)
+from _common.machine import machine_info  # noqa: E402
+from _common.output import write_json  # noqa: E402
+from _common.stats import summary  # noqa: E402
 
 import pydeno  # noqa: E402
 
@@ -171,8 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     out = {"machine": machine_info(), "result": run(args.sessions, args.warm_workers)}
     print(report(out))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.output, out)
     print(f"wrote {args.output}")
 
 

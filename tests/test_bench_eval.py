@@ -1,15 +1,16 @@
 """The side-by-side benchmark's own measuring: CPU and memory accounting of descendant
-processes, the bare deno floor, the rates, and how targets are judged and printed."""
+processes (benchmarks/_common), the bare deno floor, the rates, the sections and how they are
+selected, and how targets are judged and printed (benchmarks/_eval)."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,21 +22,15 @@ import pytest
 import pydeno
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+# As bench_eval.py finds them: its directory on sys.path, never the checkout's root.
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
 
-
-def _load() -> types.ModuleType:
-    module = sys.modules.get("bench_eval")
-    if module is None:
-        spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "benchmarks" / "bench_eval.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first: dataclasses look their module up while the file runs.
-        sys.modules["bench_eval"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-bench: Any = _load()
+from _common import cpu, procfs  # noqa: E402
+from _eval import cli, config, floors, merge, rates, report, rows, runtimes  # noqa: E402
+from _eval.measure import measure  # noqa: E402
+from _eval.sections import BY_NAME, SECTIONS  # noqa: E402
 
 # A child that, told to, burns 0.2 s of CPU by its own clock, reports what it burned, then waits.
 BURNER = """
@@ -85,11 +80,11 @@ def _burn_in_a_child(as_helper: pytest.MonkeyPatch | None = None) -> tuple[dict[
     ) as p:
         if as_helper is not None:
             # Beside the helpers the suite's earlier tests left alive (the zygote), which stay helpers.
-            helpers = bench._shared_helpers() | {p.pid}
-            as_helper.setattr(bench, "_shared_helpers", lambda: helpers)
+            helpers = procfs.shared_helpers() | {p.pid}
+            as_helper.setattr(procfs, "shared_helpers", lambda: helpers)
         try:
             reported: list[int] = []
-            used = bench.cpu_used(lambda: reported.append(_burn(p)))
+            used = cpu.cpu_used(lambda: reported.append(_burn(p)))
         finally:
             assert p.stdin is not None
             p.stdin.close()
@@ -109,7 +104,7 @@ def test_the_cpu_clock_of_another_process_agrees_with_its_proc_stat_ticks() -> N
     ) as p:
         try:
             _burn(p)
-            clock = bench.cpu_clock_ns(p.pid)
+            clock = cpu.cpu_clock_ns(p.pid)
             with open(f"/proc/{p.pid}/stat", encoding="ascii") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
         finally:
@@ -135,7 +130,7 @@ def test_the_smaps_rollup_reader_gives_the_uss_and_pss_psutil_gives(sleeper: sub
     # Another process's exit may move a shared page's share at any moment: compare only
     # between two psutil readings that agree.
     for _ in range(20):
-        before, ours, after = by_psutil(), bench.smaps_rollup(sleeper.pid), by_psutil()
+        before, ours, after = by_psutil(), procfs.smaps_rollup(sleeper.pid), by_psutil()
         if before == after:
             assert ours == before
             return
@@ -146,10 +141,10 @@ def test_process_memory_counts_workers_and_a_helper_apart(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Beside the helpers the suite's earlier tests left alive (the zygote), which stay helpers.
-    helpers = bench._shared_helpers() | {sleeper.pid}
-    monkeypatch.setattr(bench, "_shared_helpers", lambda: helpers)
+    helpers = procfs.shared_helpers() | {sleeper.pid}
+    monkeypatch.setattr(procfs, "shared_helpers", lambda: helpers)
     with _waiter() as other:
-        memory = bench.process_memory()
+        memory = procfs.process_memory()
     assert [w["pid"] for w in memory["workers"]] == [other.pid]
     shared = {s["pid"]: s for s in memory["shared"]}
     assert sleeper.pid in shared and set(shared) <= helpers
@@ -165,15 +160,15 @@ def test_a_binary_is_counted_as_running_elsewhere_only_outside_our_processes(tmp
     with subprocess.Popen([binary, "30"]) as one, subprocess.Popen([binary, "30"]) as two:
         try:
             exe = os.readlink(f"/proc/{one.pid}/exe")
-            assert bench._running_elsewhere({exe}, set()) == {exe: 2}
-            assert bench._running_elsewhere({exe}, {one.pid}) == {exe: 1}
+            assert procfs.running_elsewhere({exe}, set()) == {exe: 2}
+            assert procfs.running_elsewhere({exe}, {one.pid}) == {exe: 1}
         finally:
             one.kill()
             two.kill()
 
 
 def test_the_memory_of_a_worker_names_its_binary_and_its_anonymous_part(sleeper: subprocess.Popen[bytes]) -> None:
-    (entry,) = bench.process_memory()["workers"]
+    (entry,) = procfs.process_memory()["workers"]
     assert entry["exe"] == os.readlink(f"/proc/{sleeper.pid}/exe")
     assert 0 < entry["anon_bytes"] <= entry["uss_bytes"]
 
@@ -185,7 +180,7 @@ def test_the_peers_spare_worker_is_a_per_host_helper(
     monkeypatch.setitem(sys.modules, "pydeno.host._spawner", None)
     monkeypatch.setitem(sys.modules, "pydeno.host._process", None)
     monkeypatch.setitem(sys.modules, "pydeno._isolated", types.SimpleNamespace(_SPARE=(sleeper, None)))
-    assert bench._shared_helpers() == frozenset([sleeper.pid])
+    assert procfs.shared_helpers() == frozenset([sleeper.pid])
 
 
 def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
@@ -198,7 +193,7 @@ def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
     spinner = threading.Thread(target=spin, name="spinner")
     spinner.start()
     try:
-        cost = bench.idle_cost(0.1)
+        cost = cpu.idle_cost(0.1)
     finally:
         stop.set()
         spinner.join()
@@ -209,25 +204,25 @@ def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
 
 
 def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> None:
-    commands = bench.deno_floor_commands(tmp_path)
+    commands = floors.deno_floor_commands(tmp_path)
     assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector", "deno_floor_worker_flags"}
     assert "--no-code-cache" in commands["deno_floor_worker_flags"]
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
     assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'
-    assert bench.spawn_to_exit_ns(commands["deno_floor_inspector"], tmp_path) > 0
-    assert bench.spawn_to_exit_ns(commands["deno_floor_worker_flags"], tmp_path) > 0
-    assert bench.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
+    assert floors.spawn_to_exit_ns(commands["deno_floor_inspector"], tmp_path) > 0
+    assert floors.spawn_to_exit_ns(commands["deno_floor_worker_flags"], tmp_path) > 0
+    assert floors.spawn_to_exit_ns(commands["deno_floor"], tmp_path) > 0
 
 
 def test_the_memory_floor_reads_idle_bare_deno_processes_and_leaves_none_running(tmp_path: Path) -> None:
-    floor = bench.deno_floor_memory(tmp_path, count=2)
+    floor = floors.deno_floor_memory(tmp_path, count=2)
     assert floor["processes"] == 2
     for prefix in ("", "inspector_"):
         assert floor[f"{prefix}uss_bytes"] > floor[f"{prefix}anon_bytes"] > 0
         assert floor[f"{prefix}pss_per_process_bytes"] > 0
     assert 'import "node:inspector";' in (tmp_path / "inspector_idle.js").read_text()
     running = []
-    for pid in bench._descendants(os.getpid()):
+    for pid in procfs.descendants(os.getpid()):
         with contextlib.suppress(OSError):
             if str(tmp_path).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
                 running.append(pid)
@@ -237,18 +232,18 @@ def test_the_memory_floor_reads_idle_bare_deno_processes_and_leaves_none_running
 def test_the_memory_floors_are_divided_by_the_peers_idle_worker_and_its_density() -> None:
     results = _results(deno_floor_memory={"uss_bytes": 15.0, "pss_per_process_bytes": 6.0})
     results["peer"] |= {"idle_uss": {"worker_uss_bytes": 30.0}, "density": {"pss_per_worker_bytes": 12.0}}
-    ratios = bench.compute_ratios(results)
+    ratios = report.compute_ratios(results)
     assert (ratios["deno_floor_uss"], ratios["deno_floor_pss"]) == (0.5, 0.5)
 
 
 def test_a_floor_command_that_fails_is_an_error_not_a_time(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="exited with 1"):
-        bench.spawn_to_exit_ns([sys.executable, "-c", "raise SystemExit(1)"], tmp_path)
+        floors.spawn_to_exit_ns([sys.executable, "-c", "raise SystemExit(1)"], tmp_path)
 
 
 def test_every_runtime_driven_by_its_own_thread_counts_toward_the_rate() -> None:
     with pydeno.Runtime() as one, pydeno.Runtime() as two:
-        rate = bench.evals_per_second([one, two], 0.1)
+        rate = rates.evals_per_second([one, two], 0.1)
     assert rate["runtimes"] == 2
     assert all(n > 0 for n in rate["per_runtime"])
     assert rate["evals"] == sum(rate["per_runtime"])
@@ -261,12 +256,12 @@ class _Wrong:
 
 
 def test_a_runtime_that_returns_a_wrong_value_fails_the_rate() -> None:
-    with pytest.raises(bench.WrongValue, match="returned 3"):
-        bench.evals_per_second([_Wrong()], 0.05)
+    with pytest.raises(runtimes.WrongValue, match="returned 3"):
+        rates.evals_per_second([_Wrong()], 0.05)
 
 
 def test_a_rate_target_holds_only_at_or_above_its_floor() -> None:
-    floor = bench.Target(2.5, "issue 20", at_least=True)
+    floor = rows.Target(2.5, "issue 20", at_least=True)
     assert (floor.holds(2.5), floor.holds(2.4), floor.holds(None)) == (True, False, None)
     assert floor.direction == ">="
 
@@ -293,8 +288,8 @@ def _results(**ours: Any) -> dict[str, Any]:
 
 def test_a_ratio_is_held_to_the_newest_target_with_the_earlier_one_beside_it() -> None:
     results = _results()
-    ratios = bench.compute_ratios(results)
-    targets = bench.compute_targets(results, ratios)
+    ratios = report.compute_ratios(results)
+    targets = report.compute_targets(results, ratios)
     host = targets["host_call_p50"]
     assert ratios["host_call_p50"] == 0.3
     assert (host["source"], host["phase"], host["direction"], host["target"], host["met"]) == (
@@ -309,10 +304,10 @@ def test_a_ratio_is_held_to_the_newest_target_with_the_earlier_one_beside_it() -
 
 def test_the_cold_start_is_also_divided_by_our_own_deno_floor() -> None:
     results = _results(deno_floor_worker_flags={"p50_ms": 13.0})
-    ratios = bench.compute_ratios(results)
+    ratios = report.compute_ratios(results)
     assert ratios["cold_start_vs_deno_floor"] == 1.3
     assert ratios["cold_start_vs_worker_flags_floor"] == 2.0
-    assert bench.compute_targets(results, ratios)["cold_start_vs_deno_floor"]["met"] is True
+    assert report.compute_targets(results, ratios)["cold_start_vs_deno_floor"]["met"] is True
 
 
 def test_the_20k_floor_and_the_wake_floor_are_divided_by_the_peers_figures_and_ours_by_them() -> None:
@@ -323,17 +318,17 @@ def test_the_20k_floor_and_the_wake_floor_are_divided_by_the_peers_figures_and_o
         wake_floor={"p50_us": 300.0},
     )
     results["peer"].update(big_result={"p50_ms": 40.0}, pool_first_eval={"p50_us": 800.0})
-    ratios = bench.compute_ratios(results)
+    ratios = report.compute_ratios(results)
     assert (ratios["big_result_floor"], ratios["big_result_vs_floor"]) == (0.15, 1.5)
     assert (ratios["wake_floor"], ratios["pool_first_eval_vs_wake_floor"]) == (0.375, 2.0)
 
 
 def test_the_20k_floor_decodes_exactly_the_value_the_guest_builds() -> None:
-    text = bench.big_result_json()
+    text = floors.big_result_json()
     with pydeno.Runtime() as rt:
-        assert rt.eval(f"JSON.stringify({bench.BIG_CODE})") == text.decode()
-        assert rt.eval(bench.BIG_BUILD_CODE) == bench.BIG_LEN
-    bench._check_big(bench._json_decoder()(text))
+        assert rt.eval(f"JSON.stringify({config.BIG_CODE})") == text.decode()
+        assert rt.eval(config.BIG_BUILD_CODE) == config.BIG_LEN
+    runtimes.check_big(floors.json_decoder()(text))
 
 
 def test_the_wake_floor_echoes_after_sleeping_as_long_as_it_is_told(
@@ -341,45 +336,45 @@ def test_the_wake_floor_echoes_after_sleeping_as_long_as_it_is_told(
 ) -> None:
     # Its collection before each echo walks every live object of the process, which late in
     # a full test run is most of a 0.2 s window: only the sleep is under test here.
-    monkeypatch.setattr(bench.gc, "collect", lambda *args: 0)
-    wake = bench.WakeFloor(tmp_path, warm=3)
+    monkeypatch.setattr(floors.gc, "collect", lambda *args: 0)
+    wake = floors.WakeFloor(tmp_path, warm=3)
     try:
-        started = bench.time.perf_counter()
+        started = time.perf_counter()
         assert wake.round_trip_ns(0.2) > 0
-        assert bench.time.perf_counter() - started >= 0.2
-        started = bench.time.perf_counter()
+        assert time.perf_counter() - started >= 0.2
+        started = time.perf_counter()
         wake.round_trip_ns(0.0)
-        assert bench.time.perf_counter() - started < 0.2
+        assert time.perf_counter() - started < 0.2
     finally:
         wake.close()
     assert wake._proc.returncode == 0
 
 
 def test_a_rate_ratio_is_written_both_ways() -> None:
-    ratios = bench.compute_ratios(_results())
+    ratios = report.compute_ratios(_results())
     assert ratios["oversubscribed"] == 3.0
     assert ratios["oversubscribed_time_per_eval"] == pytest.approx(1 / 3, abs=1e-4)
-    target = bench.compute_targets(_results(), ratios)["oversubscribed"]
+    target = report.compute_targets(_results(), ratios)["oversubscribed"]
     assert (target["direction"], target["min_ratio"], target["met"]) == (">=", 2.5, True)
 
 
 def test_a_cpu_per_second_target_judges_our_own_figure_not_the_ratio() -> None:
     results = _results()
-    targets = bench.compute_targets(results, bench.compute_ratios(results))
+    targets = report.compute_targets(results, report.compute_ratios(results))
     assert targets["idle_pool_cpu"]["value"] == 4.0
     assert targets["idle_pool_cpu"]["met"] is True
     results["ours"]["idle_pool_cpu"]["total_ms_per_s"] = 6.0
-    assert bench.compute_targets(results, bench.compute_ratios(results))["idle_pool_cpu"]["met"] is False
+    assert report.compute_targets(results, report.compute_ratios(results))["idle_pool_cpu"]["met"] is False
 
 
 def test_the_printed_run_says_which_targets_hold_and_which_are_missed() -> None:
     results = _results()
-    results["ratios"] = bench.compute_ratios(results)
-    results["targets"] = bench.compute_targets(results, results["ratios"])
-    table = bench.render_table(results)
+    results["ratios"] = report.compute_ratios(results)
+    results["targets"] = report.compute_targets(results, results["ratios"])
+    table = report.render_table(results)
     host_line = next(line for line in table.splitlines() if line.startswith("host call eval('add(1, 2)') p50"))
     assert "<= 0.20 MISS (issue 7: <= 0.40 ok)" in host_line
-    summary = bench.render_targets(results["targets"])
+    summary = report.render_targets(results["targets"])
     assert "targets of issue 20:" in summary
     assert "ours / peer (isolated) = 0.300 <= 0.20: MISSED" in summary
     assert "ours / peer (isolated) = 3.000 >= 2.50: met" in summary
@@ -388,6 +383,60 @@ def test_the_printed_run_says_which_targets_hold_and_which_are_missed() -> None:
 
 def test_a_once_per_round_section_is_the_median_rounds_with_every_rounds_figure() -> None:
     runs = [{"density": {"pss_per_worker_bytes": n, "workers": 8}} for n in (30, 10, 20)]
-    merged = bench.merge_rounds(runs)
+    merged = merge.merge_rounds(runs)
     assert merged["density"]["pss_per_worker_bytes"] == 20
     assert merged["density"]["pss_per_worker_bytes_per_round"] == [30, 10, 20]
+
+
+def test_every_section_is_registered_once_and_the_in_process_peer_runs_only_those_without_a_pool() -> None:
+    names = [section.name for section in SECTIONS]
+    assert len(names) == len(set(names)) == len(BY_NAME)
+    in_process = [section.name for section in SECTIONS if "peer-inprocess" in section.sides]
+    assert in_process == ["warm_eval", "host_call", "cpu_per_eval", "rss", "close", "big_result", "cold_start"]
+
+
+def test_an_unknown_section_name_is_refused_and_known_ones_are_kept_in_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.parse_args(["--skip-peer", "--sections", "pool_setup,cold_start_off"])
+    assert exited.value.code == 2
+    assert "unknown cold_start_off" in capsys.readouterr().err
+    assert cli.parse_args(["--sections", "pool_setup,warm_eval"]).sections == ("pool_setup", "warm_eval")
+
+
+def test_the_parameters_a_side_is_given_are_the_drivers() -> None:
+    params = config.Params(
+        iterations=7, warmup=0, cold_runs=2, big_runs=3, window_s=0.25, idle_s=0.5, sections=("rss", "close")
+    )
+    args = cli.parse_args(["--side", "ours", "--json-out", "x.json", *params.argv()])
+    assert (args.iterations, args.warmup, args.cold_runs, args.big_runs, args.cold_warmup, args.big_warmup) == (
+        7,
+        0,
+        2,
+        3,
+        2,
+        2,
+    )
+    assert (args.window, args.idle_seconds, args.sections) == (0.25, 0.5, ("rss", "close"))
+
+
+def test_measure_runs_the_selected_sections_in_their_order_on_the_warm_runtime() -> None:
+    params = config.Params(
+        iterations=20, warmup=5, cold_runs=1, big_runs=1, sections=("close", "host_call", "warm_eval")
+    )
+    result = measure("ours", params)
+    assert result["errors"] == {}
+    assert list(result["section_seconds"]) == ["warm_eval", "host_call", "close"]
+    assert list(result["samples_ns"]) == ["warm_eval", "host_call"]
+    assert result["warm_eval"]["n"] == result["host_call"]["n"] == 20
+    assert result["rss_at_start"]["worker_bytes"] > 0
+    assert "rss" not in result
+
+
+def test_a_section_that_fails_is_recorded_and_the_next_still_runs() -> None:
+    # rss reads the warm runtime, which only warm_eval starts.
+    params = config.Params(iterations=1, warmup=0, cold_runs=1, big_runs=1, sections=("rss", "close"))
+    result = measure("ours", params)
+    assert result["errors"] == {"rss": "RuntimeError: no runtime (warm_eval failed to create one)"}
+    assert list(result["section_seconds"]) == ["rss", "close"]

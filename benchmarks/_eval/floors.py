@@ -1,0 +1,167 @@
+"""The floors ours is held against: what bare deno (from the ``deno`` wheel) takes to start,
+to sit idle and to answer a pipe, and what the 20k result's parts cost that no design skips."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import procfs
+
+from .config import BIG_LEN, DENO_FLOOR_ARGS, DENSITY_WORKERS, ECHO_SCRIPT, SETTLE_SECONDS
+
+
+def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
+    """The bare deno floor's command lines: deno from the ``deno`` wheel running an empty
+    script, plainly and with the V8 flag our workers run with; and a script that only
+    imports node:inspector, which a worker must load to evaluate in V8's REPL mode (top-level
+    await with declarations that persist), and with it Deno's Node compatibility layer; and
+    that script, connecting its session, run with the flags every worker runs with (no V8 code
+    cache, which a worker cannot have without caching every guest eval on disk; jitless;
+    the inspector's grant), the floor of this design."""
+    import deno
+
+    binary = str(deno.find_deno_bin())
+    script = workdir / "empty.js"
+    script.write_text("", encoding="utf-8")
+    inspector = workdir / "inspector.js"
+    inspector.write_text('import "node:inspector";\n', encoding="utf-8")
+    session = workdir / "session.js"
+    session.write_text('import { Session } from "node:inspector";\nnew Session().connect();\n', encoding="utf-8")
+    plain = [binary, *DENO_FLOOR_ARGS, str(script)]
+    worker_flags = ["--no-code-cache", "--allow-sys=inspector", "--v8-flags=--jitless"]
+    return {
+        "deno_floor": plain,
+        "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
+        "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
+        "deno_floor_worker_flags": [binary, *DENO_FLOOR_ARGS, *worker_flags, str(session)],
+    }
+
+
+def deno_floor_memory(workdir: Path, count: int = DENSITY_WORKERS) -> dict[str, Any]:
+    """The memory floor: bare deno (from the ``deno`` wheel) left idle on a script that only
+    waits, and on one that imports node:inspector first, as every worker must. For each, the
+    USS and anonymous memory of one such process alone, then the PSS per process with
+    ``count`` of them alive: what the idle-USS and density rows measure of our workers."""
+    import deno
+
+    binary = str(deno.find_deno_bin())
+    read, _, _ = procfs.memory_reader()
+    env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+    wait = "setInterval(() => {}, 3_600_000);\n"
+    found: dict[str, Any] = {"processes": count}
+    for prefix, text in (("", wait), ("inspector_", f'import "node:inspector";\n{wait}')):
+        script = workdir / f"{prefix}idle.js"
+        script.write_text(text, encoding="utf-8")
+        argv = [binary, *DENO_FLOOR_ARGS, str(script)]
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            _start_idle(procs, 1, argv, env, workdir)
+            found[f"{prefix}uss_bytes"] = read(procs[0].pid)[0]
+            found[f"{prefix}anon_bytes"] = procfs.anonymous_bytes(procs[0].pid)
+            _start_idle(procs, count - 1, argv, env, workdir)
+            found[f"{prefix}pss_per_process_bytes"] = round(sum(read(p.pid)[1] for p in procs) / count)
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+    return found
+
+
+def _start_idle(
+    procs: list[subprocess.Popen[bytes]], n: int, argv: list[str], env: dict[str, str], workdir: Path
+) -> None:
+    """Start n more of argv into procs, let them settle, and fail if any has exited."""
+    quiet = subprocess.DEVNULL
+    for _ in range(n):
+        procs.append(subprocess.Popen(argv, env=env, cwd=workdir, stdin=quiet, stdout=quiet, stderr=quiet))
+    time.sleep(SETTLE_SECONDS)
+    ended = [p.returncode for p in procs if p.poll() is not None]
+    if ended:
+        raise RuntimeError(f"an idle bare deno exited with {ended[0]}")
+
+
+def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:
+    """Time from starting argv to its exit (it must succeed), with deno's cache in workdir."""
+    env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+    t0 = time.perf_counter_ns()
+    proc = subprocess.run(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    t1 = time.perf_counter_ns()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited with {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
+    return t1 - t0
+
+
+class WakeFloor:
+    """A bare jitless deno (from the ``deno`` wheel) echoing bytes over pipes: the floor of a
+    pool's first eval, which goes to a process that has slept in a read since it started.
+    ``round_trip_ns(slept)`` waits until the echo has slept that long since its last round
+    trip, then times one byte there and back. Nothing of ours runs in it: what it takes is the
+    machine waking a process that slept, and that process's caches gone cold, which grows with
+    the sleep."""
+
+    def __init__(self, workdir: Path, warm: int = 50) -> None:
+        import deno
+
+        script = workdir / "echo.js"
+        script.write_text(ECHO_SCRIPT, encoding="utf-8")
+        env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+        argv = [str(deno.find_deno_bin()), *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)]
+        self._proc = subprocess.Popen(
+            argv, env=env, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        try:
+            for _ in range(warm):
+                self._echo()
+        except BaseException:
+            self._proc.kill()
+            self.close()
+            raise
+        self._last = time.perf_counter()
+
+    def _echo(self) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(b"x")
+        if self._proc.stdout.read(1) != b"x":
+            raise RuntimeError(f"the echoing deno answered wrong or exited ({self._proc.poll()})")
+
+    def round_trip_ns(self, slept: float) -> int:
+        wait = self._last + slept - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        gc.collect()
+        t0 = time.perf_counter_ns()
+        self._echo()
+        t1 = time.perf_counter_ns()
+        self._last = time.perf_counter()
+        return t1 - t0
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def json_decoder() -> Callable[[bytes], Any]:
+    """The decoder our host reads the worker's JSON lane with (pydeno/host/_codec.py); only
+    our side has it installed."""
+    import msgspec
+
+    return msgspec.json.Decoder().decode
+
+
+def big_result_json() -> bytes:
+    """BIG_CODE's value as JSON.stringify writes it: the text the 20k floor decodes."""
+    items = [{"id": i, "name": f"x{i}"} for i in range(BIG_LEN)]
+    return json.dumps(items, separators=(",", ":")).encode()
