@@ -29,7 +29,7 @@ from ._errors import (
     guest_error,
 )
 from ._function import JsFunction
-from ._packages import Packages, declarations, prompt_line
+from ._packages import Packages, checker_inputs, declarations, prompt_line
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._taxonomy import Catalog, classify_error
@@ -131,7 +131,18 @@ class ToolSet:
     # -- declarations ----------------------------------------------------------------------
     def typescript(self) -> str:
         """A ``.d.ts`` of the whole API: one interface per schema and named type, JSDoc from
-        descriptions and annotations, namespaces as nested objects."""
+        descriptions and annotations, namespaces as nested objects, and the packages a
+        program may import (what a package's own declarations export, as a comment)."""
+        return "\n".join([*self._tool_lines(), *declarations(self.packages)]) + "\n"
+
+    def checked_against(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        """What the type checker reads: the tools' declarations with an ambient module for
+        each package that has no declarations of its own, the others' declaration files, and
+        the import map that names them."""
+        ambient, files, imports = checker_inputs(self.packages)
+        return "\n".join([*self._tool_lines(), *ambient]) + "\n", files, imports
+
+    def _tool_lines(self) -> list[str]:
         lines: list[str] = []
         tree: dict[str, Any] = {}
         for t in self.tools.values():
@@ -166,8 +177,7 @@ class ToolSet:
                 node = node.setdefault(part, {})
             node[parts[-1]] = (t, f"{base}Input", output)
         lines.append("declare const tools: " + _namespace(tree, "") + ";")
-        lines.extend(declarations(self.packages))
-        return "\n".join(lines) + "\n"
+        return lines
 
     def describe(self) -> str:
         """A compact prompt text: how to write code against the API, and what is not there."""
@@ -244,8 +254,9 @@ def _params_line(t: Tool) -> str:
 def type_errors(tools: ToolSet, code: str, *, sandbox: str, timeout: float) -> Exception | None:
     """The failure to report instead of running code: its type errors against the tools'
     declarations (a TypeCheckError), the checker's own failure, or None when it type-checks."""
+    declared, files, imports = tools.checked_against()
     try:
-        found = check(tools.typescript(), code, sandbox=sandbox, timeout=timeout)
+        found = check(declared, code, sandbox=sandbox, timeout=timeout, files=files, imports=imports)
     except CheckFailed as exc:
         return exc
     if not found:

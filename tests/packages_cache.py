@@ -35,10 +35,12 @@ def packages(*specs: str) -> pydeno.Packages:
 
 
 def private_copy(target: Path) -> Path:
-    """A copy of the shared cache's bundles and index (not deno's npm cache) at target."""
+    """A copy of the shared cache's bundles, declarations and index (not deno's npm cache) at
+    target."""
     packages()  # filled first
     source = shared_cache()
     target.mkdir(parents=True, exist_ok=True)
     shutil.copytree(source / "bundles", target / "bundles")
+    shutil.copytree(source / "types", target / "types")
     shutil.copy(source / "index.json", target / "index.json")
     return target

@@ -6,17 +6,24 @@ private directory, runs ``deno check`` on them (behind the launcher's layers unl
 ``sandbox="off"``: the checker reads the guest's code, and the TypeScript compiler is a
 large program), and returns the diagnostics it reported about the program. Parsing deno's
 report is :func:`diagnostics`, a pure function.
+
+npm packages' own declarations come as ``files`` (written under the directory, as
+``types/<name>/<version>/...``) and ``imports`` (an import map: the specifier a program
+imports -> its entry file there), so that everything the checker reads is a local file:
+it runs with no remote imports and no npm resolution.
 """
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -29,11 +36,21 @@ __all__ = ["CheckFailed", "Diagnostic", "check", "diagnostics"]
 
 PROGRAM: Final = "program.ts"
 DECLARATIONS: Final = "tools.d.ts"
+CONFIG: Final = "deno.json"
+TYPES: Final = "types"
 # What the compiler may use of the heap: its own size, not the guest's max_memory.
 _HEAP_MIB: Final = 1024
 
 _HEAD: Final = re.compile(r"^(TS\d+) \[ERROR\]: (.*)$")
-_AT: Final = re.compile(r"^\s+at file://.*/(" + re.escape(PROGRAM) + "|" + re.escape(DECLARATIONS) + r"):(\d+):(\d+)$")
+_AT: Final = re.compile(
+    r"^\s+at file://.*?/("
+    + re.escape(PROGRAM)
+    + "|"
+    + re.escape(DECLARATIONS)
+    + "|"
+    + re.escape(TYPES)
+    + r"/.+?):(\d+):(\d+)$"
+)
 
 
 class CheckFailed(Exception):
@@ -91,8 +108,17 @@ def diagnostics(report: str) -> list[Diagnostic]:
     return found
 
 
-def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> list[Diagnostic]:
-    """The type errors of program against declarations (empty: it type-checks)."""
+def check(
+    declarations: str,
+    program: str,
+    *,
+    sandbox: str,
+    timeout: float,
+    files: Mapping[str, str] | None = None,
+    imports: Mapping[str, str] | None = None,
+) -> list[Diagnostic]:
+    """The type errors of program against declarations (empty: it type-checks), with files
+    (paths under ``types/``) and the import map that names them."""
     deno = runnable_deno()
     work = Path(tempfile.mkdtemp(prefix="pydeno-check-"))
     try:
@@ -101,14 +127,35 @@ def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> l
         # The confined checker runs as an unprivileged user: it must be able to read these.
         for path in (work, cache):
             path.chmod(0o755)
-        for name, text in ((DECLARATIONS, declarations), (PROGRAM, program + "\nexport {};\n")):
-            (work / name).write_text(text, encoding="utf-8")
-            (work / name).chmod(0o644)
+        # skipLibCheck: a package's declarations are the package's own, checked by its
+        # authors under their settings; what matters is the program's use of them. An
+        # import in them of a package that was not given is then any, not an error.
+        mapped = dict(imports or {})
+        for specifier, entry in mapped.items():
+            if entry.removeprefix("./") not in (files or {}):
+                raise CheckFailed(f"the import map sends {specifier!r} to {entry!r}, which is not one of the files")
+        config = {"imports": mapped, "compilerOptions": {"skipLibCheck": True}}
+        written = [
+            (DECLARATIONS, declarations),
+            (PROGRAM, program + "\nexport {};\n"),
+            (CONFIG, json.dumps(config)),
+            *(_under_types(path, text) for path, text in (files or {}).items()),
+        ]
+        for name, text in written:
+            target = work / name
+            for folder in reversed(target.parents):
+                if folder.is_relative_to(work) and not folder.exists():
+                    folder.mkdir()
+                    folder.chmod(0o755)
+            target.write_text(text, encoding="utf-8")
+            target.chmod(0o644)
         argv = [
             deno,
             "check",
-            "--no-config",
+            f"--config={work / CONFIG}",
             "--no-lock",
+            "--no-remote",
+            "--no-npm",
             "--quiet",
             f"--v8-flags=--max-old-space-size={_HEAP_MIB}",
             str(work / DECLARATIONS),
@@ -144,7 +191,15 @@ def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> l
         if done.returncode == EXIT_UNAVAILABLE:
             reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no reason given"
             raise CheckFailed(f"the type checker's sandbox is unavailable: {reason}")
-        found = diagnostics(done.stderr)
+        # A message that names a file names it as the program does: a package's entry by the
+        # specifier the program imports, any other file by its path in the directory (not by
+        # where this process happened to make the directory).
+        names = [(f"file://{work}/", "")]
+        names += [(f'"{path.removeprefix("./")}"', f'"{specifier}"') for specifier, path in (imports or {}).items()]
+        found = [
+            replace(d, message=_renamed(d.message, names), excerpt=tuple(_renamed(e, names) for e in d.excerpt))
+            for d in diagnostics(done.stderr)
+        ]
         if done.returncode == 0:
             return []
         if not found:
@@ -153,3 +208,17 @@ def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> l
         return found
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _renamed(text: str, names: list[tuple[str, str]]) -> str:
+    for old, new in names:
+        text = text.replace(old, new)
+    return text
+
+
+def _under_types(path: str, text: str) -> tuple[str, str]:
+    """path and text, when path is a relative path below ``types/`` that stays there."""
+    parts = path.split("/")
+    if len(parts) < 2 or parts[0] != TYPES or any(part in ("", ".", "..") or "\\" in part for part in parts):
+        raise CheckFailed(f"the declaration file {path!r} is not a path below {TYPES}/")
+    return path, text
