@@ -5,13 +5,13 @@ sync twin ``Runtime`` (pydeno/_runtime.py), generated from pydeno/_async_runtime
 waits with ``poll()`` in the calling thread: no event loop and no thread hop.
 
 The driver writes frames, waits on the worker's pipes (``pydeno/_backends/``) and calls the
-host's functions; every rule lives in the host core and the supervisor
-(:mod:`pydeno.host._core`, :mod:`pydeno.host._supervisor`).
+host's functions. It talks to one object, the runtime's supervisor
+(:mod:`pydeno.host._supervisor`), which speaks for the core (:mod:`pydeno.host._core`,
+where every rule lives) and the worker's process.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -25,7 +25,20 @@ from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, checked_options
 from ._stats import Stats
 from ._syntax import place_error
-from .host._core import NEED_DATA, Command, closed_after
+from .host._core import (
+    NEED_DATA,
+    AddModule,
+    AddPackage,
+    Bind,
+    Call,
+    Command,
+    Eval,
+    EvalModule,
+    LoadWasm,
+    Request,
+    bind_check,
+    wasm_check,
+)
 from .host._monitor import Watch
 from .host._process import WorkerProcess
 from .host._supervisor import Supervisor
@@ -97,7 +110,6 @@ class Runtime(NeedsWith):
             make_function=lambda fid: JsFunction(self, fid),
             function_id=lambda value: function_id(value, self) if isinstance(value, JsFunction) else None,
         )
-        self._core = self._sup.core
         self._lock = _Queue(self._sup.record_queue_wait)
         self._pipes = backend.Pipes()
         self._startup_deadline = 0.0
@@ -113,14 +125,16 @@ class Runtime(NeedsWith):
         place."""
         return self._eval(code_text(code), timeout, typescript=is_typescript(lang))
 
-    def _eval(self, code: str, timeout: float | None, *, typescript: bool, program: bool = False) -> Any:
+    def _eval(
+        self, code: str, timeout: float | None, *, typescript: bool, program: bool = False, internal: bool = False
+    ) -> Any:
         """eval; ``program``: the code is a Code Mode program (TypeScript the host wrapped in a
-        block or async function, whose body is the top level of its import declarations)."""
+        block or async function, whose body is the top level of its import declarations);
+        ``internal``: the host runs it for itself, and stats() leaves it out."""
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
             try:
-                return self._roundtrip(rid, data, timeout)
+                return self._run(Eval(code, typescript, program), timeout, internal=internal)
             except JavaScriptError as exc:
                 place_error(exc, code, typescript=typescript)
                 raise
@@ -135,8 +149,7 @@ class Runtime(NeedsWith):
         source = source_text(source)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.add_module(specifier, source)
-            self._roundtrip(rid, data, None)
+            self._run(AddModule(specifier, source), None)
 
     def load_wasm(self, name: str, module: bytes | bytearray | memoryview) -> None:
         """Compile a WebAssembly module from its bytes and give it to the guest as the global
@@ -148,11 +161,10 @@ class Runtime(NeedsWith):
         module over ``max_message_bytes``; a module that does not compile raises a
         JavaScriptError named CompileError. docs/security.md#webassembly says what
         ``jitless=False`` costs."""
-        name, data = self._core.wasm_check(name, module)
+        name, data = wasm_check(self._sup.options, name, module)
         with self._lock:
             self._ready()
-            rid, frame = self._core.connection.load_wasm(name, data)
-            self._roundtrip(rid, frame, None)
+            self._run(LoadWasm(name, data), None)
 
     def eval_module(self, source: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Run module code (JavaScript or TypeScript; it may import added modules) and return
@@ -161,9 +173,8 @@ class Runtime(NeedsWith):
         source = source_text(source)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval_module(source)
             try:
-                value = self._roundtrip(rid, data, timeout)
+                value = self._run(EvalModule(source), timeout)
             except JavaScriptError as exc:
                 place_error(exc, source, typescript=True)
                 raise
@@ -173,12 +184,10 @@ class Runtime(NeedsWith):
 
     def bind_function(self, name: str, fn: Callable[..., Any]) -> None:
         """Expose fn (sync or async) to the guest as the global async function ``name``."""
-        name = self._core.bind_check(name, fn)
+        name = bind_check(name, fn)
         with self._lock:
             self._ready()
-            self._core.functions[name] = fn
-            rid, data = self._core.connection.bind(name)
-            self._roundtrip(rid, data, None)
+            self._run(Bind(name, fn), None)
 
     def terminate(self) -> None:
         """Stop the running command from any thread or task: it raises RuntimeTerminated,
@@ -189,17 +198,17 @@ class Runtime(NeedsWith):
     def close(self) -> None:
         """Kill the worker and release everything. Idempotent. Reaping the worker and
         removing its cgroup wait on the kernel: the async driver waits for them off the loop."""
-        if not self._core.closed:
+        if not self._sup.closed:
             backend.blocking(self._sup.close)
 
     @property
     def closed(self) -> bool:
-        return self._core.closed
+        return self._sup.closed
 
     @property
     def _closed_by(self) -> str:
         """What closed the runtime ("" while it is open), for a closed handle's note."""
-        return self._core.closed_by
+        return self._sup.closed_by
 
     def stats(self) -> dict[str, Any]:
         """This runtime's figures as a new JSON-ready dict (docs/observability.md):
@@ -217,9 +226,9 @@ class Runtime(NeedsWith):
         self.close()
 
     def __del__(self) -> None:
-        core = getattr(self, "_core", None)
-        if core is not None and not core.closed:
-            core.close()
+        sup = getattr(self, "_sup", None)
+        if sup is not None and not sup.closed:
+            sup.discard()
 
     # -- the stepping API: package-internal, for the agent sandboxes, tools, pools ---------
     # A command in steps, each under the runtime's lock: start it, advance it to its next
@@ -232,8 +241,7 @@ class Runtime(NeedsWith):
         typescript = is_typescript(lang)
         with self._lock:
             self._ready()
-            rid, data = self._core.connection.eval(code, typescript=typescript, program=program)
-            return self._begin(rid, data, timeout)
+            return self._begin(Eval(code, typescript, program), timeout)
 
     def _next_call(self, command: Command) -> HostCall | None:
         """The command's next host call (its time counts as host wait until answered), or
@@ -253,12 +261,7 @@ class Runtime(NeedsWith):
     def _warm_up(self, code: str) -> None:
         """Evaluate code the host runs for itself (a pool's warm-up): a command stats() does
         not count."""
-        sup = self._sup
-        before = sup.commands
-        try:
-            self.eval(code)
-        finally:
-            sup.internal_commands += sup.commands - before
+        self._eval(code_text(code), None, typescript=False, internal=True)
 
     def _stats(self) -> Stats:
         """stats() as a Stats, for the pools to merge."""
@@ -270,82 +273,71 @@ class Runtime(NeedsWith):
 
     @property
     def _in_command(self) -> bool:
-        return bool(self._core.commands)
+        return self._sup.in_command
 
     def _convertible(self, value: Any) -> tuple[str, str] | None:
         """None if value can be a host function's result, else the (name, message) of the
         Error the guest would receive instead."""
-        return self._core.connection.convertible(value)
+        return self._sup.convertible(value)
 
     def _has_function(self, name: str) -> bool:
-        return name in self._core.functions
+        return name in self._sup.functions
 
     def _function_names(self) -> list[str]:
         """The names of the host functions bound so far."""
-        return list(self._core.functions)
+        return list(self._sup.functions)
 
     def _alive(self) -> bool:
         """Open, and its worker still running."""
         process = self._sup.process
-        return not self._core.closed and process is not None and process.poll() is None
+        return not self._sup.closed and process is not None and process.poll() is None
 
     def _worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
         """The worker process, its handshake and its watch, for the sandbox report."""
-        return self._sup.process, self._core.connection.hello, self._sup.watch
+        return self._sup.process, self._sup.hello, self._sup.watch
 
     # -- the driver ---------------------------------------------------------------------
     def _ready(self) -> None:
         """Start the worker and wait for its handshake, once, then hold it to its sandbox
         mode. What blocks in that (staging the worker's files, the fork, joining its cgroup)
         runs off the event loop in the async driver."""
-        core = self._core
-        core.check_open()
-        if core.connection.hello is not None:
+        sup = self._sup
+        sup.check_open()
+        if sup.hello is not None:
             return
         try:
-            if self._sup.process is None:
-                self._pipes.attach(backend.blocking(self._sup.spawn))
-                self._startup_deadline = core.startup_deadline()
-            while core.connection.hello is None:
-                self._step(self._startup_deadline)
-            backend.blocking(self._sup.started)
-            options = core.options
-            # What the options ask of a fresh worker before its first command, each made as
-            # it is sent (a request's id is registered when it is made).
-            requests: list[Callable[[], tuple[int, bytes]]] = []
+            if sup.process is None:
+                self._pipes.attach(backend.blocking(sup.spawn))
+                self._startup_deadline = sup.startup_deadline()
+            # The handshake, which no host call can interrupt.
+            while sup.step(None) is NEED_DATA:
+                self._receive(None, self._startup_deadline)
+            backend.blocking(sup.started)
+            options = sup.options
+            # What the options ask of a fresh worker before its first command.
+            requests: list[Request] = []
             if options.random_seed is not None or options.clock_ms is not None:
-                code = prelude(options.random_seed, options.clock_ms)
-                requests.append(lambda: core.connection.eval(code))
+                requests.append(Eval(prelude(options.random_seed, options.clock_ms)))
             for bundle in options.packages.bundles if options.packages is not None else ():
-                requests.append(
-                    functools.partial(
-                        core.connection.add_package, bundle.specifier, list(bundle.requires), bundle.source
-                    )
-                )
+                requests.append(AddPackage(bundle.specifier, tuple(bundle.requires), bundle.source))
             for request in requests:
-                before = self._sup.commands
-                rid, data = request()
-                try:
-                    self._roundtrip(rid, data, None)
-                finally:
-                    self._sup.internal_commands += self._sup.commands - before
+                self._run(request, None, internal=True)
         except BaseException as exc:
-            core.close(closed_after(exc))
-            self._sup.failed(exc)
+            sup.fail_startup(exc)
             raise
 
     def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
         with self._lock:
             function_id(fn, self)
             self._ready()
-            rid, data = self._core.connection.call(fn._id, args)
-            return self._roundtrip(rid, data, timeout)
+            return self._run(Call(fn._id, args), timeout)
 
     def _release_function(self, function_id: int) -> None:
-        self._core.connection.release(function_id)
+        self._sup.release_function(function_id)
 
-    def _roundtrip(self, rid: int, data: bytes, timeout: float | None) -> Any:
-        command = self._begin(rid, data, timeout)
+    def _run(self, request: Request, timeout: float | None, *, internal: bool = False) -> Any:
+        """A request to its outcome, running the host functions it calls."""
+        command = self._begin(request, timeout, internal=internal)
         while (step := self._advance(command)) is not None:
             self._call_host(command, *step)
         return self._sup.finish(command)
@@ -353,10 +345,10 @@ class Runtime(NeedsWith):
     # A command in steps: begin it, advance it to its next host call (which the caller runs,
     # or hands to someone else, as an agent's approval flow does) and answer that, until it
     # completes. Any failure or interruption ends the command (Core.abandon).
-    def _begin(self, rid: int, data: bytes, timeout: float | None) -> Command:
-        command = self._core.begin(rid, timeout)
+    def _begin(self, request: Request, timeout: float | None, *, internal: bool = False) -> Command:
+        command = self._sup.request(request, timeout, internal=internal)
         try:
-            self._send(data, command)
+            self._send(command.take_data(), command)
         except BaseException as exc:
             self._sup.abandon(command, exc)
             raise
@@ -365,30 +357,26 @@ class Runtime(NeedsWith):
     def _advance(self, command: Command) -> tuple[HostCall, Callable[..., Any]] | None:
         """Run the command until it needs a host function, returned with the function (its
         time now counts as host wait), or until it completes (None)."""
-        core = self._core
+        sup = self._sup
         try:
-            while command.rid not in core.connection.outcomes:
-                item = core.pump()
-                if item is NEED_DATA:
+            while (step := sup.step(command)) is not None:
+                if step is NEED_DATA:
                     self._receive(command, math.inf)
-                elif isinstance(item, HostCall):
-                    target = core.begin_host_call(item)
-                    if not isinstance(target, bytes):
-                        return item, target
-                    self._send(target, command)
-                    self._sup.host_calls += 1
+                elif isinstance(step, bytes):
+                    self._send(step, command)  # a host call refused: too many in flight
+                else:
+                    return step  # type: ignore[return-value]
         except BaseException as exc:
-            self._sup.abandon(command, exc)
+            sup.abandon(command, exc)
             raise
         return None
 
     def _answer(self, command: Command, call: HostCall, result: Any = None, error: Exception | None = None) -> None:
         try:
-            self._send(self._core.finish_host_call(call, result, error), command)
+            self._send(self._sup.answer(call, result, error), command)
         except BaseException as exc:
             self._sup.abandon(command, exc)
             raise
-        self._sup.host_calls += 1
 
     def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
         try:
@@ -406,29 +394,24 @@ class Runtime(NeedsWith):
         """What a host function returned for call, awaited within the command's host-wait
         budget: a function that outlives it fails the command (the monitor has killed the
         worker by then), rather than hold it for as long as the function likes."""
-        finished, value = backend.resolve_within(self._core.host_call_left(), result)
+        finished, value = backend.resolve_within(self._sup.host_call_left(), result)
         if not finished:
             try:
-                self._core.host_call_overran(call)
+                self._sup.host_call_overran(call)
             except BaseException as exc:
                 self._sup.abandon(command, exc)
                 raise
         return value
 
-    def _step(self, startup_deadline: float) -> None:
-        """One step of the handshake, which no host call can interrupt."""
-        if self._core.pump() is NEED_DATA:
-            self._receive(None, startup_deadline)
-
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
-        core, sup = self._core, self._sup
+        sup = self._sup
         process = sup.process_open()
         if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
-            core.remaining(command, startup_deadline)
+            sup.remaining(command, startup_deadline)
             return
-        wait = core.remaining(command, startup_deadline)
-        if core.answer_expected():
+        wait = sup.remaining(command, startup_deadline)
+        if sup.answer_expected():
             # An answer is due any moment: look again (the async driver lets other tasks run
             # first; the sync one looks at once, a loop bounded by the core's window).
             return
@@ -442,5 +425,5 @@ class Runtime(NeedsWith):
             rest = sup.push(memoryview(sup.outbox(data)))
             while rest is not None:
                 process = sup.process_open()
-                self._pipes.writable(process, self._core.remaining(command))
+                self._pipes.writable(process, sup.remaining(command))
                 rest = sup.push(rest)

@@ -97,9 +97,9 @@ def worker_pid(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> int:
 def wait_for_command(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
     """Wait until rt has a command in flight, then a little longer so the worker runs it."""
     deadline = time.monotonic() + 10
-    while not rt._core.commands and time.monotonic() < deadline:
+    while not rt._sup.in_command and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert rt._core.commands
+    assert rt._sup.in_command
     time.sleep(0.3)
 
 
@@ -577,7 +577,7 @@ async def test_terminate_from_another_task_stops_the_running_async_eval(
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
-                while not rt._core.commands:
+                while not rt._sup.in_command:
                     await anyio.sleep(0.005)
                 await anyio.sleep(0.3)
                 rt.terminate()

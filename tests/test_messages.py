@@ -152,7 +152,7 @@ def test_fetch_and_session_byte_caps_take_sizes_too() -> None:
 def test_a_runtime_starts_with_a_size_string() -> None:
     with pydeno.Runtime(max_memory="256MiB", max_message_bytes="1M") as rt:
         assert rt.eval("1 + 1") == 2
-        assert (rt._core.options.max_memory, rt._core.options.max_message_bytes) == (256 * 2**20, 2**20)
+        assert (rt._sup.options.max_memory, rt._sup.options.max_message_bytes) == (256 * 2**20, 2**20)
 
 
 def test_the_command_line_reads_sizes_with_the_same_parser() -> None:

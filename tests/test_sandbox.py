@@ -48,7 +48,7 @@ def started(**options: Any) -> tuple[list[str], Any]:
         warnings.simplefilter("always")
         with pydeno.Runtime(**options) as rt:
             assert rt.eval("1 + 1") == 2
-            hello = rt._core.connection.hello
+            hello = rt._sup.hello
     return [str(w.message) for w in caught if w.category is RuntimeWarning], hello
 
 

@@ -69,7 +69,7 @@ def ident(rt: pydeno.Runtime) -> pydeno.JsFunction:
 @pytest.fixture
 def ext_codes(rt: pydeno.Runtime, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The extension type codes the host decodes, to tell which lane a result took."""
-    codec = rt._core.codec
+    codec = rt._sup.core.codec
     seen: list[int] = []
     real = codec._ext_hook
 
@@ -361,7 +361,7 @@ LONG = 5000
 @pytest.fixture
 def part_frames(rt: pydeno.Runtime, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many items each PART frame the host receives carries."""
-    connection = rt._core.connection
+    connection = rt._sup.core.connection
     seen: list[int] = []
     real = connection._part
 
@@ -1249,7 +1249,7 @@ def test_only_plain_json_values_take_the_json_lane(
     rt: pydeno.Runtime, ident: pydeno.JsFunction, monkeypatch: pytest.MonkeyPatch, value: Any, lane: bool
 ) -> None:
     taken: list[bool] = []
-    codec = rt._core.codec
+    codec = rt._sup.core.codec
     real = codec._pack_json_lane
 
     def spy(head: list[Any], item: Any, limit: int) -> bytes | None:

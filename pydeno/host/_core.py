@@ -4,18 +4,25 @@ Every rule of a runtime's conversation with its worker lives here once: which ev
 what, the deadlines and budgets of each command, the accounting of host calls, console
 output, how a host function's exception is shown to the guest, and what a failure leaves
 the runtime in. It takes bytes (``feed``) and the time (its clocks) in, and gives events,
-bytes to send and deadlines out. It owns no process, thread or lock and never sleeps: the
-supervisor (pydeno/host/_supervisor.py) owns the worker and is told through
-:class:`Observer` what the monitor must know; the drivers move bytes and wait.
+bytes to send, deadlines and notices out. It owns no process, thread or lock, never sleeps
+and calls nothing above it: what the monitor must know (a command began, the last one ended,
+a host function's deadline, a termination's grace, the end) it queues as :data:`Notice`s,
+which the supervisor (pydeno/host/_supervisor.py), its only caller, applies right after the
+call that made them. A request is made in one call (:meth:`Core.request`), which returns
+the :class:`Command` that carries its id and the bytes to send. The runtime's lifecycle is
+one :class:`State`, moved in one place (:meth:`Core._move`), and every counter the runtime's
+``stats()`` reports of its conversation is kept here.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import re
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, NoReturn, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
 
 from .._checks import bytes_text, limit_text, seconds
 from .._errors import (
@@ -37,7 +44,30 @@ from .._taxonomy import classify_error
 from ._codec import Codec
 from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
-__all__ = ["CLOSED_BY_CALL", "NEED_DATA", "Command", "Core", "Observer", "closed_after"]
+__all__ = [
+    "CLOSED_BY_CALL",
+    "NEED_DATA",
+    "AddModule",
+    "AddPackage",
+    "Bind",
+    "Call",
+    "Closed",
+    "Command",
+    "Core",
+    "Eval",
+    "EvalModule",
+    "ForceKill",
+    "HostWait",
+    "Idle",
+    "LoadWasm",
+    "Notice",
+    "Request",
+    "Running",
+    "State",
+    "bind_check",
+    "closed_after",
+    "wasm_check",
+]
 
 # Where a failing on_console handler is reported: the guest's console output's own logger.
 log = console_log
@@ -101,20 +131,156 @@ def closed_after(exc: BaseException) -> str:
     return f"the runtime was closed after {kind}: {text}" if text else f"the runtime was closed after {kind}"
 
 
-class Observer(Protocol):
-    """What the core tells the one who owns the worker (the supervisor, which tells the
-    monitor): when commands run, when a host function's wait must end, when an unanswered
-    termination must end in a kill, and that the runtime is closed."""
+def bind_check(name: Any, fn: Any) -> str:
+    """bind_function's arguments, refused before anything is sent."""
+    checked = _global_name(name, _RESERVED)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    return checked
 
-    def command_started(self) -> None: ...
 
-    def commands_finished(self) -> None: ...
+def wasm_check(options: RuntimeOptions, name: Any, module: Any) -> tuple[str, bytes]:
+    """load_wasm's arguments, refused before anything is sent: the name a guest global may
+    take, the module's bytes within max_message_bytes, and a worker whose V8 has
+    WebAssembly at all."""
+    checked = _global_name(name, _RESERVED_WASM)
+    if isinstance(module, str):
+        raise TypeError("module must be the module's bytes, got str: read a .wasm file in binary mode ('rb')")
+    if not isinstance(module, (bytes, bytearray, memoryview)):
+        raise TypeError(f"module must be bytes, bytearray or memoryview, got {type(module).__name__}")
+    # A memoryview of any format or layout: its bytes, copied once, so that the caller
+    # changing its buffer meanwhile cannot change what is compiled.
+    data = module.tobytes() if isinstance(module, memoryview) else bytes(module)
+    limit = options.max_message_bytes
+    if len(data) > limit:
+        raise ValueError(
+            f"the module's {bytes_text(len(data))} bytes are over max_message_bytes (now {limit_text(limit)}): "
+            "raise max_message_bytes= or load a smaller module"
+        )
+    if options.jitless:
+        # V8 without a JIT has no WebAssembly, and this deno's V8 has no Wasm interpreter
+        # to stand in (--wasm-jitless is accepted and changes nothing): the guest's
+        # WebAssembly is undefined. Said here, not as a ReferenceError in the guest.
+        raise ValueError(
+            "WebAssembly is not available with jitless=True (the default): V8 without its JIT compilers "
+            "has no WebAssembly. Start the runtime with jitless=False to load modules; that runs all guest "
+            f"code with V8's JIT compilers on, a larger attack surface ({_WASM_DOCS})"
+        )
+    return checked, data
 
-    def host_wait_until(self, deadline: float | None, verdict: PydenoError | None) -> None: ...
 
-    def force_kill_at(self, deadline: float, verdict: PydenoError) -> None: ...
+class State(enum.Enum):
+    """Where a runtime is in its life. Moves only forward, and only as _MOVES allows."""
 
-    def closed(self) -> None: ...
+    # The worker has not shaken hands yet (it may not even have been started).
+    STARTING = "starting"
+    # It shook hands: commands may run.
+    READY = "ready"
+    # terminate() was asked while a command ran: the worker has terminate_grace to
+    # acknowledge it before the monitor kills it.
+    TERMINATING = "terminating"
+    # Closed for good (closed_by says why); the worker is ended.
+    CLOSED = "closed"
+
+
+_MOVES: Final = {
+    State.STARTING: frozenset({State.READY, State.CLOSED}),
+    State.READY: frozenset({State.TERMINATING, State.CLOSED}),
+    State.TERMINATING: frozenset({State.CLOSED}),
+    State.CLOSED: frozenset(),
+}
+
+
+# -- what the supervisor must apply, in order, right after the call that queued it ----------
+@dataclass(frozen=True, slots=True)
+class Running:
+    """The first command in flight began: charge CPU to commands from now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """The last command in flight ended: charge CPU to the time between commands from now."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostWait:
+    """A host function's run must end by deadline, else the worker is killed with verdict;
+    (None, None) once it returned."""
+
+    deadline: float | None
+    verdict: PydenoError | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForceKill:
+    """Kill the worker at deadline with verdict unless it acknowledged a termination first."""
+
+    deadline: float
+    verdict: PydenoError
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The runtime closed: end the worker. by_call: close() (or terminate() with nothing to
+    terminate) closed it, not a failure."""
+
+    by_call: bool
+
+
+Notice = Running | Idle | HostWait | ForceKill | Closed
+
+
+# -- what a command asks of the worker ------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Eval:
+    """Evaluate code; typescript: strip its types first; program: a Code Mode program."""
+
+    code: str
+    typescript: bool = False
+    program: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddModule:
+    specifier: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddPackage:
+    specifier: str
+    requires: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvalModule:
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWasm:
+    name: str
+    module: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind fn as the guest global name (checked by Core.bind_check first)."""
+
+    name: str
+    fn: Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Call the guest function handle function_id with args."""
+
+    function_id: int
+    args: list[Any]
+
+
+Request = Eval | AddModule | AddPackage | EvalModule | LoadWasm | Bind | Call
 
 
 class _NeedData:
@@ -128,16 +294,26 @@ NEED_DATA: Final = _NeedData()
 
 @dataclass(eq=False, slots=True)
 class Command:
-    """One eval or function call in flight, and what it has been charged so far."""
+    """One request in flight: its id, the bytes that ask for it (until they are taken to be
+    sent), and what it has been charged so far."""
 
     rid: int
     limit: float | None
     # The guest's deadline; host-call time moves it later (timeout does not charge it).
     deadline: float
+    data: bytes = field(default=b"", repr=False)
+    # Run by the host for itself (a determinism prelude, a package, a pool's warm-up):
+    # stats() leaves it out.
+    internal: bool = False
     host_wait: float = 0.0
     host_call_started: float | None = None
     console_bytes: int = 0
     console_capped: bool = False
+
+    def take_data(self) -> bytes:
+        """The bytes to send, once: the command keeps no copy of a large frame while it runs."""
+        data, self.data = self.data, b""
+        return data
 
 
 class Core:
@@ -152,7 +328,6 @@ class Core:
         options: RuntimeOptions,
         make_function: Callable[[int], Any],
         function_id: Callable[[Any], int | None],
-        observer: Observer,
         clock: Callable[[], float],
         ns_clock: Callable[[], int],
     ) -> None:
@@ -161,7 +336,6 @@ class Core:
         raises if it may not go."""
         self.options = options
         self._handle = make_function
-        self.observer = observer
         self.clock = clock
         self._ns_clock = ns_clock
         self.codec = Codec(
@@ -173,20 +347,51 @@ class Core:
         self.connection = Connection(self.codec, options.max_message_bytes)
         self.functions: dict[str, Callable[..., Any]] = {}
         self.commands: list[Command] = []
-        self.host_call_count = 0
-        self.terminate_deadline: float | None = None
-        self._look_until = 0  # ns_clock; see LOOK_NS
-        self.closed = False
-        # What closed the runtime, host-authored, for the note of every later use of it.
+        self.state = State.STARTING
+        # What closed the runtime, host-authored, for the note of every later use of it; and
+        # whether close() did (not a failure).
         self.closed_by = ""
+        self.closed_by_call = False
+        self.terminate_deadline: float | None = None
+        self.notices: deque[Notice] = deque()
+        self._look_until = 0  # ns_clock; see LOOK_NS
+        # The runtime's figures of its conversation (stats()): commands that ended, ok or
+        # not, those the host ran for itself among them, and the host calls the guest made
+        # (the count max_host_calls bounds).
+        self.commands_done = 0
+        self.internal_done = 0
+        self.host_calls = 0
 
-    def close(self, why: str = CLOSED_BY_CALL) -> None:
-        """Close the runtime (idempotent): the observer stops the worker. why says what
-        closed it; the first reason given is kept."""
+    @property
+    def closed(self) -> bool:
+        return self.state is State.CLOSED
+
+    @property
+    def ready(self) -> bool:
+        """The worker shook hands and the runtime is open."""
+        return self.state is State.READY or self.state is State.TERMINATING
+
+    def _move(self, to: State) -> None:
+        """The one place the lifecycle moves."""
+        if to not in _MOVES[self.state]:
+            raise AssertionError(f"a runtime cannot go from {self.state.value} to {to.value}")
+        self.state = to
+
+    def take_notices(self) -> list[Notice]:
+        """What the supervisor must apply, in the order it was queued; emptied."""
+        taken: list[Notice] = []
+        while self.notices:
+            taken.append(self.notices.popleft())
+        return taken
+
+    def close(self, why: str = CLOSED_BY_CALL, *, by_call: bool = False) -> None:
+        """Close the runtime (idempotent): the supervisor is told to end the worker. why says
+        what closed it; the first reason given is kept."""
         if not self.closed:
-            self.closed = True
+            self._move(State.CLOSED)
             self.closed_by = why
-            self.observer.closed()
+            self.closed_by_call = by_call
+            self.notices.append(Closed(by_call))
 
     def check_open(self) -> None:
         if self.closed:
@@ -198,13 +403,32 @@ class Core:
         return self._handle(function_id)
 
     # -- commands --------------------------------------------------------------------
-    def begin(self, rid: int, timeout: float | None) -> Command:
-        """Start charging a command: its deadline and, for the outermost one, CPU."""
+    def request(self, request: Request, timeout: float | None = None, *, internal: bool = False) -> Command:
+        """Make a request and start charging it (its deadline and, for the outermost one,
+        CPU): the command carries its id and the bytes to send. timeout None: the runtime's."""
+        self.check_open()
         limit = self.options.timeout if timeout is None else seconds("timeout", timeout)
+        connection = self.connection
+        match request:
+            case Eval(code, typescript, program):
+                rid, data = connection.eval(code, typescript=typescript, program=program)
+            case Call(function_id, args):
+                rid, data = connection.call(function_id, args)
+            case Bind(name, fn):
+                self.functions[name] = fn
+                rid, data = connection.bind(name)
+            case AddModule(specifier, source):
+                rid, data = connection.add_module(specifier, source)
+            case AddPackage(specifier, requires, source):
+                rid, data = connection.add_package(specifier, list(requires), source)
+            case EvalModule(source):
+                rid, data = connection.eval_module(source)
+            case LoadWasm(name, module):
+                rid, data = connection.load_wasm(name, module)
         deadline = math.inf if limit is None else self.clock() + limit
-        command = Command(rid, limit, deadline)
+        command = Command(rid, limit, deadline, data, internal)
         if not self.commands:
-            self.observer.command_started()
+            self.notices.append(Running())
         self.commands.append(command)
         return command
 
@@ -216,50 +440,23 @@ class Core:
             self.interrupted()
 
     def end(self, command: Command) -> None:
+        """Stop charging a command, and count it as ended (once)."""
         if command in self.commands:
             self.commands.remove(command)
-        if not self.commands:
-            self.observer.commands_finished()
+            self.commands_done += 1
+            if command.internal:
+                self.internal_done += 1
+            if not self.commands:
+                self.notices.append(Idle())
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command: its value, or raise its error."""
         self.end(command)
         return self.connection.take(command.rid)
 
-    def bind_check(self, name: Any, fn: Any) -> str:
-        checked = _global_name(name, _RESERVED)
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-        return checked
-
-    def wasm_check(self, name: Any, module: Any) -> tuple[str, bytes]:
-        """load_wasm's arguments, refused before anything is sent: the name a guest global may
-        take, the module's bytes within max_message_bytes, and a worker whose V8 has
-        WebAssembly at all."""
-        checked = _global_name(name, _RESERVED_WASM)
-        if isinstance(module, str):
-            raise TypeError("module must be the module's bytes, got str: read a .wasm file in binary mode ('rb')")
-        if not isinstance(module, (bytes, bytearray, memoryview)):
-            raise TypeError(f"module must be bytes, bytearray or memoryview, got {type(module).__name__}")
-        # A memoryview of any format or layout: its bytes, copied once, so that the caller
-        # changing its buffer meanwhile cannot change what is compiled.
-        data = module.tobytes() if isinstance(module, memoryview) else bytes(module)
-        limit = self.options.max_message_bytes
-        if len(data) > limit:
-            raise ValueError(
-                f"the module's {bytes_text(len(data))} bytes are over max_message_bytes (now {limit_text(limit)}): "
-                "raise max_message_bytes= or load a smaller module"
-            )
-        if self.options.jitless:
-            # V8 without a JIT has no WebAssembly, and this deno's V8 has no Wasm interpreter
-            # to stand in (--wasm-jitless is accepted and changes nothing): the guest's
-            # WebAssembly is undefined. Said here, not as a ReferenceError in the guest.
-            raise ValueError(
-                "WebAssembly is not available with jitless=True (the default): V8 without its JIT compilers "
-                "has no WebAssembly. Start the runtime with jitless=False to load modules; that runs all guest "
-                f"code with V8's JIT compilers on, a larger attack surface ({_WASM_DOCS})"
-            )
-        return checked, data
+    def done(self, command: Command) -> bool:
+        """Whether the worker has answered the command."""
+        return command.rid in self.connection.outcomes
 
     # -- events ----------------------------------------------------------------------
     def pump(self) -> HostCall | _NeedData | None:
@@ -296,20 +493,23 @@ class Core:
     def handle(self, event: Event) -> HostCall | None:
         """Apply an event; return a host call for the driver to run, else None."""
         if isinstance(event, HostCall):
-            self.host_call_count += 1
+            self.host_calls += 1
             limit = self.options.max_host_calls
-            if limit is not None and self.host_call_count > limit:
+            if limit is not None and self.host_calls > limit:
                 raise self.fail(host_calls_exceeded(limit))
             return event
         if isinstance(event, Console):
             self._console(event)
+        elif isinstance(event, Hello):
+            if self.state is State.STARTING:
+                self._move(State.READY)
         elif isinstance(event, Terminated):
             if self.terminate_deadline is None:
                 raise self.protocol_failure(
                     ProtocolError("acknowledged a termination never asked for", malformed=False)
                 )
             raise self.fail(terminated())
-        # Hello and Completed carry nothing further to do here.
+        # Completed carries nothing further to do here.
         return None
 
     def _console(self, event: Console) -> None:
@@ -346,7 +546,7 @@ class Core:
                 # The monitor kills the worker if the host function is still running when
                 # the command's host-wait budget runs out.
                 left = self.options.max_host_wait - command.host_wait
-                self.observer.host_wait_until(command.host_call_started + left, self._host_wait_error())
+                self.notices.append(HostWait(command.host_call_started + left, self._host_wait_error()))
         return self.functions[call.name]
 
     def finish_host_call(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
@@ -364,7 +564,7 @@ class Core:
         """Charge the time a host function took to host wait, not to the guest's deadline."""
         command = self.commands[-1] if self.commands else None
         if self.options.max_host_wait is not None:
-            self.observer.host_wait_until(None, None)
+            self.notices.append(HostWait(None, None))
         if command is None or command.host_call_started is None:
             return
         spent = self.clock() - command.host_call_started
@@ -417,11 +617,13 @@ class Core:
         if self.closed:
             return None
         if not self.commands:
-            self.close("terminate() was called while no command ran, which closes the runtime")
+            self.close("terminate() was called while no command ran, which closes the runtime", by_call=True)
             return None
         if self.terminate_deadline is None:
+            if self.state is State.READY:
+                self._move(State.TERMINATING)
             self.terminate_deadline = self.clock() + self.options.terminate_grace
-            self.observer.force_kill_at(self.terminate_deadline, self._force_killed())
+            self.notices.append(ForceKill(self.terminate_deadline, self._force_killed()))
         return self.connection.terminate()
 
     def _force_killed(self) -> RuntimeForceKilled:
@@ -445,6 +647,17 @@ class Core:
         """The caller abandoned a command (cancellation, KeyboardInterrupt): the worker's
         state is unknown, so it is killed and the runtime closed."""
         self.close(_ABANDONED)
+
+    def saw_termination(self) -> bool:
+        """Whether the frames still unread (a dead worker's last output, fed after its end)
+        hold its acknowledgement of a termination."""
+        try:
+            while (event := self.connection.next_event()) is not None:
+                if isinstance(event, Terminated):
+                    return True
+        except ProtocolError:
+            return False
+        return False
 
     def startup_deadline(self) -> float:
         return self.clock() + self.options.startup_timeout

@@ -3,12 +3,14 @@
 It spawns the worker (through the zygote where confined) and registers it with the
 monitor, holds it to its sandbox mode once it shook hands, moves bytes to and from its
 pipes for the drivers (one frame whole at a time, from any thread), stops it, and, when it
-dies, decides from the evidence what the death was. The protocol itself is the core's
-(pydeno/host/_core.py), which tells the supervisor through its Observer methods what the
-monitor must know.
+dies, decides from the evidence what the death was. It is the one object a driver talks
+to: a driver makes requests, steps commands, answers host calls and moves bytes through it.
+The protocol itself is the core's (pydeno/host/_core.py), which calls nothing above it: what
+the monitor must know, the core queues as notices, and the supervisor applies them right
+after each call into the core (:meth:`Supervisor._apply`).
 
-It also keeps the runtime's figures (``stats()``, docs/observability.md): commands and host
-calls counted by the drivers, the worker's CPU time and RSS read from the kernel only when
+It also keeps the runtime's figures (``stats()``, docs/observability.md): the core's counts
+of commands and host calls, the worker's CPU time and RSS read from the kernel only when
 asked and once as the worker ends (never per command), and a worker the host killed or lost,
 counted and logged (logger ``pydeno.runtime``) under the kind of its failure.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import math
 import threading
 import time
 import warnings
@@ -27,7 +30,6 @@ from typing import Any, Final
 from .._errors import (
     GUEST_DEATH,
     JavaScriptError,
-    PydenoError,
     WorkerCrashed,
     closed_error,
     guest_ended_worker,
@@ -48,10 +50,23 @@ from . import _platform
 from ._cgroup import task_limit
 from ._codec import MAX_DEPTH
 from ._command import WorkerConfig
-from ._core import Command, Core
+from ._core import (
+    NEED_DATA,
+    Closed,
+    Command,
+    Core,
+    ForceKill,
+    HostWait,
+    Idle,
+    Notice,
+    Request,
+    Running,
+    State,
+    closed_after,
+)
 from ._monitor import Watch
 from ._process import WorkerProcess
-from ._wire import ProtocolError, Terminated
+from ._wire import Hello, HostCall
 from ._zygote import ZygoteChild
 
 __all__ = ["Supervisor", "quiet_sandbox_warnings", "worker_config"]
@@ -106,7 +121,7 @@ class Supervisor:
         make_function: Callable[[int], Any],
         function_id: Callable[[Any], int | None],
     ) -> None:
-        self.core = Core(options, make_function, function_id, self, time.monotonic, time.perf_counter_ns)
+        self.core = Core(options, make_function, function_id, time.monotonic, time.perf_counter_ns)
         self.process: WorkerProcess | None = None
         self.watch: Watch | None = None
         # Frames may come from two threads (terminate() and the command's own), and a frame
@@ -118,13 +133,6 @@ class Supervisor:
         # filter is in force in it): then a kill is from outside. Read at the handshake.
         self.signals_confined = False
         self.died_idle = False
-        # The runtime's figures. The drivers count commands finished (ok or failed) and host
-        # calls answered here: plain increments, the only cost stats() adds to a command.
-        # Commands the host runs for itself (a determinism prelude, a pool's warm-up) are
-        # counted in internal_commands too, and left out of stats().
-        self.commands = 0
-        self.internal_commands = 0
-        self.host_calls = 0
         self.figures = Stats()
         # Guards figures and the worker's readings: stats() may come from any thread. Once
         # the worker is ending (`_ended`), its pid is read no more from other threads: after
@@ -133,9 +141,6 @@ class Supervisor:
         self._cpu_seen = 0.0
         self._last_rss = 0
         self._ended = False
-        # close() (or terminate() with nothing to terminate) ended the runtime: its worker
-        # was not killed, unless it had died before.
-        self._closing = False
         self._kill_recorded = False
         # Held while spawn() runs (from a thread, for the async driver), so close() can wait.
         self._spawning = threading.Lock()
@@ -163,7 +168,8 @@ class Supervisor:
         )
         monitor.watch(self.watch)
         if self.core.closed:
-            self.closed()
+            # Closed from another thread meanwhile, when there was no worker yet to end.
+            self._end(self.core.closed_by_call)
             raise closed_error("runtime is closed", self.core.closed_by)
         return self.process
 
@@ -175,6 +181,12 @@ class Supervisor:
         RuntimeWarning (see docs/security.md). The launcher already refused any missing layer
         under "require"; under "best_effort" it reported the ones it skipped on stderr.
         """
+        try:
+            self._hold_to_sandbox()
+        finally:
+            self._apply()
+
+    def _hold_to_sandbox(self) -> None:
         mode = self.core.options.sandbox
         process, watch, hello = self.process, self.watch, self.core.connection.hello
         if process is not None:
@@ -204,12 +216,24 @@ class Supervisor:
     def close(self) -> None:
         """Close the runtime and end the worker, one still being spawned in another thread
         too: it returns only once no worker of this runtime is left. Idempotent."""
-        if not self.core.closed:
-            self._closing = True
-        self.core.close()
+        self.core.close(by_call=True)
+        self._apply()
         # A spawn under way sees the runtime closed as it ends, and kills what it started.
         with self._spawning:
             pass
+
+    def discard(self) -> None:
+        """Close the runtime and end its worker without waiting for a spawn under way (the
+        runtime object is being collected)."""
+        self.core.close()
+        self._apply()
+
+    def fail_startup(self, exc: BaseException) -> None:
+        """The worker's start (its handshake, the sandbox's verdict, what the options ask of
+        a fresh worker) failed or was abandoned with exc: close the runtime for it."""
+        self.core.close(closed_after(exc))
+        self._apply()
+        self.failed(exc)
 
     def process_open(self) -> WorkerProcess:
         """The worker process of an open runtime; RuntimeError once it is closed."""
@@ -218,9 +242,108 @@ class Supervisor:
             raise closed_error("runtime is closed", "the runtime has no worker")
         return self.process
 
+    # -- the driver's steps (each applies what the core queued for the monitor) --------
+    @property
+    def options(self) -> RuntimeOptions:
+        return self.core.options
+
+    @property
+    def hello(self) -> Hello | None:
+        return self.core.connection.hello
+
+    @property
+    def closed(self) -> bool:
+        return self.core.closed
+
+    @property
+    def closed_by(self) -> str:
+        """What closed the runtime ("" while it is open)."""
+        return self.core.closed_by
+
+    @property
+    def in_command(self) -> bool:
+        return bool(self.core.commands)
+
+    @property
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        """The host functions bound so far, by name."""
+        return self.core.functions
+
+    @property
+    def host_calls(self) -> int:
+        """The host calls the guest made so far (the core's count)."""
+        return self.core.host_calls
+
+    def check_open(self) -> None:
+        self.core.check_open()
+
+    def startup_deadline(self) -> float:
+        return self.core.startup_deadline()
+
+    def convertible(self, value: Any) -> tuple[str, str] | None:
+        return self.core.connection.convertible(value)
+
+    def release_function(self, function_id: int) -> None:
+        """A JsFunction handle closed: its release travels with the next frame sent."""
+        self.core.connection.release(function_id)
+
+    def request(self, request: Request, timeout: float | None = None, *, internal: bool = False) -> Command:
+        """A new command: its id and bytes made and its charging begun in one step."""
+        try:
+            return self.core.request(request, timeout, internal=internal)
+        finally:
+            self._apply()
+
+    def step(self, command: Command | None) -> tuple[HostCall, Callable[..., Any]] | bytes | object | None:
+        """Apply what the worker sent until something needs the driver: None once command
+        completed (or, with no command, once the handshake came), a host call with the
+        function to run (its time now counts as host wait), bytes to send (the refusal of a
+        host call over max_inflight_host_calls), or NEED_DATA."""
+        core = self.core
+        try:
+            while True:
+                if command is None:
+                    if core.connection.hello is not None:
+                        return None
+                elif core.done(command):
+                    return None
+                item = core.pump()
+                if item is NEED_DATA:
+                    return NEED_DATA
+                if isinstance(item, HostCall):
+                    target = core.begin_host_call(item)
+                    return target if isinstance(target, bytes) else (item, target)
+        finally:
+            self._apply()
+
+    def answer(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
+        """The reply to a host call (Core.finish_host_call)."""
+        try:
+            return self.core.finish_host_call(call, result, error)
+        finally:
+            self._apply()
+
+    def host_call_left(self) -> float:
+        return self.core.host_call_left()
+
+    def host_call_overran(self, call: HostCall) -> None:
+        try:
+            self.core.host_call_overran(call)
+        finally:
+            self._apply()
+
+    def remaining(self, command: Command | None, startup_deadline: float = math.inf) -> float:
+        """Seconds to wait at most before looking again; raise past a deadline."""
+        try:
+            return self.core.remaining(command, startup_deadline)
+        finally:
+            self._apply()
+
+    def answer_expected(self) -> bool:
+        return self.core.answer_expected()
+
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command (Core.finish), read as the kernel saw it."""
-        self.commands += 1
         try:
             return self.core.finish(command)
         except JavaScriptError:
@@ -230,15 +353,17 @@ class Supervisor:
             if refused is None:
                 raise
             failure = self.core.fail(refused)
+            self._apply()
             self.failed(failure)
             raise failure from None
+        finally:
+            self._apply()
 
     def abandon(self, command: Command, exc: BaseException) -> None:
-        """A command's step failed or was interrupted (Core.abandon): it counts as finished,
-        once, and if that ended the runtime, its worker counts as killed under exc's kind."""
-        if command in self.core.commands:
-            self.commands += 1
+        """A command's step failed or was interrupted (Core.abandon): it ends, and if that
+        ended the runtime, its worker counts as killed under exc's kind."""
         self.core.abandon(command, exc)
+        self._apply()
         if self.core.closed:
             self.failed(exc)
 
@@ -247,7 +372,7 @@ class Supervisor:
         its worker as killed under exc's kind. Nothing if there was no worker, the runtime
         was closed by close(), or the worker's end is already counted."""
         process = self.process
-        if process is None or self._closing:
+        if process is None or self.core.closed_by_call:
             return
         self._killed(classify_error(exc).kind, process.pid)
 
@@ -267,8 +392,9 @@ class Supervisor:
             self._read_worker(rss=True)
             figures = self.figures.copy()
             figures.cpu_seconds = self._cpu_seen
-        figures.commands = self.commands - self.internal_commands
-        figures.host_calls = self.host_calls
+        core = self.core
+        figures.commands = core.commands_done - core.internal_done
+        figures.host_calls = core.host_calls
         return figures
 
     def worker_cpu(self) -> float:
@@ -324,37 +450,46 @@ class Supervisor:
                     self._read_worker(rss=True)
                 self._ended = True
 
-    # -- what the core tells (its Observer) ------------------------------------------
-    def command_started(self) -> None:
-        if self.watch is not None:
-            self.watch.command_started()
-        if not self.signals_confined and self.process is not None and self.process.poll() is not None:
-            # Where guest code could signal its own worker, only this look tells a death
-            # from outside while idle from one during the command.
-            self.died_idle = True
+    # -- what the core queued for the monitor -----------------------------------------
+    def _apply(self) -> None:
+        """Apply the core's notices, in order: called right after every call into the core
+        that may queue one, in the thread that made it, so the monitor's view of commands,
+        host waits and terminations is exact."""
+        for notice in self.core.take_notices():
+            self._notice(notice)
 
-    def commands_finished(self) -> None:
-        if self.watch is not None:
-            self.watch.command_finished()
+    def _notice(self, notice: Notice) -> None:
+        watch, process = self.watch, self.process
+        if isinstance(notice, Running):
+            if watch is not None:
+                watch.command_started()
+            if not self.signals_confined and process is not None and process.poll() is not None:
+                # Where guest code could signal its own worker, only this look tells a death
+                # from outside while idle from one during the command.
+                self.died_idle = True
+        elif isinstance(notice, Idle):
+            if watch is not None:
+                watch.command_finished()
+        elif isinstance(notice, HostWait):
+            if watch is not None:
+                watch.host_wait_deadline = notice.deadline
+                if notice.verdict is not None:
+                    watch.host_wait_verdict = notice.verdict
+        elif isinstance(notice, ForceKill):
+            if watch is not None:
+                watch.force_kill_at(notice.deadline, notice.verdict)
+        elif isinstance(notice, Closed):
+            self._end(notice.by_call)
 
-    def host_wait_until(self, deadline: float | None, verdict: PydenoError | None) -> None:
-        if self.watch is not None:
-            self.watch.host_wait_deadline = deadline
-            if verdict is not None:
-                self.watch.host_wait_verdict = verdict
-
-    def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
-        if self.watch is not None:
-            self.watch.force_kill_at(deadline, verdict)
-
-    def closed(self) -> None:
+    def _end(self, by_call: bool) -> None:
+        """The runtime closed: stop watching its worker and end it."""
         process = self.process
         if process is not None:
             self._worker_ending(process)
         if self.watch is not None:
             monitor.unwatch(self.watch)
         if process is not None:
-            if self._closing:
+            if by_call:
                 self._closed_normally(process)
             process.close()
 
@@ -414,9 +549,8 @@ class Supervisor:
         The frame is queued; whoever holds write_lock sends it with or right after its own
         frame, else this call takes the lock and sends it. Should the frame never get out,
         the monitor still kills the worker when the grace ends."""
-        if not self.core.commands and not self.core.closed:
-            self._closing = True  # nothing to terminate: this only closes the runtime
         data = self.core.request_termination()
+        self._apply()
         if data is None:
             return
         self._outbox.append(data)
@@ -437,6 +571,12 @@ class Supervisor:
         """The worker is gone: report what the host knows about why, in this order: a
         termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
         limit, a death from outside, or a death its guest code caused."""
+        try:
+            return self._diagnose()
+        finally:
+            self._apply()
+
+    def _diagnose(self) -> Exception:
         process = self.process_open()
         self._worker_ending(process)
         if self.watch is not None:
@@ -461,7 +601,7 @@ class Supervisor:
         stopped = self._stopped_by_the_kernel(process)
         if stopped is not None:
             return self.core.fail(stopped)
-        if self.core.connection.hello is None:
+        if self.core.state is State.STARTING:
             refusal = process.sandbox_refusal()
             if refusal is not None:
                 return self.core.fail(layer_missing(refusal))
@@ -525,13 +665,7 @@ class Supervisor:
         """Whether the dead worker's unread output holds its acknowledgement of terminate()."""
         while data := process.read():
             self.core.feed(data)
-        try:
-            while (event := self.core.connection.next_event()) is not None:
-                if isinstance(event, Terminated):
-                    return True
-        except ProtocolError:
-            return False
-        return False
+        return self.core.saw_termination()
 
 
 def _held(process: WorkerProcess) -> bool:

@@ -1,8 +1,8 @@
 """The runtime core as the state machine it is: bytes and the time in, events, bytes to send
 and deadlines out, with no deno, no process, no thread and no sleep.
 
-A test plays the worker by feeding frames it builds, and plays the clocks; a recording
-observer stands where the supervisor would, so what the core tells the monitor is seen too.
+A test plays the worker by feeding frames it builds, and plays the clocks; it reads the
+notices the core queues for the supervisor, so what the core tells the monitor is seen too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,21 @@ import pytest
 
 import pydeno
 from pydeno._options import RuntimeOptions
-from pydeno.host._core import LOOK_NS, NEED_DATA, TICK, Command, Core
+from pydeno.host._core import (
+    LOOK_NS,
+    NEED_DATA,
+    TICK,
+    Bind,
+    Closed,
+    Command,
+    Core,
+    Eval,
+    ForceKill,
+    HostWait,
+    Idle,
+    Running,
+    State,
+)
 from pydeno.host._wire import (
     H_EVAL,
     H_REPLY,
@@ -49,25 +63,28 @@ def sent(data: bytes) -> list[Any]:
 
 
 class Observer:
-    """Stands where the supervisor would: records what the core tells it."""
+    """Reads what the core queued for the supervisor, as records a test can compare."""
 
-    def __init__(self) -> None:
-        self.told: list[tuple[Any, ...]] = []
+    def __init__(self, core: Core | None = None) -> None:
+        self.core = core
+        self._told: list[tuple[Any, ...]] = []
 
-    def command_started(self) -> None:
-        self.told.append(("command_started",))
-
-    def commands_finished(self) -> None:
-        self.told.append(("commands_finished",))
-
-    def host_wait_until(self, deadline: float | None, verdict: pydeno.PydenoError | None) -> None:
-        self.told.append(("host_wait_until", deadline, None if verdict is None else str(verdict)))
-
-    def force_kill_at(self, deadline: float, verdict: pydeno.PydenoError) -> None:
-        self.told.append(("force_kill_at", deadline, str(verdict)))
-
-    def closed(self) -> None:
-        self.told.append(("closed",))
+    @property
+    def told(self) -> list[tuple[Any, ...]]:
+        assert self.core is not None
+        for notice in self.core.take_notices():
+            if isinstance(notice, Running):
+                self._told.append(("command_started",))
+            elif isinstance(notice, Idle):
+                self._told.append(("commands_finished",))
+            elif isinstance(notice, HostWait):
+                verdict = None if notice.verdict is None else str(notice.verdict)
+                self._told.append(("host_wait_until", notice.deadline, verdict))
+            elif isinstance(notice, ForceKill):
+                self._told.append(("force_kill_at", notice.deadline, str(notice.verdict)))
+            elif isinstance(notice, Closed):
+                self._told.append(("closed",))
+        return self._told
 
 
 class Clock:
@@ -80,33 +97,34 @@ class Clock:
 
 
 def make_core(**options: Any) -> tuple[Core, Observer, Clock]:
-    observer, clock = Observer(), Clock()
+    clock = Clock()
     core = Core(
         RuntimeOptions(**options),
         make_function=lambda fid: ("function", fid),
         function_id=lambda value: None,
-        observer=observer,
         clock=clock,
         ns_clock=lambda: clock.ns,
     )
+    assert core.state is State.STARTING
     core.feed(wire([W_HELLO, PROTOCOL_VERSION, "2.0.0", "13.0", []]))
     assert core.pump() is None and core.connection.hello is not None
-    return core, observer, clock
+    assert core.state is State.READY
+    return core, Observer(core), clock
 
 
 def bind(core: Core, name: str, fn: Any) -> None:
     """Bind fn as the worker would confirm it."""
-    core.functions[name] = fn
-    rid, _ = core.connection.bind(name)
-    command = core.begin(rid, None)
-    core.feed(wire([W_RESULT, rid, None]))
+    command = core.request(Bind(name, fn))
+    assert core.functions[name] is fn
+    core.feed(wire([W_RESULT, command.rid, None]))
     assert core.pump() is None and core.finish(command) is None
 
 
-def start_eval(core: Core, code: str = "1 + 1", timeout: float | None = None) -> Command:
-    rid, data = core.connection.eval(code)
-    assert sent(data) == [[H_EVAL, rid, code]]
-    return core.begin(rid, timeout)
+def start_eval(core: Core, code: str = "1 + 1", timeout: float | None = None, *, internal: bool = False) -> Command:
+    command = core.request(Eval(code), timeout, internal=internal)
+    assert sent(command.take_data()) == [[H_EVAL, command.rid, code]]
+    assert command.take_data() == b""
+    return command
 
 
 def test_a_result_completes_its_command_and_the_value_is_taken_once() -> None:
@@ -351,3 +369,56 @@ def test_a_closed_core_refuses_to_go_on() -> None:
     assert observer.told == [("closed",)]
     with pytest.raises(RuntimeError, match=r"\Aruntime is closed\nKind: closed "):
         core.check_open()
+
+
+def test_a_request_is_made_in_one_call_that_carries_its_id_and_its_bytes() -> None:
+    core, observer, clock = make_core(timeout=3.0)
+    command = core.request(Eval("1 + 1", typescript=True), 0.5)
+    assert core.commands == [command] and command.deadline == clock.now + 0.5
+    assert sent(command.take_data())[0][1] == command.rid
+    assert observer.told == [("command_started",)]
+
+
+def test_the_lifecycle_moves_forward_only() -> None:
+    core, _, _ = make_core()
+    start_eval(core)
+    core.request_termination()
+    assert core.state is State.TERMINATING
+    core.close()
+    assert core.state is State.CLOSED and core.closed
+    with pytest.raises(AssertionError, match="from closed to ready"):
+        core._move(State.READY)
+
+
+def test_the_core_counts_commands_internal_ones_and_host_calls() -> None:
+    core, _, _ = make_core()
+    bind(core, "f", lambda: None)
+    command = start_eval(core)
+    core.feed(wire([W_HOSTCALL, 1, "f", []]))
+    call = core.pump()
+    assert isinstance(call, HostCall)
+    core.begin_host_call(call)
+    core.finish_host_call(call, None)
+    core.feed(wire([W_RESULT, command.rid, None]))
+    assert core.pump() is None and core.finish(command) is None
+    internal = start_eval(core, internal=True)
+    core.abandon(internal, ValueError("a failed step"))
+    core.abandon(internal, ValueError("ended once"))
+    assert (core.commands_done, core.internal_done, core.host_calls) == (3, 1, 1)
+
+
+def test_a_close_says_whether_close_was_called() -> None:
+    core, observer, _ = make_core()
+    core.close("the runtime was closed after timeout")
+    assert not core.closed_by_call and observer.told == [("closed",)]
+    other, _, _ = make_core()
+    other.close(by_call=True)
+    assert other.closed_by_call and other.take_notices() == [Closed(by_call=True)]
+
+
+def test_an_acknowledgement_in_a_dead_worker_s_last_output_is_seen() -> None:
+    core, _, _ = make_core()
+    start_eval(core)
+    core.request_termination()
+    core.feed(wire([W_CONSOLE, "log", "last words"]) + wire([W_TERMINATED]))
+    assert core.saw_termination()

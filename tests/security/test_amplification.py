@@ -256,7 +256,7 @@ def _frames_of(code: str) -> list[bytes]:
     """The payloads of the frames answering code, as the host receives them."""
     frames: list[bytes] = []
     with pydeno.Runtime(sandbox="off", timeout=60, max_decode_ratio=10**6) as rt:
-        codec = rt._core.connection.codec
+        codec = rt._sup.core.connection.codec
         real = codec.unpack_counted
 
         def spy(data: Any, allowance: int) -> tuple[Any, int]:
