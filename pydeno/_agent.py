@@ -637,7 +637,7 @@ class SessionDriver:
 
     def _check_open(self) -> None:
         if self.closed:
-            runtime = f"its runtime is closed: {self._rt._closed_by}"
+            runtime = f"its runtime is closed: {self._rt._steps.closed_by}"
             why = "close() was called on the session" if self._closed else runtime
             raise closed_error("the session is closed", why)
 
@@ -663,7 +663,7 @@ class SessionDriver:
             raise RuntimeError("this tool call was already answered")
         command, call = self._waiting
         self._paused, self._waiting = None, None
-        value, error = self._session.settle(paused.name, value, error, convertible=self._rt._convertible)
+        value, error = self._session.settle(paused.name, value, error, convertible=self._rt._steps.convertible)
         return command, call, value, error
 
     def _check_replayed(self, journal: Journal) -> None:

@@ -31,8 +31,7 @@ from ._checks import NeedsWith, code_text, size
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs, check_option_names
 from ._runtime import Runtime
-from .host._core import Command
-from .host._wire import HostCall
+from ._stepping import GuestCall, Pending
 
 __all__ = ["AgentSandbox"]
 
@@ -183,18 +182,18 @@ class AgentSandbox(SessionDriver, NeedsWith):
             self._check_open()
             self._ready()
             self._check_idle()
-            command = self._rt._start_eval(code)
+            command = self._rt._steps.start(code)
             self._session.begin_run(code, replay)
             return self._drive(command, pause)
 
-    def _drive(self, command: Command, pause: bool) -> Any:
+    def _drive(self, command: Pending, pause: bool) -> Any:
         rt, session = self._rt, self._session
         try:
             while True:
-                call = rt._next_call(command)
+                call = rt._steps.next_call(command)
                 if call is None:
                     try:
-                        value = rt._outcome(command)
+                        value = rt._steps.outcome(command)
                     except JavaScriptError as exc:
                         session.finish_run(error=exc)
                         raise
@@ -208,29 +207,29 @@ class AgentSandbox(SessionDriver, NeedsWith):
             raise
         except BaseException:
             session.abandon_run()
-            if rt._in_command:
+            if rt._steps.in_command:
                 # Left mid-command (a divergence, an interrupted tool): its state is unknown.
                 rt.close()
             raise
 
-    def _answer(self, command: Command, call: HostCall, action: Action) -> None:
+    def _answer(self, command: Pending, call: GuestCall, action: Action) -> None:
         rt, session = self._rt, self._session
         if action.kind == "answer":
-            rt._answer_call(command, call, action.value, action.error)
+            rt._steps.answer(command, call, action.value, action.error)
             return
         try:
-            result = rt._resolve_call(command, call, session.call_tool(action))
+            result = rt._steps.resolve(command, call, session.call_tool(action))
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
+            value, error = session.settle(action.name, error=exc, convertible=rt._steps.convertible)
         else:
-            value, error = session.settle(action.name, result, convertible=rt._convertible)
-        rt._answer_call(command, call, value, error)
+            value, error = session.settle(action.name, result, convertible=rt._steps.convertible)
+        rt._steps.answer(command, call, value, error)
 
     def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
             try:
-                self._rt._answer_call(command, call, value, error)
+                self._rt._steps.answer(command, call, value, error)
             except BaseException:
                 self._session.abandon_run()
                 raise

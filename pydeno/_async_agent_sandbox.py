@@ -29,8 +29,7 @@ from ._backends import _anyio as backend
 from ._checks import NeedsAsyncWith, code_text, size
 from ._errors import JavaScriptError, ReplayDivergence
 from ._options import RuntimeKwargs, check_option_names
-from .host._core import Command
-from .host._wire import HostCall
+from ._stepping import GuestCall, Pending
 
 __all__ = ["AsyncAgentSandbox"]
 
@@ -181,18 +180,18 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
             self._check_open()
             await self._ready()
             self._check_idle()
-            command = await self._rt._start_eval(code)
+            command = await self._rt._steps.start(code)
             self._session.begin_run(code, replay)
             return await self._drive(command, pause)
 
-    async def _drive(self, command: Command, pause: bool) -> Any:
+    async def _drive(self, command: Pending, pause: bool) -> Any:
         rt, session = self._rt, self._session
         try:
             while True:
-                call = await rt._next_call(command)
+                call = await rt._steps.next_call(command)
                 if call is None:
                     try:
-                        value = rt._outcome(command)
+                        value = rt._steps.outcome(command)
                     except JavaScriptError as exc:
                         session.finish_run(error=exc)
                         raise
@@ -206,29 +205,29 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
             raise
         except BaseException:
             session.abandon_run()
-            if rt._in_command:
+            if rt._steps.in_command:
                 # Left mid-command (a divergence, an interrupted tool): its state is unknown.
                 await rt.close()
             raise
 
-    async def _answer(self, command: Command, call: HostCall, action: Action) -> None:
+    async def _answer(self, command: Pending, call: GuestCall, action: Action) -> None:
         rt, session = self._rt, self._session
         if action.kind == "answer":
-            await rt._answer_call(command, call, action.value, action.error)
+            await rt._steps.answer(command, call, action.value, action.error)
             return
         try:
-            result = await rt._resolve_call(command, call, session.call_tool(action))
+            result = await rt._steps.resolve(command, call, session.call_tool(action))
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-            value, error = session.settle(action.name, error=exc, convertible=rt._convertible)
+            value, error = session.settle(action.name, error=exc, convertible=rt._steps.convertible)
         else:
-            value, error = session.settle(action.name, result, convertible=rt._convertible)
-        await rt._answer_call(command, call, value, error)
+            value, error = session.settle(action.name, result, convertible=rt._steps.convertible)
+        await rt._steps.answer(command, call, value, error)
 
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
             try:
-                await self._rt._answer_call(command, call, value, error)
+                await self._rt._steps.answer(command, call, value, error)
             except BaseException:
                 self._session.abandon_run()
                 raise

@@ -30,9 +30,8 @@ from ._execution import (
     type_errors,
 )
 from ._options import RuntimeKwargs, checked_options, console_handler
+from ._stepping import GuestCall, Pending
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
-from .host._core import Command
-from .host._wire import HostCall
 
 __all__ = ["AsyncCodeMode"]
 
@@ -76,7 +75,7 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._expose = checked.expose_host_errors
         self._rt: AsyncRuntime | None = None
         self._current: Execution | None = None
-        self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
+        self._paused: tuple[PausedToolCall, Execution, Pending, GuestCall, PendingCall] | None = None
         self._closed = False
         self._lock = backend.Lock()
         # REPL mode (the MCP server's sessions): a program is not wrapped in a block, so its
@@ -108,14 +107,14 @@ class AsyncCodeMode(NeedsAsyncWith):
             self._current = execution
             try:
                 rt = await self._runtime()
-                execution.usage = rt._meter()
+                execution.usage = rt._steps.meter()
                 try:
-                    value = await rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
+                    value = await rt._steps.eval(self._source(code), timeout, lang="ts", program=not self._repl)
                 except JavaScriptError as exc:
                     returning = execution.returning(exc)
                     if returning is None:
                         raise
-                    value = await rt._eval(returning, timeout, typescript=True, program=True)
+                    value = await rt._steps.eval(returning, timeout, lang="ts", program=True)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
@@ -140,15 +139,15 @@ class AsyncCodeMode(NeedsAsyncWith):
                 return refused
             try:
                 rt = await self._runtime()
-                execution.usage = rt._meter()
-                command = await rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
+                execution.usage = rt._steps.meter()
+                command = await rt._steps.start(self._source(code), timeout, lang="ts", program=not self._repl)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
             return await self._drive(execution, command, timeout)
 
     async def _drive(
-        self, execution: Execution, command: Command, timeout: float | None = None
+        self, execution: Execution, command: Pending, timeout: float | None = None
     ) -> ExecutionResult | PausedToolCall:
         """Answer the program's tool calls until it finishes or asks for approval."""
         rt = self._rt
@@ -156,31 +155,31 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._current = execution
         try:
             while True:
-                call = await rt._next_call(command)
+                call = await rt._steps.next_call(command)
                 if call is None:
                     try:
-                        return execution.result(value=rt._outcome(command))
+                        return execution.result(value=rt._steps.outcome(command))
                     except JavaScriptError as exc:
                         returning = execution.returning(exc)
                         if returning is None:
                             raise
-                    command = await rt._start_eval(returning, timeout, lang="ts", program=True)
+                    command = await rt._steps.start(returning, timeout, lang="ts", program=True)
                     continue
                 pending, value, error = await self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
                     self._paused = (paused, execution, command, call, pending)
                     return paused
-                await rt._answer_call(command, call, value, error)
+                await rt._steps.answer(command, call, value, error)
         except Exception as exc:  # noqa: BLE001 - a failed program is a result
             self._paused = None
-            await self._after_failure(exc, abandoned=rt._in_command)
+            await self._after_failure(exc, abandoned=rt._steps.in_command)
             return execution.result(error=exc)
         finally:
             self._current = None
 
     async def _decide(
-        self, rt: AsyncRuntime, execution: Execution, command: Command, call: HostCall
+        self, rt: AsyncRuntime, execution: Execution, command: Pending, call: GuestCall
     ) -> tuple[PendingCall | None, Any, Exception | None]:
         """A host call of the program's: the pending call to pause at, or its answer."""
         try:
@@ -188,7 +187,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             pending = execution.begin(name, args)
             if pending.decision == "ask":
                 return pending, None, None
-            return None, await rt._resolve_call(command, call, execution.run(pending)), None
+            return None, await rt._steps.resolve(command, call, execution.run(pending)), None
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             return None, None, exc
 
@@ -210,7 +209,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             elif value is UNANSWERED:
                 self._current = execution
                 try:
-                    answer = await rt._resolve_call(command, call, execution.run(pending))
+                    answer = await rt._steps.resolve(command, call, execution.run(pending))
                 except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
                     error = exc
                 finally:
@@ -219,9 +218,9 @@ class AsyncCodeMode(NeedsAsyncWith):
                 pending.record["outcome"] = "answered"
                 answer = value
             try:
-                await rt._answer_call(command, call, answer, error)
+                await rt._steps.answer(command, call, answer, error)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc, abandoned=rt._in_command)
+                await self._after_failure(exc, abandoned=rt._steps.in_command)
                 return execution.result(error=exc)
             return await self._drive(execution, command)
 

@@ -211,7 +211,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
             return _start_failed(start_failed(type(exc).__name__))
         self._starting.add(rt)
         try:
-            await rt._warm_up(self._warm_code)
+            await rt._steps.warm_up(self._warm_code)
         except BaseException as exc:
             await rt.close()
             if not isinstance(exc, Exception):
@@ -265,7 +265,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
         with self._figures_lock:
             if rt in self._workers:
                 self._workers.discard(rt)
-                self._retired.merge(rt._stats())
+                self._retired.merge(rt._steps.stats())
 
     async def close(self) -> None:
         """Stop replenishing and kill every worker the pool started. Idempotent."""
@@ -291,7 +291,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
         with self._figures_lock:
             workers = self._retired.copy()
             for rt in list(self._workers):
-                workers.merge(rt._stats())
+                workers.merge(rt._steps.stats())
         return self._core.stats(workers)
 
 

@@ -45,7 +45,7 @@ class _WarmWorkers(AsyncSandboxPool):
     def _check_set_up(self, rt: AsyncRuntime) -> None:
         # A session's host calls are its tools, journaled so that a restore replays them: a
         # function bound by setup would never be called.
-        names = rt._function_names()
+        names = rt._steps.function_names()
         if names:
             raise TypeError(
                 f"the setup of a SessionPool bound host functions ({', '.join(sorted(names))}), which a session "
@@ -251,7 +251,7 @@ class AsyncSessionPool(NeedsAsyncWith):
             await sandbox.close()
             if entry.checkout is None:
                 with self._figures_lock:
-                    self._retired.merge(sandbox._rt._stats())
+                    self._retired.merge(sandbox._rt._steps.stats())
         checkout, entry.checkout = entry.checkout, None
         if checkout is not None:
             await checkout.__aexit__(None, None, None)
@@ -389,7 +389,7 @@ class AsyncSessionPool(NeedsAsyncWith):
         for entry in list(self._book.live.values()):
             sandbox = entry.sandbox
             if sandbox is not None and entry.checkout is None:
-                total.merge(sandbox._rt._stats())
+                total.merge(sandbox._rt._steps.stats())
         if self._warm is not None:
             total.merge(self._warm.stats())
         figures = total.as_dict()

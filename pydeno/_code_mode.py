@@ -32,9 +32,8 @@ from ._execution import (
 )
 from ._options import RuntimeKwargs, checked_options, console_handler
 from ._runtime import Runtime
+from ._stepping import GuestCall, Pending
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
-from .host._core import Command
-from .host._wire import HostCall
 
 __all__ = ["CodeMode"]
 
@@ -78,7 +77,7 @@ class CodeMode(NeedsWith):
         self._expose = checked.expose_host_errors
         self._rt: Runtime | None = None
         self._current: Execution | None = None
-        self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
+        self._paused: tuple[PausedToolCall, Execution, Pending, GuestCall, PendingCall] | None = None
         self._closed = False
         self._lock = backend.Lock()
         # REPL mode (the MCP server's sessions): a program is not wrapped in a block, so its
@@ -110,14 +109,14 @@ class CodeMode(NeedsWith):
             self._current = execution
             try:
                 rt = self._runtime()
-                execution.usage = rt._meter()
+                execution.usage = rt._steps.meter()
                 try:
-                    value = rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
+                    value = rt._steps.eval(self._source(code), timeout, lang="ts", program=not self._repl)
                 except JavaScriptError as exc:
                     returning = execution.returning(exc)
                     if returning is None:
                         raise
-                    value = rt._eval(returning, timeout, typescript=True, program=True)
+                    value = rt._steps.eval(returning, timeout, lang="ts", program=True)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
@@ -142,15 +141,15 @@ class CodeMode(NeedsWith):
                 return refused
             try:
                 rt = self._runtime()
-                execution.usage = rt._meter()
-                command = rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
+                execution.usage = rt._steps.meter()
+                command = rt._steps.start(self._source(code), timeout, lang="ts", program=not self._repl)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 self._after_failure(exc)
                 return execution.result(error=exc)
             return self._drive(execution, command, timeout)
 
     def _drive(
-        self, execution: Execution, command: Command, timeout: float | None = None
+        self, execution: Execution, command: Pending, timeout: float | None = None
     ) -> ExecutionResult | PausedToolCall:
         """Answer the program's tool calls until it finishes or asks for approval."""
         rt = self._rt
@@ -158,31 +157,31 @@ class CodeMode(NeedsWith):
         self._current = execution
         try:
             while True:
-                call = rt._next_call(command)
+                call = rt._steps.next_call(command)
                 if call is None:
                     try:
-                        return execution.result(value=rt._outcome(command))
+                        return execution.result(value=rt._steps.outcome(command))
                     except JavaScriptError as exc:
                         returning = execution.returning(exc)
                         if returning is None:
                             raise
-                    command = rt._start_eval(returning, timeout, lang="ts", program=True)
+                    command = rt._steps.start(returning, timeout, lang="ts", program=True)
                     continue
                 pending, value, error = self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
                     self._paused = (paused, execution, command, call, pending)
                     return paused
-                rt._answer_call(command, call, value, error)
+                rt._steps.answer(command, call, value, error)
         except Exception as exc:  # noqa: BLE001 - a failed program is a result
             self._paused = None
-            self._after_failure(exc, abandoned=rt._in_command)
+            self._after_failure(exc, abandoned=rt._steps.in_command)
             return execution.result(error=exc)
         finally:
             self._current = None
 
     def _decide(
-        self, rt: Runtime, execution: Execution, command: Command, call: HostCall
+        self, rt: Runtime, execution: Execution, command: Pending, call: GuestCall
     ) -> tuple[PendingCall | None, Any, Exception | None]:
         """A host call of the program's: the pending call to pause at, or its answer."""
         try:
@@ -190,7 +189,7 @@ class CodeMode(NeedsWith):
             pending = execution.begin(name, args)
             if pending.decision == "ask":
                 return pending, None, None
-            return None, rt._resolve_call(command, call, execution.run(pending)), None
+            return None, rt._steps.resolve(command, call, execution.run(pending)), None
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             return None, None, exc
 
@@ -212,7 +211,7 @@ class CodeMode(NeedsWith):
             elif value is UNANSWERED:
                 self._current = execution
                 try:
-                    answer = rt._resolve_call(command, call, execution.run(pending))
+                    answer = rt._steps.resolve(command, call, execution.run(pending))
                 except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
                     error = exc
                 finally:
@@ -221,9 +220,9 @@ class CodeMode(NeedsWith):
                 pending.record["outcome"] = "answered"
                 answer = value
             try:
-                rt._answer_call(command, call, answer, error)
+                rt._steps.answer(command, call, answer, error)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                self._after_failure(exc, abandoned=rt._in_command)
+                self._after_failure(exc, abandoned=rt._steps.in_command)
                 return execution.result(error=exc)
             return self._drive(execution, command)
 

@@ -256,7 +256,7 @@ class HttpFetch:
         AsyncRuntime)."""
         from ._async_runtime import AsyncRuntime
 
-        if rt._has_function(HOST_FUNCTION):
+        if rt._steps.has_function(HOST_FUNCTION):
             raise RuntimeError("an HttpFetch is already attached to this runtime")
         if isinstance(rt, AsyncRuntime):
             return self._attach_async(rt)

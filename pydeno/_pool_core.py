@@ -188,7 +188,7 @@ WARM_UP_AWAIT: Final = "await undefined"
 
 def alive(rt: Any) -> bool:
     """Whether a pooled runtime is still fit to hand out: open, its worker running."""
-    return bool(rt._alive())
+    return bool(rt._steps.alive())
 
 
 class SetupFailed:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from ._backends import _sync as backend
 from ._checks import Lang, NeedsWith, code_text, is_typescript, module_specifier, source_text
@@ -24,6 +24,7 @@ from ._errors import JavaScriptError
 from ._function import JsFunction, function_id
 from ._options import RuntimeKwargs, checked_options
 from ._stats import Stats
+from ._stepping import GuestCall, Pending
 from ._syntax import place_error
 from .host._core import (
     NEED_DATA,
@@ -44,7 +45,7 @@ from .host._process import WorkerProcess
 from .host._supervisor import Supervisor
 from .host._wire import Hello, HostCall
 
-__all__ = ["Runtime"]
+__all__ = ["Runtime", "Steps"]
 
 
 class _Queue:
@@ -113,6 +114,7 @@ class Runtime(NeedsWith):
         self._lock = _Queue(self._sup.record_queue_wait)
         self._pipes = backend.Pipes()
         self._startup_deadline = 0.0
+        self._steps = Steps(self)
         self._ready()
 
     # -- public API -------------------------------------------------------------------
@@ -229,72 +231,6 @@ class Runtime(NeedsWith):
         sup = getattr(self, "_sup", None)
         if sup is not None and not sup.closed:
             sup.discard()
-
-    # -- the stepping API: package-internal, for the agent sandboxes, tools, pools ---------
-    # A command in steps, each under the runtime's lock: start it, advance it to its next
-    # host call (which the caller answers, now or later) until it completes, then take its
-    # outcome. Nothing outside the runtime touches its other private parts.
-    def _start_eval(
-        self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False
-    ) -> Command:
-        code = code_text(code)
-        typescript = is_typescript(lang)
-        with self._lock:
-            self._ready()
-            return self._begin(Eval(code, typescript, program), timeout)
-
-    def _next_call(self, command: Command) -> HostCall | None:
-        """The command's next host call (its time counts as host wait until answered), or
-        None once it completed."""
-        with self._lock:
-            step = self._advance(command)
-        return None if step is None else step[0]
-
-    def _answer_call(self, command: Command, call: HostCall, value: Any = None, error: Exception | None = None) -> None:
-        with self._lock:
-            self._answer(command, call, value, error)
-
-    def _outcome(self, command: Command) -> Any:
-        """The completed command's value, or raise its error."""
-        return self._sup.finish(command)
-
-    def _warm_up(self, code: str) -> None:
-        """Evaluate code the host runs for itself (a pool's warm-up): a command stats() does
-        not count."""
-        self._eval(code_text(code), None, typescript=False, internal=True)
-
-    def _stats(self) -> Stats:
-        """stats() as a Stats, for the pools to merge."""
-        return self._sup.stats()
-
-    def _meter(self) -> Meter:
-        """Start measuring what the runtime's worker uses from now (Meter.read)."""
-        return Meter(self)
-
-    @property
-    def _in_command(self) -> bool:
-        return self._sup.in_command
-
-    def _convertible(self, value: Any) -> tuple[str, str] | None:
-        """None if value can be a host function's result, else the (name, message) of the
-        Error the guest would receive instead."""
-        return self._sup.convertible(value)
-
-    def _has_function(self, name: str) -> bool:
-        return name in self._sup.functions
-
-    def _function_names(self) -> list[str]:
-        """The names of the host functions bound so far."""
-        return list(self._sup.functions)
-
-    def _alive(self) -> bool:
-        """Open, and its worker still running."""
-        process = self._sup.process
-        return not self._sup.closed and process is not None and process.poll() is None
-
-    def _worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
-        """The worker process, its handshake and its watch, for the sandbox report."""
-        return self._sup.process, self._sup.hello, self._sup.watch
 
     # -- the driver ---------------------------------------------------------------------
     def _ready(self) -> None:
@@ -427,3 +363,93 @@ class Runtime(NeedsWith):
                 process = sup.process_open()
                 self._pipes.writable(process, sup.remaining(command))
                 rest = sup.push(rest)
+
+
+class Steps:
+    """The stepping API of one runtime (``rt._steps``): pydeno/_stepping.py says how the
+    features use it. Each step holds the runtime's lock."""
+
+    __slots__ = ("_rt",)
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def start(self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False) -> Pending:
+        """Start evaluating code; its host calls come from next_call."""
+        rt = self._rt
+        request = Eval(code_text(code), is_typescript(lang), program)
+        with rt._lock:
+            rt._ready()
+            return rt._begin(request, timeout)
+
+    def next_call(self, pending: Pending) -> GuestCall | None:
+        """The command's next host call (its time counts as host wait until answered), or
+        None once it completed."""
+        rt = self._rt
+        with rt._lock:
+            step = rt._advance(cast(Command, pending))
+        return None if step is None else step[0]
+
+    def answer(self, pending: Pending, call: GuestCall, value: Any = None, error: Exception | None = None) -> None:
+        """Answer a host call with its value, or with an error the guest receives."""
+        rt = self._rt
+        with rt._lock:
+            rt._answer(cast(Command, pending), cast(HostCall, call), value, error)
+
+    def resolve(self, pending: Pending, call: GuestCall, result: Any) -> Any:
+        """What a host function returned for call (awaited, if it is awaitable) within the
+        command's host-wait budget: past it the command fails, as the monitor's kill says."""
+        return self._rt._resolve_call(cast(Command, pending), cast(HostCall, call), result)
+
+    def eval(self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False) -> Any:
+        """eval, for a Code Mode program too (program=True: the host wrapped its code)."""
+        return self._rt._eval(code_text(code), timeout, typescript=is_typescript(lang), program=program)
+
+    @property
+    def closed_by(self) -> str:
+        """What closed the runtime ("" while it is open), for a note."""
+        return self._rt._sup.closed_by
+
+    def outcome(self, pending: Pending) -> Any:
+        """The completed command's value, or raise its error."""
+        return self._rt._sup.finish(cast(Command, pending))
+
+    def warm_up(self, code: str) -> None:
+        """Evaluate code the host runs for itself (a pool's warm-up): a command stats() does
+        not count."""
+        self._rt._eval(code_text(code), None, typescript=False, internal=True)
+
+    def stats(self) -> Stats:
+        """stats() as a Stats, for the pools to merge."""
+        return self._rt._sup.stats()
+
+    def meter(self) -> Meter:
+        """Start measuring what the runtime's worker uses from now (Meter.read)."""
+        return Meter(self._rt)
+
+    @property
+    def in_command(self) -> bool:
+        return self._rt._sup.in_command
+
+    def convertible(self, value: Any) -> tuple[str, str] | None:
+        """None if value can be a host function's result, else the (name, message) of the
+        Error the guest would receive instead."""
+        return self._rt._sup.convertible(value)
+
+    def has_function(self, name: str) -> bool:
+        return name in self._rt._sup.functions
+
+    def function_names(self) -> list[str]:
+        """The names of the host functions bound so far."""
+        return list(self._rt._sup.functions)
+
+    def alive(self) -> bool:
+        """Open, and its worker still running."""
+        sup = self._rt._sup
+        process = sup.process
+        return not sup.closed and process is not None and process.poll() is None
+
+    def worker_state(self) -> tuple[WorkerProcess | None, Hello | None, Watch | None]:
+        """The worker process, its handshake and its watch, for the sandbox report."""
+        sup = self._rt._sup
+        return sup.process, sup.hello, sup.watch

@@ -111,7 +111,7 @@ def sandbox_status() -> SandboxStatus:
 
 
 def _report(rt: Any) -> SandboxStatus:
-    process, hello, watch = rt._worker_state()
+    process, hello, watch = rt._steps.worker_state()
     skipped = {line.partition(" is unavailable: ")[0]: line for line in process.sandbox_skipped()}
     status = _platform.proc_status(process.pid)
     root = os.geteuid() == 0

@@ -163,7 +163,7 @@ class ToolBridge:
         """Install ``tools`` in rt (a coroutine to await for an AsyncRuntime)."""
         from ._async_runtime import AsyncRuntime
 
-        if rt._has_function(HOST_FUNCTION):
+        if rt._steps.has_function(HOST_FUNCTION):
             raise RuntimeError("a ToolBridge is already attached to this runtime")
         if isinstance(rt, AsyncRuntime):
             return self._attach_async(rt)

@@ -45,6 +45,7 @@ NAMES: Final = {
     "AsyncSandboxPool": "SandboxPool",
     "AsyncSessionPool": "SessionPool",
     "AsyncRuntime": "Runtime",
+    "AsyncSteps": "Steps",
     "run_with_retry_async": "run_with_retry",
     # The mixin whose __enter__ says "use async with" becomes the one whose __aenter__ says
     # "use with": the twin's own __aenter__ is renamed __enter__ below.

@@ -183,7 +183,7 @@ def test_a_worker_killed_from_outside_while_idle_counts_as_killed_at_close(caplo
     pid = pid_of(rt)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while rt._alive() and time.monotonic() < deadline:
+    while rt._steps.alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     rt.close()
     assert rt.stats()["workers_killed"] == {"worker_crashed": 1}
@@ -361,7 +361,7 @@ def test_a_pool_counts_a_worker_it_lost_while_idle() -> None:
             time.sleep(0.01)
         victim = pool._core.idle[0]
         os.kill(pid_of(victim), signal.SIGKILL)
-        while victim._alive() and time.monotonic() < deadline:
+        while victim._steps.alive() and time.monotonic() < deadline:
             time.sleep(0.01)
         with pool.checkout() as rt:
             assert rt is not victim
