@@ -28,26 +28,16 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._errors import (
-    GUEST_DEATH,
     JavaScriptError,
-    WorkerCrashed,
     closed_error,
-    guest_ended_worker,
-    heap_exhausted,
-    layer_missing,
     limit_unmeasurable,
-    over_memory,
-    over_threads,
     selftest_failed,
-    terminated,
-    worker_died,
 )
 from .._options import RuntimeOptions
 from .._stats import Stats
 from .._taxonomy import classify_error
 from . import _monitor as monitor
 from . import _platform
-from ._cgroup import task_limit
 from ._codec import MAX_DEPTH
 from ._command import WorkerConfig
 from ._core import (
@@ -64,6 +54,7 @@ from ._core import (
     State,
     closed_after,
 )
+from ._diagnosis import Evidence, cause, threads_refused
 from ._monitor import Watch
 from ._process import WorkerProcess
 from ._wire import Hello, HostCall
@@ -349,7 +340,7 @@ class Supervisor:
         except JavaScriptError:
             # A thread the kernel refused (the worker's task cap) reaches the guest as an
             # error it may not even have caused itself; the worker is at its thread limit.
-            refused = self._threads_refused(self.process) if self.process is not None else None
+            refused = threads_refused(self.process, self.core.options) if self.process is not None else None
             if refused is None:
                 raise
             failure = self.core.fail(refused)
@@ -568,9 +559,8 @@ class Supervisor:
 
     # -- a death --------------------------------------------------------------------
     def died(self) -> Exception:
-        """The worker is gone: report what the host knows about why, in this order: a
-        termination it acknowledged, a limit the monitor enforced, V8's fatal exit on its heap
-        limit, a death from outside, or a death its guest code caused."""
+        """The worker is gone: gather the evidence and close the runtime with the failure it
+        shows (pydeno/host/_diagnosis.py decides which)."""
         try:
             return self._diagnose()
         finally:
@@ -579,8 +569,9 @@ class Supervisor:
     def _diagnose(self) -> Exception:
         process = self.process_open()
         self._worker_ending(process)
-        if self.watch is not None:
-            self.watch.release()  # reaping frees the pid: the monitor must not signal it again
+        watch = self.watch
+        if watch is not None:
+            watch.release()  # reaping frees the pid: the monitor must not signal it again
         # A worker still running when the host met the end of its output (or a closed input)
         # closed that pipe itself: only guest code does that. The exit status can trail the
         # end of file by a moment, so wait for it a little before deciding.
@@ -590,76 +581,19 @@ class Supervisor:
             # Dead but not yet reaped (a zygote's child): its clock holds its final CPU time.
             with contextlib.suppress(OSError), self._figures_lock:
                 self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
-        if self.core.terminate_deadline is not None and self._acknowledged_termination(process):
-            # It acknowledged and exited while the driver was busy elsewhere (in a host
-            # function, say): the driver met the closed pipe before the acknowledgement, and
-            # the monitor may meanwhile have passed the grace and convicted it as unresponsive.
-            return self.core.fail(terminated())
-        watch = self.watch
-        if watch is not None and watch.verdict is not None:
-            return self.core.fail(watch.verdict)
-        stopped = self._stopped_by_the_kernel(process)
-        if stopped is not None:
-            return self.core.fail(stopped)
-        if self.core.state is State.STARTING:
-            refusal = process.sandbox_refusal()
-            if refusal is not None:
-                return self.core.fail(layer_missing(refusal))
-            kept = process.permission_kept()
-            if kept is not None:
-                return self.core.fail(selftest_failed([kept]))
-            return self.core.fail(worker_died(process.death_message("worker exited during startup")))
-        code = process.popen.returncode
-        if not ended_alone and process.pipe_error is None:
-            return self.core.fail(guest_ended_worker(process.death_message(GUEST_DEATH, "closed its pipes")))
-        if (
-            code == -_platform.V8_FATAL_SIGNAL
-            and self.core.options.max_memory is not None
-            and _platform.v8_out_of_memory(process.stderr_tail())
-        ):
-            # V8 ends the process with a trap on a fatal error after printing what it was; a
-            # guest can print that line too, but only to make its death look less retryable.
-            return self.core.fail(heap_exhausted(self.core.options.max_memory))
-        if code is not None and self._from_outside(code):
-            return self.core.fail(worker_died(process.death_message("worker process died")))
-        return self.core.fail(guest_ended_worker(process.death_message(GUEST_DEATH)))
-
-    def _stopped_by_the_kernel(self, process: WorkerProcess) -> WorkerCrashed | None:
-        """The limit enforced while the monitor did not get to run (the host was busy): by
-        the worker's cgroup, from what the kernel counted (a kill over the memory cap, a
-        thread refused over the task cap), or by the zygote's watch where there is none."""
-        group, options = process.cgroup, self.core.options
-        if group is None:
-            over = process.killed_over_cap()
-            if over is not None and over[0] == "memory" and options.max_memory is not None:
-                return over_memory(over[1], options.max_memory)
-            if over is not None and over[0] == "threads" and options.max_threads is not None:
-                return over_threads(over[1], options.max_threads)
-            return None
-        if options.max_memory is not None and group.oom_killed():
-            peak = max(group.peak_memory(), self.watch.peak_rss if self.watch is not None else 0)
-            return over_memory(max(peak, options.max_memory + 1), options.max_memory)
-        return self._threads_refused(process)
-
-    def _threads_refused(self, process: WorkerProcess) -> WorkerCrashed | None:
-        """thread_limit, if the worker's cgroup refused it a task over its cap."""
-        group, max_threads = process.cgroup, self.core.options.max_threads
-        if group is None or max_threads is None or not group.tasks_refused():
-            return None
-        return over_threads(task_limit(max_threads), max_threads)
-
-    def _from_outside(self, code: int) -> bool:
-        """Whether a death after the handshake can only have come from outside the worker.
-
-        An exit is always the worker's own doing, and so is a fault (a crash of the engine,
-        an abort): guest input can cause either. A signal that only another process sends
-        (SIGKILL, SIGTERM, ...) is from outside where the seccomp filter refuses the worker
-        every such signal to itself, and, where it does not, only if it came while no command
-        ran.
-        """
-        if code >= 0 or -code in _platform.FAULT_SIGNALS:
-            return False
-        return self.signals_confined or self.died_idle or not self.core.commands
+        core = self.core
+        acknowledged = core.terminate_deadline is not None and self._acknowledged_termination(process)
+        seen = Evidence(
+            acknowledged=acknowledged,
+            verdict=watch.verdict if watch is not None else None,
+            shook_hands=core.state is not State.STARTING,
+            ended_alone=ended_alone,
+            signals_confined=self.signals_confined,
+            died_idle=self.died_idle,
+            in_command=bool(core.commands),
+            peak_rss=watch.peak_rss if watch is not None else 0,
+        )
+        return core.fail(cause(process, core.options, seen))
 
     def _acknowledged_termination(self, process: WorkerProcess) -> bool:
         """Whether the dead worker's unread output holds its acknowledgement of terminate()."""
