@@ -130,7 +130,7 @@ def test_the_pool_keeps_size_idle_workers_ready_and_refills_after_a_checkout() -
         core = pool._core
         poll_until(lambda: len(core.idle) == size and core.starting == 0, f"{size} workers are idle")
         ready = {pid_of(rt) for rt in core.idle}
-        assert all(rt._core.connection.hello is not None for rt in core.idle), "idle workers are handshaken"
+        assert all(rt._sup.hello is not None for rt in core.idle), "idle workers are handshaken"
         with pool.checkout() as rt:
             assert pid_of(rt) in ready, "a checkout hands out a worker that was already started"
             poll_until(lambda: len(core.idle) == size and core.starting == 0, "the pool refilled during the checkout")
