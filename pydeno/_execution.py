@@ -773,19 +773,37 @@ def value_json(value: Any) -> str:
     """``json.dumps(jsonable(value))``, without first building the copy that jsonable makes
     of a value JSON can hold as it is (most values): the encoder asks jsonable only for what
     it cannot write itself, and a non-finite number anywhere takes the whole slow road."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=jsonable)
-    except (TypeError, ValueError):  # a non-finite number, or a key JSON has no form for
-        return _dumps(jsonable(value))
+    # The encoder writes a key that is not a string (a Map's 1, null or true) as a string,
+    # which can collide with a string key ("1"): such a value takes the slow road too.
+    if _string_keys(value):
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False, default=jsonable)
+        except (TypeError, ValueError):  # a non-finite number
+            pass
+    return _dumps(jsonable(value))
 
 
-def _key(key: Any) -> str:
-    # As JSON writes a key it can take (true, false, null); any other as its str().
-    if type(key) is str:
-        return key
-    if key is True or key is False or key is None:
-        return json.dumps(key)
-    return str(key)
+def _string_keys(value: Any) -> bool:
+    """Whether every dict in value (lists and tuples walked) has only str keys."""
+    stack = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            children = item.values()
+        elif kind is list or kind is tuple:
+            children = item
+        else:
+            continue
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list or kind is tuple:
+                push(child)
+    return True
 
 
 def jsonable(value: Any) -> Any:
@@ -799,7 +817,11 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {_key(k): jsonable(v) for k, v in value.items()}
+        if all(type(k) is str for k in value):
+            return {k: jsonable(v) for k, v in value.items()}
+        # A Map with keys JSON objects cannot hold (1, null, true, ...): every entry kept,
+        # each key as the value it is, where an object would turn 1 and "1" into one key.
+        return {"$type": "map", "entries": [[jsonable(k), jsonable(v)] for k, v in value.items()]}
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"$type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, Undefined):

@@ -412,6 +412,15 @@ def test_the_result_as_json_tags_what_json_cannot_hold(cm: pydeno.CodeMode) -> N
     assert data["ok"] is True and data["truncated"] == [] and data["error"] is None
 
 
+def test_a_map_whose_keys_an_object_cannot_hold_keeps_every_entry_in_both_forms(cm: pydeno.CodeMode) -> None:
+    # As an object, 1 and "1" (and null and "null") would be one key, and an entry lost.
+    result = cm.execute("new Map([[1, 'a'], ['1', 'b'], [null, 'c'], ['null', 'd']])")
+    entries = [[1, "a"], ["1", "b"], [None, "c"], ["null", "d"]]
+    assert json.loads(result.to_json())["value"] == {"$type": "map", "entries": entries}
+    assert str(result).splitlines()[0] == 'ok: {"$type": "map", "entries": [[1, "a"], ["1", "b"], [null, "c"], ["null", "d"]]}'
+    assert cm.execute("new Map([['a', 1]])").to_dict()["value"] == {"a": 1}
+
+
 def test_the_text_form_of_a_failure_shows_no_host_path(cm: pydeno.CodeMode) -> None:
     result = cm.execute("function f() { throw new Error('deep') }\nf()")
     text = str(result)

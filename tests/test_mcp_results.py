@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import pydeno
@@ -150,6 +150,8 @@ _VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(_VALUES)
+@example({None: None, "null": None})
+@example({1: "a", "1": "b"})
 def test_the_value_text_is_exactly_the_json_of_its_tagged_form(value: Any) -> None:
     from pydeno._execution import _dumps, jsonable, value_json
 
