@@ -16,8 +16,7 @@ from ._async_pool import AsyncSandboxPool
 from ._async_retry import run_with_retry_async
 from ._async_runtime import AsyncRuntime
 from ._async_sessions import AsyncSessionPool
-from ._code_mode import CodeMode
-from ._errors import (
+from ._base.errors import (
     ActorDied,
     CheckoutTimeout,
     ClosedError,
@@ -46,22 +45,23 @@ from ._errors import (
     UpstreamError,
     WorkerCrashed,
 )
+from ._base.kinds import KINDS, ErrorInfo, classify_error
+from ._base.packages import Packages
+from ._base.values import Undefined, undefined
+from ._code_mode import CodeMode
 from ._execution import ExecutionResult
 from ._fetch import HttpFetch
 from ._function import JsFunction
 from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._mcp_tools import mcp_tools
-from ._packages import Packages
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
 from ._runtime import Runtime
 from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
 from ._sessions import SessionPool
-from ._taxonomy import KINDS, ErrorInfo, classify_error
 from ._tool import Tool, tool
 from ._tools import ToolBridge
-from ._values import Undefined, undefined
 from ._version import __version__ as __version__
 
 __all__ = [

@@ -37,9 +37,9 @@ from typing import Any, Final, Literal
 
 import msgpack
 
-from ._determinism import check_clock, check_seed
-from ._determinism import prelude as determinism_prelude
-from ._errors import (
+from ._base.determinism import check_clock, check_seed
+from ._base.determinism import prelude as determinism_prelude
+from ._base.errors import (
     JavaScriptError,
     JournalError,
     ReplayDivergence,
@@ -48,9 +48,9 @@ from ._errors import (
     closed_error,
     guest_error,
 )
+from ._base.values import Undefined, undefined
 from ._function import JsFunction
 from ._tools import ToolBridge
-from ._values import Undefined, undefined
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
 

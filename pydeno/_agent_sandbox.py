@@ -27,9 +27,9 @@ from ._agent import (
     decode_journal,
 )
 from ._backends import _sync as backend
-from ._checks import NeedsWith, code_text, size
-from ._errors import JavaScriptError, ReplayDivergence
-from ._options import RuntimeKwargs, check_option_names
+from ._base.checks import NeedsWith, code_text, size
+from ._base.errors import JavaScriptError, ReplayDivergence
+from ._base.options import RuntimeKwargs, check_option_names
 from ._runtime import Runtime
 from .host._core import Command
 from .host._wire import HostCall

@@ -26,9 +26,9 @@ from ._agent import (
 )
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
-from ._checks import NeedsAsyncWith, code_text, size
-from ._errors import JavaScriptError, ReplayDivergence
-from ._options import RuntimeKwargs, check_option_names
+from ._base.checks import NeedsAsyncWith, code_text, size
+from ._base.errors import JavaScriptError, ReplayDivergence
+from ._base.options import RuntimeKwargs, check_option_names
 from .host._core import Command
 from .host._wire import HostCall
 

@@ -15,8 +15,9 @@ from typing import Any, Unpack
 from ._agent import UNANSWERED, PausedToolCall
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
-from ._checks import NeedsAsyncWith, code_text, optional_seconds
-from ._errors import JavaScriptError, ToolError, closed_error
+from ._base.checks import NeedsAsyncWith, code_text, optional_seconds
+from ._base.errors import JavaScriptError, ToolError, closed_error
+from ._base.options import RuntimeKwargs, checked_options, console_handler
 from ._execution import (
     _OPEN,
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -29,7 +30,6 @@ from ._execution import (
     program,
     type_errors,
 )
-from ._options import RuntimeKwargs, checked_options, console_handler
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
 from .host._core import Command
 from .host._wire import HostCall

@@ -34,9 +34,11 @@ from typing import Any, Unpack
 
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
-from ._checks import NeedsAsyncWith
-from ._errors import PydenoError, start_failed
-from ._options import RuntimeKwargs, checked_options
+from ._base.checks import NeedsAsyncWith
+from ._base.errors import PydenoError, start_failed
+from ._base.kinds import classify_error
+from ._base.options import RuntimeKwargs, checked_options
+from ._base.stats import Stats
 from ._pool_core import (
     WARM_UP,
     PoolCore,
@@ -45,8 +47,6 @@ from ._pool_core import (
     checked_setup,
     refuse_awaitable,
 )
-from ._stats import Stats
-from ._taxonomy import classify_error
 
 __all__ = ["AsyncSandboxPool"]
 

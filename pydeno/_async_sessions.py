@@ -24,13 +24,13 @@ from ._async_agent_sandbox import AsyncAgentSandbox
 from ._async_pool import AsyncSandboxPool
 from ._async_runtime import AsyncRuntime
 from ._backends import _anyio as backend
-from ._checks import NeedsAsyncWith, count, limit_text, size
-from ._errors import JournalError, StoreError
+from ._base.checks import NeedsAsyncWith, count, limit_text, size
+from ._base.errors import JournalError, StoreError
+from ._base.options import RuntimeOptions, check_option_names
+from ._base.stats import Stats
 from ._journal_store import JournalStore
-from ._options import RuntimeOptions, check_option_names
 from ._pool_core import WARM_UP_AWAIT
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
-from ._stats import Stats
 
 __all__ = ["AsyncSessionPool"]
 

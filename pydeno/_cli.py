@@ -82,7 +82,7 @@ unambiguous should come from values JSON holds. The JSON is UTF-8 whatever the l
 ``pydeno errors``
 -----------------
 ``pydeno errors`` prints the kind table (kind, retryable, larger limits, summary) from the
-catalog (:data:`pydeno._taxonomy.Catalog`); ``pydeno errors KIND`` prints that kind's page,
+catalog (:data:`pydeno._base.kinds.Catalog`); ``pydeno errors KIND`` prints that kind's page,
 the same text as the docs' ``errors/KIND.md`` (which scripts/gen_error_docs.py generates from the
 same catalog) without its generated-file comment. An unknown kind exits 2, naming the nearest
 kinds (``did you mean 'timeout'?``) and listing them all. ``--json`` prints the rows (or the one row) as JSON instead.
@@ -131,15 +131,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
-from . import _checks
-from ._errors import JavaScriptError, PydenoError, error_fields
+from ._base import checks
+from ._base.errors import JavaScriptError, PydenoError, error_fields
+from ._base.kinds import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
+from ._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
+from ._base.values import Undefined
 from ._function import JsFunction
-from ._options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from ._runtime import Runtime
 from ._sandbox import sandbox_status
 from ._syntax import place_text, placed, top_level_return
-from ._taxonomy import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
-from ._values import Undefined
 from ._version import PROJECT, __version__, about, extra_missing, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
@@ -234,10 +234,10 @@ SIZE_FORMS: Final = (
 
 def parse_size(text: str) -> int:
     """``--max-memory``'s value in bytes, read as ``max_memory=`` reads a str
-    (:func:`pydeno._checks.parse_size`): ``268435456``, ``256M``, ``1.5G``, ``512MiB``."""
+    (:func:`pydeno._base.checks.parse_size`): ``268435456``, ``256M``, ``1.5G``, ``512MiB``."""
     try:
-        return _checks.parse_size(text)
-    except _checks.SizeError as exc:
+        return checks.parse_size(text)
+    except checks.SizeError as exc:
         problem = f"give {SIZE_FORMS}" if exc.exact is None else exc.explain().removeprefix("is ")
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: {problem}") from None
 
@@ -309,7 +309,7 @@ def _eval_parser() -> argparse.ArgumentParser:
 
 def _lang(text: str) -> str:
     try:
-        _checks.is_typescript(text)
+        checks.is_typescript(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -672,7 +672,7 @@ def _mcp(argv: Sequence[str]) -> int:
     if args.package_lock is not None and not args.package:
         parser.error("--package-lock needs --package")
     if args.package:
-        from ._packages import Packages
+        from ._base.packages import Packages
 
         try:
             options["packages"] = Packages(args.package, lockfile=args.package_lock)

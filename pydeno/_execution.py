@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NoReturn, Protocol
 
-from ._checks import count, optional_count
-from ._errors import (
+from ._base.checks import count, optional_count
+from ._base.errors import (
     JavaScriptError,
     ToolBudgetError,
     ToolError,
@@ -28,14 +28,14 @@ from ._errors import (
     error_fields,
     guest_error,
 )
+from ._base.kinds import Catalog, classify_error
+from ._base.packages import Packages, declarations, prompt_line
+from ._base.values import Undefined
 from ._function import JsFunction
-from ._packages import Packages, declarations, prompt_line
 from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._syntax import compile_failure, locate, place_error, top_level_return
-from ._taxonomy import Catalog, classify_error
 from ._tool import Tool
 from ._tools import budget_message, check_namespaces
-from ._values import Undefined
 from .host._typecheck import PROGRAM, CheckFailed, check
 
 __all__ = [

@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
-from ._checks import count, limit_text, seconds, size
-from ._errors import FetchFailed, FetchRefused, FetchTimeout
+from ._base.checks import count, limit_text, seconds, size
+from ._base.errors import FetchFailed, FetchRefused, FetchTimeout
 from ._fetch_policy import (
     BAD_VALUE,
     FORBIDDEN_REQUEST,

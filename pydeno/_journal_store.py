@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
-from ._checks import seconds
-from ._errors import JournalError, StoreBusy, StoreError
+from ._base.checks import seconds
+from ._base.errors import JournalError, StoreBusy, StoreError
 from ._sessions_core import shown
 
 __all__ = ["JournalStore", "MemoryJournalStore", "SQLiteJournalStore"]

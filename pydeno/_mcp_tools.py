@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import anyio
 
-from ._checks import optional_seconds
-from ._errors import ToolError, UpstreamError
+from ._base.checks import optional_seconds
+from ._base.errors import ToolError, UpstreamError
 from ._tool import Tool
 from ._version import missing_extra
 

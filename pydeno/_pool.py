@@ -35,9 +35,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Unpack
 
 from ._backends import _sync as backend
-from ._checks import NeedsWith
-from ._errors import PydenoError, start_failed
-from ._options import RuntimeKwargs, checked_options
+from ._base.checks import NeedsWith
+from ._base.errors import PydenoError, start_failed
+from ._base.kinds import classify_error
+from ._base.options import RuntimeKwargs, checked_options
+from ._base.stats import Stats
 from ._pool_core import (
     WARM_UP,
     PoolCore,
@@ -47,8 +49,6 @@ from ._pool_core import (
     refuse_awaitable,
 )
 from ._runtime import Runtime
-from ._stats import Stats
-from ._taxonomy import classify_error
 
 __all__ = ["SandboxPool"]
 

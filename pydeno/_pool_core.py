@@ -9,9 +9,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, cast
 
-from ._checks import count, optional_count, seconds
-from ._errors import CheckoutTimeout
-from ._stats import Stats
+from ._base.checks import count, optional_count, seconds
+from ._base.errors import CheckoutTimeout
+from ._base.stats import Stats
 
 __all__ = [
     "PRUNE_INTERVAL",

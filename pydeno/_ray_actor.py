@@ -30,11 +30,11 @@ from typing import Any, Final, Unpack
 import psutil
 import ray
 
+from ._base.errors import PydenoError, start_failed
+from ._base.options import RuntimeKwargs
 from ._code_mode import CodeMode
-from ._errors import PydenoError, start_failed
 from ._execution import Execution, ExecutionResult, ToolSet
 from ._function import JsFunction
-from ._options import RuntimeKwargs
 from ._pool import SandboxPool
 from ._runtime import Runtime
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._taxonomy import ErrorInfo, classify_error
+from ._base.kinds import ErrorInfo, classify_error
 
 __all__ = ["RetryPolicy", "delay", "gave_up", "pool_checkout", "retry_policy"]
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from ._backends import _sync as backend
-from ._checks import Lang, NeedsWith, code_text, is_typescript, module_specifier, source_text
-from ._determinism import prelude
-from ._errors import JavaScriptError
+from ._base.checks import Lang, NeedsWith, code_text, is_typescript, module_specifier, source_text
+from ._base.determinism import prelude
+from ._base.errors import JavaScriptError
+from ._base.options import RuntimeKwargs, checked_options
+from ._base.stats import Stats
 from ._function import JsFunction, function_id
-from ._options import RuntimeKwargs, checked_options
-from ._stats import Stats
 from ._syntax import place_error
 from .host._core import NEED_DATA, Command, closed_after
 from .host._monitor import Watch

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
+from ._base.errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
 from .host import _cgroup, _platform, _supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]

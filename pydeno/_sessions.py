@@ -24,15 +24,15 @@ from typing import Any
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._agent_sandbox import AgentSandbox
 from ._backends import _sync as backend
-from ._checks import NeedsWith, count, limit_text, size
-from ._errors import JournalError, StoreError
+from ._base.checks import NeedsWith, count, limit_text, size
+from ._base.errors import JournalError, StoreError
+from ._base.options import RuntimeOptions, check_option_names
+from ._base.stats import Stats
 from ._journal_store import JournalStore
-from ._options import RuntimeOptions, check_option_names
 from ._pool import SandboxPool
 from ._pool_core import WARM_UP_AWAIT
 from ._runtime import Runtime
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
-from ._stats import Stats
 
 __all__ = ["SessionPool"]
 

@@ -26,7 +26,7 @@ from typing import Any, Final, overload
 import jsonschema
 import jsonschema.exceptions
 
-from ._errors import ToolError
+from ._base.errors import ToolError
 from ._schema import (
     Defs,
     SchemaError,

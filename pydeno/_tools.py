@@ -28,8 +28,8 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
-from ._checks import optional_count
-from ._errors import ToolBudgetError, ToolError, ToolNotFoundError
+from ._base.checks import optional_count
+from ._base.errors import ToolBudgetError, ToolError, ToolNotFoundError
 
 if TYPE_CHECKING:
     from ._async_runtime import AsyncRuntime

@@ -24,11 +24,11 @@ from typing import Any, Final, Unpack
 import anyio
 
 from ._async_code_mode import AsyncCodeMode
-from ._checks import NeedsAsyncWith
-from ._errors import ToolError
+from ._base.checks import NeedsAsyncWith
+from ._base.errors import ToolError
+from ._base.options import RuntimeKwargs, check_option_names
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
 from ._mcp_tools import js_name
-from ._options import RuntimeKwargs, check_option_names
 from ._tool import Tool
 from ._version import missing_extra
 

@@ -42,12 +42,12 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final, Unpack
 
-from ._checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
-from ._errors import ActorDied
+from ._base.checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
+from ._base.errors import ActorDied
+from ._base.options import RuntimeKwargs, checked_options
+from ._base.stats import Stats, merge_dicts
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, Execution, ExecutionResult, ToolSet, check_output_chars
-from ._options import RuntimeKwargs, checked_options
 from ._retry_policy import RetryPolicy, delay, gave_up, retry_policy
-from ._stats import Stats, merge_dicts
 from ._version import extra_missing, missing_extra
 
 RAY_EXTRA_MISSING: Final = extra_missing("pydeno.ray", "ray")

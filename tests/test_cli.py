@@ -21,7 +21,7 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno._taxonomy import Catalog, docs_page, kind_page
+from pydeno._base.kinds import Catalog, docs_page, kind_page
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "pydeno"

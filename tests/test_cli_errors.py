@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pydeno import _cli
-from pydeno._taxonomy import Catalog
+from pydeno._base.kinds import Catalog
 
 
 def errors(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ def test_the_pages_are_exactly_the_kinds_plus_an_index() -> None:
 
 
 def test_a_changed_catalog_entry_is_reported_stale() -> None:
-    import pydeno._taxonomy as taxonomy
+    import pydeno._base.kinds as taxonomy
 
     row = taxonomy.Catalog["timeout"]
     taxonomy.Catalog["timeout"] = row._replace(fix=row.fix + " (changed)")
@@ -36,7 +36,7 @@ def test_a_changed_catalog_entry_is_reported_stale() -> None:
 
 
 def test_a_changed_text_for_the_model_is_reported_stale_too() -> None:
-    import pydeno._taxonomy as taxonomy
+    import pydeno._base.kinds as taxonomy
 
     row = taxonomy.Catalog["memory_limit"]
     taxonomy.Catalog["memory_limit"] = row._replace(model_fix=row.model_fix + " (changed)")

@@ -38,7 +38,7 @@ import pytest
 import trio
 
 import pydeno
-from pydeno._taxonomy import docs_page
+from pydeno._base.kinds import docs_page
 from pydeno.host import _child, _monitor, _spawner
 from tests.packages_cache import packages
 

@@ -16,17 +16,17 @@ PACKAGE: Final = Path(__file__).resolve().parents[1] / "pydeno"
 # Modules every layer may use: they import nothing of pydeno above themselves.
 FOUNDATION: Final = frozenset(
     {
-        "pydeno._errors",
-        "pydeno._taxonomy",
-        "pydeno._checks",
-        "pydeno._options",
-        "pydeno._values",
-        "pydeno._determinism",
+        "pydeno._base.errors",
+        "pydeno._base.kinds",
+        "pydeno._base.checks",
+        "pydeno._base.options",
+        "pydeno._base.values",
+        "pydeno._base.determinism",
         # The figures stats() adds up: plain counting, read by the supervisor and the pools.
-        "pydeno._stats",
+        "pydeno._base.stats",
         # Where deno is, and the npm packages a runtime option names (their bundler runs deno).
-        "pydeno._deno",
-        "pydeno._packages",
+        "pydeno._base.deno",
+        "pydeno._base.packages",
         # The project's name and version, for the CLI and the notes.
         "pydeno._version",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).

@@ -48,8 +48,8 @@ from typing import Any, Final
 import msgpack
 import msgspec
 
-from .._errors import JavaScriptError
-from .._values import undefined
+from .._base.errors import JavaScriptError
+from .._base.values import undefined
 from ._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
 from ._protocol import (
     DECODE_FLOOR,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .._options import SandboxMode
+from .._base.options import SandboxMode
 from . import _platform
 from ._launcher import WORKER_FILES_FD
 from ._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE

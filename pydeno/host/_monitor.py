@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
+from .._base.errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
 from . import _platform
 
 __all__ = ["INTERVAL", "QUIET_INTERVAL", "Usage", "Watch", "unwatch", "watch"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from .._errors import start_failed
+from .._base.errors import start_failed
 from . import _platform
 from ._cgroup import WorkerGroup
 from ._child import Child, kill, reap, signal_kill

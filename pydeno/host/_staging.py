@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .._deno import find_deno
+from .._base.deno import find_deno
 from . import _platform
 from ._launcher import WORKER_FILES_FD
 

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._errors import (
+from .._base.errors import (
     GUEST_DEATH,
     JavaScriptError,
     PydenoError,
@@ -40,9 +40,9 @@ from .._errors import (
     terminated,
     worker_died,
 )
-from .._options import RuntimeOptions
-from .._stats import Stats
-from .._taxonomy import classify_error
+from .._base.kinds import classify_error
+from .._base.options import RuntimeOptions
+from .._base.stats import Stats
 from . import _monitor as monitor
 from . import _platform
 from ._cgroup import task_limit

@@ -48,7 +48,7 @@ from typing import Any, Final
 
 import msgpack
 
-from .._errors import protocol_broken, worker_reported
+from .._base.errors import protocol_broken, worker_reported
 from ._budget import DecodeRefused, join_cost
 from ._codec import Codec, ValueRefused
 from ._protocol import (

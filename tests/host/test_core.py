@@ -15,7 +15,7 @@ import msgpack
 import pytest
 
 import pydeno
-from pydeno._options import RuntimeOptions
+from pydeno._base.options import RuntimeOptions
 from pydeno.host._core import LOOK_NS, NEED_DATA, TICK, Command, Core
 from pydeno.host._wire import (
     H_EVAL,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _deno
+from pydeno._base import deno
 from pydeno.host import _command, _process, _staging
 from pydeno.host._command import WorkerConfig
 from pydeno.host._protocol import EXIT_DONE
@@ -46,7 +46,7 @@ def test_threads_finding_deno_at_once_all_find_it_while_sysconfig_fills_slowly(
     # The wheel's lookup reads sysconfig, whose first fill is not thread-safe: a second
     # reader during it sees the dict half-filled. Slowing that fill makes the race certain.
     monkeypatch.delenv("PYDENO_DENO", raising=False)
-    monkeypatch.setattr(_deno, "_wheel_deno", [])
+    monkeypatch.setattr(deno, "_wheel_deno", [])
     monkeypatch.setattr(sysconfig, "_CONFIG_VARS", None)
     fill = sysconfig._init_posix  # type: ignore[attr-defined]
 

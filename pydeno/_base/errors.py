@@ -45,8 +45,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar, Final, TypeVar
 
-from ._checks import human_bytes, limit_text
-from ._taxonomy import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, docs_page, info_of, note_for
+from .checks import human_bytes, limit_text
+from .kinds import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, docs_page, info_of, note_for
 
 __all__ = [
     "error_fields",

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._deno import find_deno
-from ._errors import PackageRefused, PackageUnresolved
+from .deno import find_deno
+from .errors import PackageRefused, PackageUnresolved
 
 __all__ = ["Bundle", "Packages", "declarations", "parse_spec", "prompt_line"]
 

@@ -17,10 +17,10 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Literal, TypedDict
 
-from ._checks import count, optional_count, optional_seconds, optional_size, seconds, size
-from ._determinism import check_clock, check_seed
-from ._packages import Packages
-from .host._protocol import DEFAULT_DECODE_RATIO
+from ..host._protocol import DEFAULT_DECODE_RATIO
+from .checks import count, optional_count, optional_seconds, optional_size, seconds, size
+from .determinism import check_clock, check_seed
+from .packages import Packages
 
 __all__ = [
     "DEFAULT_MAX_MEMORY",

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
 
-from ._version import __version__
+from .._version import __version__
 
 __all__ = [
     "KINDS",
@@ -607,7 +607,7 @@ _JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in fligh
 _JS_DECODE: Final = re.compile(
     r"(?:result|arguments to \S+\(\)) could not be converted: value would take about \d+ bytes of host memory "
 )
-# A host function's failure that the guest did not catch (pydeno/_errors.py guest_error
+# A host function's failure that the guest did not catch (pydeno/_base/errors.py guest_error
 # writes it): it raised something other than a ToolError. A guest that writes it itself gets
 # tool_failed, as non-retryable as js_error.
 HOST_FAILURE: Final = re.compile(
@@ -653,7 +653,7 @@ def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterato
 
 
 def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
-    # A failure the host made names its kind (pydeno/_errors.py's factories).
+    # A failure the host made names its kind (pydeno/_base/errors.py's factories).
     authored = getattr(exc, "_authored_kind", None)
     if isinstance(authored, str) and authored in Catalog:
         return "max_pause" if authored == "host_wait" and via_agent else authored
