@@ -283,7 +283,7 @@ def _shared_helpers() -> frozenset[int]:
     workers. The peer's: the one spare worker it keeps started ahead (a process that has
     imported everything and waits to be handed to the next runtime)."""
     # The spawner module, or in an older layout the process module, names ours.
-    for name in ("pydeno.host._spawner", "pydeno.host._process"):
+    for name in ("pydeno.host.process.spawner", "pydeno.host.process.worker"):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -1035,7 +1035,7 @@ def measure(side: str, params: Params) -> dict[str, Any]:
     def warm_eval_unmonitored() -> None:
         # Ours only: the same warm loop with no resource limit, so the monitor thread never
         # samples this worker; the difference to warm_eval is the monitoring overhead.
-        from pydeno.host._monitor import Watch
+        from pydeno.host.process.monitor import Watch
 
         with pydeno.Runtime(max_memory=None, max_threads=None, cpu_limit=None) as quiet:
             _time_evals(quiet, WARM_CODE, 2, params.warmup)
@@ -1784,9 +1784,9 @@ def our_versions() -> dict[str, Any]:
         versions["ours"] = None
     try:
         try:
-            from pydeno.host._staging import find_deno
+            from pydeno.host.process.staging import find_deno
         except ImportError:  # an older layout
-            from pydeno.host._process import find_deno  # type: ignore[attr-defined, no-redef]
+            from pydeno.host.process.worker import find_deno  # type: ignore[attr-defined, no-redef]
 
         deno = find_deno()
         out = subprocess.run([deno, "--version"], capture_output=True, text=True, check=True, timeout=30).stdout

@@ -36,7 +36,7 @@ from ._schema import doc_comment, object_body, ts_name, ts_of
 from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._tool import Tool
 from ._tools import budget_message, check_namespaces
-from .host._typecheck import PROGRAM, CheckFailed, check
+from .host.process.typecheck import PROGRAM, CheckFailed, check
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

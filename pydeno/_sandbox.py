@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._base.errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
-from .host import _cgroup, _platform, _supervisor
+from .host.process import cgroup, platform, supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
 
@@ -72,9 +72,9 @@ def _verify(name: str, pid: int, status: dict[str, str]) -> str | None:
             return f"the worker runs with uids {uids} and capabilities {status.get('CapEff')}"
     elif name == "no_new_privs" and status.get("NoNewPrivs") != "1":
         return "NoNewPrivs is not set in the worker"
-    elif name == "seccomp" and status.get("Seccomp") != _platform.SECCOMP_MODE_FILTER:
+    elif name == "seccomp" and status.get("Seccomp") != platform.SECCOMP_MODE_FILTER:
         return f"the worker's seccomp mode is {status.get('Seccomp')}, not a filter"
-    elif name == "namespaces" and _platform.network_namespace(pid) == _platform.network_namespace():
+    elif name == "namespaces" and platform.network_namespace(pid) == platform.network_namespace():
         return "the worker shares the host's network namespace"
     return None
 
@@ -97,13 +97,13 @@ def sandbox_status() -> SandboxStatus:
     """
     from ._runtime import Runtime
 
-    token = _supervisor.quiet_sandbox_warnings.set(True)
+    token = supervisor.quiet_sandbox_warnings.set(True)
     try:
         rt = Runtime(sandbox="best_effort", max_memory=64 * 2**20, max_threads=64, cpu_limit=60.0)
     except PydenoError as exc:
         return SandboxStatus((), f"no worker could be started: {exc}")
     finally:
-        _supervisor.quiet_sandbox_warnings.reset(token)
+        supervisor.quiet_sandbox_warnings.reset(token)
     try:
         return _report(rt)
     finally:
@@ -113,7 +113,7 @@ def sandbox_status() -> SandboxStatus:
 def _report(rt: Any) -> SandboxStatus:
     process, hello, watch = rt._worker_state()
     skipped = {line.partition(" is unavailable: ")[0]: line for line in process.sandbox_skipped()}
-    status = _platform.proc_status(process.pid)
+    status = platform.proc_status(process.pid)
     root = os.geteuid() == 0
     layers: list[LayerStatus] = []
     refusal: str | None = None
@@ -160,7 +160,7 @@ def _kernel_limits(process: Any) -> LayerStatus:
     monitor alone does. Not a refusal either way: the monitor enforces every limit; the
     cgroup is what makes them hold while the host is too busy to sample."""
     name = "kernel limits"
-    found = _cgroup.mechanism()
+    found = cgroup.mechanism()
     if process.cgroup is None:
         return LayerStatus(
             name,

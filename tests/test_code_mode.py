@@ -17,7 +17,7 @@ import pydantic
 import pytest
 
 import pydeno
-from pydeno.host._staging import find_deno
+from pydeno.host.process.staging import find_deno
 
 
 class Filter(TypedDict):
@@ -595,7 +595,7 @@ error: Type checking failed.
 
 
 def test_the_checkers_report_is_read_into_diagnostics_without_paths() -> None:
-    from pydeno.host._typecheck import diagnostics
+    from pydeno.host.process.typecheck import diagnostics
 
     found = diagnostics(REPORT)
     assert [(d.code, d.file, d.line, d.column) for d in found] == [

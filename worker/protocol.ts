@@ -153,19 +153,19 @@ export const SELFTEST_GRANTS = ["env"] as const;
  */
 export const DENO_PERMISSIONS = ["read", "write", "net", "run", "env", "ffi", "sys"] as const;
 /**
- * The mailbox file's size (pydeno/host/_mailbox.py): a little-endian count of the bytes the
+ * The mailbox file's size (pydeno/host/process/mailbox.py): a little-endian count of the bytes the
  * host has written to the worker's stdin.
  */
 export const MAILBOX_COUNT_BYTES = 8;
 /**
  * What starts a line the worker itself writes to stderr before it exits with one of the codes
  * below; the host takes the reason for EXIT_PERMISSION_KEPT from the last such line. (The
- * launcher writes its own prefix, pydeno/host/_launcher.py's PREFIX.)
+ * launcher writes its own prefix, pydeno/host/process/launcher.py's PREFIX.)
  */
 export const WORKER_PREFIX = "pydeno worker: ";
 
 // -- Exit codes --
-// The worker's process runs the launcher (pydeno/host/_launcher.py) first when it is confined,
+// The worker's process runs the launcher (pydeno/host/process/launcher.py) first when it is confined,
 // and both programs exit with these: one code, one meaning, whichever program it comes from.
 
 /**

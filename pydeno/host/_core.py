@@ -5,7 +5,7 @@ what, the deadlines and budgets of each command, the accounting of host calls, c
 output, how a host function's exception is shown to the guest, and what a failure leaves
 the runtime in. It takes bytes (``feed``) and the time (its clocks) in, and gives events,
 bytes to send and deadlines out. It owns no process, thread or lock and never sleeps: the
-supervisor (pydeno/host/_supervisor.py) owns the worker and is told through
+supervisor (pydeno/host/process/supervisor.py) owns the worker and is told through
 :class:`Observer` what the monitor must know; the drivers move bytes and wait.
 """
 

@@ -144,16 +144,16 @@ SELFTEST_GRANTS: Final = ("env",)
 #: Every Deno permission a grant could give: the worker revokes them all and exits if any
 #: stays granted, before its handshake.
 DENO_PERMISSIONS: Final = ("read", "write", "net", "run", "env", "ffi", "sys")
-#: The mailbox file's size (pydeno/host/_mailbox.py): a little-endian count of the bytes the
+#: The mailbox file's size (pydeno/host/process/mailbox.py): a little-endian count of the bytes the
 #: host has written to the worker's stdin.
 MAILBOX_COUNT_BYTES: Final = 8
 #: What starts a line the worker itself writes to stderr before it exits with one of the codes
 #: below; the host takes the reason for EXIT_PERMISSION_KEPT from the last such line. (The
-#: launcher writes its own prefix, pydeno/host/_launcher.py's PREFIX.)
+#: launcher writes its own prefix, pydeno/host/process/launcher.py's PREFIX.)
 WORKER_PREFIX: Final = "pydeno worker: "
 
 # -- Exit codes --
-# The worker's process runs the launcher (pydeno/host/_launcher.py) first when it is confined,
+# The worker's process runs the launcher (pydeno/host/process/launcher.py) first when it is confined,
 # and both programs exit with these: one code, one meaning, whichever program it comes from.
 
 #: The host hung up (closed the worker's stdin or stdout, or was gone before the worker

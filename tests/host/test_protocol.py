@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pydeno.host import _launcher, _protocol, _wire
-from pydeno.host._process import WorkerConfig
+from pydeno.host import _protocol, _wire
+from pydeno.host.process import launcher
+from pydeno.host.process.worker import WorkerConfig
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKER = ROOT / "worker"
@@ -28,11 +29,11 @@ TABLE = {name: value for name, value in vars(_protocol).items() if name.isupper(
 # The modules that speak the wire, and the fake workers' library, which imitates one end.
 USERS = [
     ROOT / "pydeno" / "host" / "_wire.py",
-    ROOT / "pydeno" / "host" / "_launcher.py",
+    ROOT / "pydeno" / "host" / "process" / "launcher.py",
     ROOT / "pydeno" / "host" / "_codec.py",
     ROOT / "pydeno" / "host" / "_budget.py",
-    ROOT / "pydeno" / "host" / "_process.py",
-    ROOT / "pydeno" / "host" / "_mailbox.py",
+    ROOT / "pydeno" / "host" / "process" / "worker.py",
+    ROOT / "pydeno" / "host" / "process" / "mailbox.py",
     ROOT / "tests" / "fake_workers" / "_wirelib.py",
 ]
 
@@ -192,7 +193,7 @@ def test_the_launcher_loads_the_table_when_it_runs_as_a_program() -> None:
     # As the host starts it: -I -S, the package nowhere on sys.path.
     code = "import runpy, sys; print(runpy.run_path(sys.argv[1])['EXIT_UNAVAILABLE'])"
     child = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code, _launcher.__file__], capture_output=True, text=True, check=True
+        [sys.executable, "-I", "-S", "-c", code, launcher.__file__], capture_output=True, text=True, check=True
     )
     assert int(child.stdout) == _protocol.EXIT_UNAVAILABLE
 

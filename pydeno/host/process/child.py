@@ -1,5 +1,5 @@
 """A worker's process as the host holds it, whichever way it was started (a
-:class:`subprocess.Popen`, or a :class:`~._zygote.ZygoteChild`), and the one way to kill,
+:class:`subprocess.Popen`, or a :class:`~.zygote.ZygoteChild`), and the one way to kill,
 reap and let go of either."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import signal
 import subprocess
 from typing import IO, Protocol
 
-from ._zygote import ZygoteChild
+from .zygote import ZygoteChild
 
 __all__ = ["Child", "close_pipes", "kill", "reap", "signal_kill"]
 

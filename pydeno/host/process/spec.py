@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .._base.options import SandboxMode
-from . import _platform
-from ._launcher import WORKER_FILES_FD
-from ._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
-from ._staging import (
+from ..._base.options import SandboxMode
+from .._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
+from . import platform
+from .launcher import WORKER_FILES_FD
+from .staging import (
     SERVE_BY_DESCRIPTOR,
     Staged,
     deno_environment,
@@ -48,7 +48,7 @@ __all__ = [
 # The port the self-test tries to connect to on 127.0.0.1: reaching it, or being refused by
 # a live network stack, is a breach; only a refusal to create or route the socket is not.
 SELFTEST_PORT: Final = 9
-LAUNCHER: Final = Path(__file__).resolve().with_name("_launcher.py")
+LAUNCHER: Final = Path(__file__).resolve().with_name("launcher.py")
 # deno's argv[0], whatever file it runs from: the guest reads it back (node:process's argv0),
 # and the binary's path would name the host's virtualenv, or the staging directory with the
 # temporary directory and the host's user id in it. The worker makes Deno.execPath() say the
@@ -84,9 +84,9 @@ class WorkerConfig:
     max_console_chars: int = 16 * 1024
     sandbox: SandboxMode = "require"
     max_threads: int | None = None
-    # The worker's mailbox file (pydeno/host/_mailbox.py); set by WorkerProcess.
+    # The worker's mailbox file (pydeno/host/process/mailbox.py); set by WorkerProcess.
     mailbox: str | None = None
-    # Whether the worker has a cgroup of its own (pydeno/host/_cgroup.py), whose caps the
+    # Whether the worker has a cgroup of its own (pydeno/host/process/cgroup.py), whose caps the
     # kernel enforces; else the zygote holds a confined worker to its caps. Set by WorkerProcess.
     own_cgroup: bool = False
 
@@ -184,7 +184,7 @@ def selftest_environment(cache: Path) -> dict[str, Any]:
 
 def launcher_command(launcher: Path, *args: str) -> list[str]:
     """The command line that runs the launcher program with args."""
-    return [_platform.interpreter(), "-I", "-S", str(launcher), *args]
+    return [platform.interpreter(), "-I", "-S", str(launcher), *args]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +224,7 @@ def confined(
     missing_layers: Mapping[str, str] | None = None,
     silent_layers: Collection[str] = (),
 ) -> Confined:
-    """The worker behind the sandbox launcher (pydeno/host/_launcher.py).
+    """The worker behind the sandbox launcher (pydeno/host/process/launcher.py).
 
     What Landlock leaves readable: the C library directories, the worker's files, its warm
     transpile cache and its own /proc entry; deno and the ELF loader may also be executed.
@@ -257,8 +257,8 @@ def confined(
             "selftest": selftest_targets(cache, worker_dir),
             "mode": config.sandbox,
             # /proc/self: deno reads its own memory map; only the worker's own entries.
-            "read": [*_platform.library_dirs(), worker_dir, str(cache), "/proc/self"],
-            "execute": [deno, _platform.elf_interpreter()],
+            "read": [*platform.library_dirs(), worker_dir, str(cache), "/proc/self"],
+            "execute": [deno, platform.elf_interpreter()],
             "env": config.environment(cache, own),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
             "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from . import _platform
-from ._command import DENO_ARGV0, LAUNCHER, launcher_command
-from ._protocol import EXIT_UNAVAILABLE
-from ._staging import runnable_deno
+from .._protocol import EXIT_UNAVAILABLE
+from . import platform
+from .spec import DENO_ARGV0, LAUNCHER, launcher_command
+from .staging import runnable_deno
 
 __all__ = ["CheckFailed", "Diagnostic", "check", "diagnostics"]
 
@@ -121,8 +121,8 @@ def check(declarations: str, program: str, *, sandbox: str, timeout: float) -> l
             spec = {
                 "parent": os.getpid(),
                 "mode": sandbox,
-                "read": [*_platform.library_dirs(), str(work)],
-                "execute": [deno, _platform.elf_interpreter()],
+                "read": [*platform.library_dirs(), str(work)],
+                "execute": [deno, platform.elf_interpreter()],
                 "env": env,
                 "memory_cap": None,
                 "thread_cap": None,

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .._base.deno import find_deno
-from . import _platform
-from ._launcher import WORKER_FILES_FD
+from ..._base.deno import find_deno
+from . import platform
+from .launcher import WORKER_FILES_FD
 
 __all__ = [
     "SERVE_BY_DESCRIPTOR",
@@ -62,7 +62,7 @@ def _check_runnable(path: str) -> None:
 
 def worker_entry() -> Path:
     """The worker's main.ts: inside the wheel (pydeno/_worker) or the source tree (worker/)."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     for candidate in (here / "_worker" / "main.ts", here.parent / "worker" / "main.ts"):
         if candidate.is_file():
             return candidate
@@ -230,7 +230,7 @@ def warm_confined(found: Staged) -> None:
         fd = open_base(found.base)
         try:
             command = [
-                _platform.interpreter(),
+                platform.interpreter(),
                 "-I",
                 "-S",
                 "-c",

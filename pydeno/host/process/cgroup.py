@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from . import _platform
-from ._mailbox import host_running
+from . import platform
+from .mailbox import host_running
 
 __all__ = ["Mechanism", "WorkerGroup", "mechanism", "task_limit"]
 
@@ -85,8 +85,8 @@ def _writable_parent(parent: Path, probe_file: str) -> str | None:
 def mechanism() -> Mechanism:
     """What this system allows (read once per process)."""
     try:
-        own = _platform.cgroup_membership()
-        mounts = {name: Path(mount) for name, mount in _platform.cgroup_mounts(("memory", "pids")).items()}
+        own = platform.cgroup_membership()
+        mounts = {name: Path(mount) for name, mount in platform.cgroup_mounts(("memory", "pids")).items()}
     except (OSError, ValueError, IndexError) as exc:
         return Mechanism(None, reason=f"cannot read this process's cgroups ({exc})")
     if "memory" in mounts and "memory" in own:

@@ -18,19 +18,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from .._base.errors import start_failed
-from . import _platform
-from ._cgroup import WorkerGroup
-from ._child import Child, kill, reap, signal_kill
-from ._command import Command, WorkerConfig, worker_command, worker_environment
-from ._launcher import PREFIX, SELFTEST, SKIPPED
-from ._mailbox import Mailbox
-from ._protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
-from ._spawner import Spawner
-from ._spawner import spawner as _process_spawner
-from ._staging import staged
-from ._wire import clean_text
-from ._zygote import ZygoteChild
+from ..._base.errors import start_failed
+from .._protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
+from .._wire import clean_text
+from . import platform
+from .cgroup import WorkerGroup
+from .child import Child, kill, reap, signal_kill
+from .launcher import PREFIX, SELFTEST, SKIPPED
+from .mailbox import Mailbox
+from .spawner import Spawner
+from .spawner import spawner as _process_spawner
+from .spec import Command, WorkerConfig, worker_command, worker_environment
+from .staging import staged
+from .zygote import ZygoteChild
 
 __all__ = ["STDERR_RING_BYTES", "Launch", "WorkerProcess", "launching"]
 
@@ -135,7 +135,7 @@ class WorkerProcess:
             os.set_blocking(fd, False)
         # A larger pipe lets a big result cross in a few reads instead of one wake-up per 64 KiB.
         for fd in (self.stdin_fd, self.stdout_fd):
-            _platform.grow_pipe(fd)
+            platform.grow_pipe(fd)
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self.stdout_eof = False
@@ -300,7 +300,7 @@ class WorkerProcess:
     def seccomp_filtered(self) -> bool:
         """Whether a seccomp filter is in force in the worker, as the kernel reports it."""
         try:
-            return _platform.proc_status(self.pid).get("Seccomp") == _platform.SECCOMP_MODE_FILTER
+            return platform.proc_status(self.pid).get("Seccomp") == platform.SECCOMP_MODE_FILTER
         except OSError:
             return False
 
@@ -319,7 +319,7 @@ class WorkerProcess:
         if code is None:
             return "still running"
         if code < 0:
-            name = _platform.signal_name(-code)
+            name = platform.signal_name(-code)
             return f"killed by {name}" if name is not None else f"killed by signal {-code}"
         return f"exit code {code}"
 

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from .._base.errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
-from . import _platform
+from ..._base.errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
+from . import platform
 
 __all__ = ["INTERVAL", "QUIET_INTERVAL", "Usage", "Watch", "unwatch", "watch"]
 
@@ -71,8 +71,8 @@ class Usage:
 def read_usage(stat: int, pid: int) -> Usage:
     """Read a worker through its /proc/<pid>/stat descriptor and its CPU clock (to the
     nanosecond, which is what lets a quiescent worker be told from one that ran at all)."""
-    threads, rss = _platform.stat_threads_and_rss(stat)
-    return Usage(rss, threads, time.clock_gettime(_platform.cpu_clock(pid)))
+    threads, rss = platform.stat_threads_and_rss(stat)
+    return Usage(rss, threads, time.clock_gettime(platform.cpu_clock(pid)))
 
 
 # The three readings, one function each: where the kernel would refuse one on some system, a
@@ -174,7 +174,7 @@ class Watch:
             if self.released:
                 raise ProcessLookupError(self.pid)
             if self._stat is None:
-                self._stat = _platform.open_stat(self.pid)
+                self._stat = platform.open_stat(self.pid)
             return read_usage(self._stat, self.pid)
 
     def sample(self) -> Usage | None:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
-from . import _platform
-from ._command import LAUNCHER, launcher_command
+from . import platform
+from .spec import LAUNCHER, launcher_command
 
 __all__ = ["REPLY_SECONDS", "Zygote", "ZygoteChild", "ZygoteGone"]
 
@@ -368,7 +368,7 @@ class ZygoteChild:
             if self.returncode is not None or self._released:
                 return
             with contextlib.suppress(ProcessLookupError):
-                _platform.pidfd_signal_group(self._pidfd, sig)
+                platform.pidfd_signal_group(self._pidfd, sig)
 
     def killed_over_cap(self) -> tuple[str, int] | None:
         """The cap the zygote killed this worker over ("memory", "threads") and its reading."""

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._base.errors import (
+from ..._base.errors import (
     GUEST_DEATH,
     JavaScriptError,
     PydenoError,
@@ -40,19 +40,18 @@ from .._base.errors import (
     terminated,
     worker_died,
 )
-from .._base.kinds import classify_error
-from .._base.options import RuntimeOptions
-from .._base.stats import Stats
-from . import _monitor as monitor
-from . import _platform
-from ._cgroup import task_limit
-from ._codec import MAX_DEPTH
-from ._command import WorkerConfig
-from ._core import Command, Core
-from ._monitor import Watch
-from ._process import WorkerProcess
-from ._wire import ProtocolError, Terminated
-from ._zygote import ZygoteChild
+from ..._base.kinds import classify_error
+from ..._base.options import RuntimeOptions
+from ..._base.stats import Stats
+from .._codec import MAX_DEPTH
+from .._core import Command, Core
+from .._wire import ProtocolError, Terminated
+from . import monitor, platform
+from .cgroup import task_limit
+from .monitor import Watch
+from .spec import WorkerConfig
+from .worker import WorkerProcess
+from .zygote import ZygoteChild
 
 __all__ = ["Supervisor", "quiet_sandbox_warnings", "worker_config"]
 
@@ -301,7 +300,7 @@ class Supervisor:
         if not rss:
             # The CPU clock alone, in one syscall: what worker_cpu() asks after each command.
             with contextlib.suppress(OSError):
-                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
+                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(platform.cpu_clock(process.pid)))
             return
         # The monitor's own reading, through the descriptor it keeps on the worker's
         # /proc/<pid>/stat (bound to the process whatever happens to its pid).
@@ -449,7 +448,7 @@ class Supervisor:
         if _held(process):
             # Dead but not yet reaped (a zygote's child): its clock holds its final CPU time.
             with contextlib.suppress(OSError), self._figures_lock:
-                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(_platform.cpu_clock(process.pid)))
+                self._cpu_seen = max(self._cpu_seen, time.clock_gettime(platform.cpu_clock(process.pid)))
         if self.core.terminate_deadline is not None and self._acknowledged_termination(process):
             # It acknowledged and exited while the driver was busy elsewhere (in a host
             # function, say): the driver met the closed pipe before the acknowledgement, and
@@ -473,9 +472,9 @@ class Supervisor:
         if not ended_alone and process.pipe_error is None:
             return self.core.fail(guest_ended_worker(process.death_message(GUEST_DEATH, "closed its pipes")))
         if (
-            code == -_platform.V8_FATAL_SIGNAL
+            code == -platform.V8_FATAL_SIGNAL
             and self.core.options.max_memory is not None
-            and _platform.v8_out_of_memory(process.stderr_tail())
+            and platform.v8_out_of_memory(process.stderr_tail())
         ):
             # V8 ends the process with a trap on a fatal error after printing what it was; a
             # guest can print that line too, but only to make its death look less retryable.
@@ -517,7 +516,7 @@ class Supervisor:
         every such signal to itself, and, where it does not, only if it came while no command
         ran.
         """
-        if code >= 0 or -code in _platform.FAULT_SIGNALS:
+        if code >= 0 or -code in platform.FAULT_SIGNALS:
             return False
         return self.signals_confined or self.died_idle or not self.core.commands
 

@@ -1,6 +1,6 @@
 """The sandbox launcher: applies the OS layers to itself, then becomes deno.
 
-Run as ``python -I -S pydeno/host/_launcher.py SPEC`` where SPEC is a hex-encoded
+Run as ``python -I -S pydeno/host/process/launcher.py SPEC`` where SPEC is a hex-encoded
 :mod:`marshal` of::
 
     {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
@@ -73,14 +73,16 @@ if TYPE_CHECKING:
 # The exit codes are the wire contract's, shared with the worker that runs in this process
 # next; the table imports nothing, so loading it costs this interpreter one small module.
 if TYPE_CHECKING or __package__:
-    from . import _platform
-    from ._protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+    from .._protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+    from . import platform
 else:
-    # Run as a program: -I keeps the package off sys.path, and the modules beside this one
-    # (_platform, _layers, _protocol) need nothing but the standard library.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _platform
+    # Run as a program: -I keeps the package off sys.path, and the modules it needs (platform,
+    # layers, the wire's table) need nothing but the standard library. Its folder is put on
+    # the path as the package ``process``, not as a directory of bare modules: platform.py
+    # and mailbox.py beside it would shadow the standard library's modules of those names.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+    from process import platform
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
 # What the launcher's self-test probes got through (files, the network, processes and
@@ -98,7 +100,7 @@ WORKER_FILES_FD = 3
 
 
 def _layers() -> ModuleType:
-    import _layers as layers  # type: ignore[import-not-found]
+    from process import layers  # type: ignore[import-not-found]
 
     return layers  # type: ignore[no-any-return]
 
@@ -191,7 +193,7 @@ def serve(channel: int, host: int) -> int:
     try:
         layers.set_parent_death_signal(host)
         # Workers are held by pidfd, so their pids cannot be reused while the host may signal them.
-        _platform.check_pidfds()
+        platform.check_pidfds()
     except (layers.LayerUnavailable, OSError) as exc:
         sock.sendmsg([marshal.dumps(("unavailable", str(exc)))])
         return 0
@@ -245,7 +247,7 @@ class _Server:
         """Kill every capped worker over its memory or thread cap, saying which first."""
         for pid, (memory_cap, thread_cap) in list(self.caps.items()):
             try:
-                threads, rss = _platform.threads_and_rss(pid)
+                threads, rss = platform.threads_and_rss(pid)
             except (OSError, IndexError, ValueError):
                 continue
             if memory_cap and rss > memory_cap:
@@ -256,8 +258,8 @@ class _Server:
                 continue
             del self.caps[pid]
             self.say("overlimit", pid, *over)
-            _quietly(os.killpg, pid, _platform.SIGKILL)
-            _quietly(os.kill, pid, _platform.SIGKILL)
+            _quietly(os.killpg, pid, platform.SIGKILL)
+            _quietly(os.kill, pid, platform.SIGKILL)
 
     def say(self, *message: Any, fds: list[int] | None = None) -> None:
         self.outbox.append((marshal.dumps(message), fds or []))
@@ -321,7 +323,7 @@ class _Server:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
             # Untracked it could not be reported or reaped: end it now, while it is ours.
-            os.kill(pid, _platform.SIGKILL)
+            os.kill(pid, platform.SIGKILL)
             os.waitpid(pid, 0)
             self.say("failed", exc.errno, exc.strerror)
             return
@@ -342,7 +344,7 @@ class _Server:
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
             # The socket, the other workers' pidfds and the received pipes: none may reach deno.
-            os.closerange(3, _platform.max_fd())
+            os.closerange(3, platform.max_fd())
             # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
             # names it, and confine() sees that the parent is gone.
             code = confine(spec, self.layers, self.pid)
@@ -362,10 +364,10 @@ class _Server:
         result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
         if result is None:  # pragma: no cover - the pidfd polled readable: it has exited
             return
-        returncode = _platform.returncode(result)
+        returncode = platform.returncode(result)
         # Whatever is left in its process group goes with it, as a host kill would take it. The
         # zombie leader keeps the group's id from being reused until it is reaped.
-        _quietly(os.killpg, pid, _platform.SIGKILL)
+        _quietly(os.killpg, pid, platform.SIGKILL)
         if pid in self.released:
             self.reap(pid)
             return
@@ -381,8 +383,8 @@ class _Server:
             return
         # Still running (the host gave up waiting): end it, and reap it once it has exited.
         self.released.add(pid)
-        _quietly(os.killpg, pid, _platform.SIGKILL)
-        _quietly(os.kill, pid, _platform.SIGKILL)
+        _quietly(os.killpg, pid, platform.SIGKILL)
+        _quietly(os.kill, pid, platform.SIGKILL)
 
     def reap(self, pid: int) -> None:
         self.caps.pop(pid, None)
@@ -399,8 +401,8 @@ class _Server:
     def shutdown(self) -> None:
         """The host is gone: so is every worker (their parent-death signal would see to it)."""
         for pid in self.pidfds:
-            _quietly(os.killpg, pid, _platform.SIGKILL)
-            _quietly(os.kill, pid, _platform.SIGKILL)
+            _quietly(os.killpg, pid, platform.SIGKILL)
+            _quietly(os.kill, pid, platform.SIGKILL)
 
 
 def _pack(fds: list[int]) -> bytes:

@@ -18,17 +18,15 @@ import errno
 import os
 import stat
 
+# Relative even in the launcher, which imports this module as part of the package "process".
+from . import platform
+
 # The launcher imports this module at every worker start, where each stdlib import is start-up
 # latency (typing, platform and signal alone cost ~25 ms); annotations-only imports stay here.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from typing import Any, Final
-
-if TYPE_CHECKING or __package__:
-    from . import _platform
-else:  # imported by the launcher, which put this directory on sys.path
-    import _platform
 
 __all__ = [
     "LayerUnavailable",
@@ -237,7 +235,7 @@ SECCOMP_ARG2_LOW: Final = 32
 # The only signals a worker may send itself: the probe (0) and those whose default action
 # is to do nothing or to continue. Any other, a fatal or stopping one above all, would let
 # guest code choose how its worker dies (a kill that looks like it came from outside).
-HARMLESS_SIGNALS: Final = (0, _platform.SIGCHLD, _platform.SIGCONT, _platform.SIGURG, _platform.SIGWINCH)
+HARMLESS_SIGNALS: Final = (0, platform.SIGCHLD, platform.SIGCONT, platform.SIGURG, platform.SIGWINCH)
 
 
 class _SockFilter(ctypes.Structure):
@@ -260,7 +258,7 @@ class _PathBeneathAttr(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-if _platform.SYSTEM == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
+if platform.SYSTEM == "Linux":  # elsewhere these symbols are missing or differ; every layer raises
     _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
     _libc.prctl.restype = ctypes.c_int
     _libc.syscall.restype = ctypes.c_long
@@ -276,14 +274,14 @@ def _errno_reason(what: str) -> str:
 
 
 def _require_x86_64(layer: str) -> None:
-    system, machine = _platform.SYSTEM, _platform.MACHINE
+    system, machine = platform.SYSTEM, platform.MACHINE
     if system != "Linux" or machine != "x86_64":
         raise LayerUnavailable(layer, f"only Linux x86_64 is supported here, not {system} {machine}")
 
 
 def _require_linux(layer: str) -> None:
-    if _platform.SYSTEM != "Linux":
-        raise LayerUnavailable(layer, f"needs Linux, not {_platform.SYSTEM}")
+    if platform.SYSTEM != "Linux":
+        raise LayerUnavailable(layer, f"needs Linux, not {platform.SYSTEM}")
 
 
 def _prctl(layer: str, option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
@@ -310,7 +308,7 @@ def set_parent_death_signal(expected_parent: int) -> None:
     """
     layer = "parent-death signal"
     _require_linux(layer)
-    _prctl(layer, PR_SET_PDEATHSIG, _platform.SIGKILL)
+    _prctl(layer, PR_SET_PDEATHSIG, platform.SIGKILL)
     if os.getppid() != expected_parent:
         raise LayerUnavailable(layer, f"parent {expected_parent} already exited (now {os.getppid()})")
 
@@ -371,7 +369,7 @@ def unshare_namespaces() -> None:
 
 
 def _capabilities() -> dict[str, int]:
-    status = _platform.proc_status()
+    status = platform.proc_status()
     return {key: int(status[key], 16) for key in ("CapEff", "CapPrm") if key in status}
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._child import Child, reap
-from ._command import DENO_ARGV0, LAUNCHER, Command, Confined, Unconfined
-from ._staging import SERVE_BY_DESCRIPTOR, open_base
-from ._zygote import REPLY_SECONDS, Zygote, ZygoteChild, ZygoteGone
+from .child import Child, reap
+from .spec import DENO_ARGV0, LAUNCHER, Command, Confined, Unconfined
+from .staging import SERVE_BY_DESCRIPTOR, open_base
+from .zygote import REPLY_SECONDS, Zygote, ZygoteChild, ZygoteGone
 
 __all__ = ["IDLE_SECONDS", "Infrastructure", "Spawner", "infrastructure", "spawner"]
 
