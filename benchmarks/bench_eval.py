@@ -754,7 +754,7 @@ class WakeFloor:
 
 
 def _json_decoder() -> Callable[[bytes], Any]:
-    """The decoder our host reads the worker's JSON lane with (pydeno/host/_codec.py); only
+    """The decoder our host reads the worker's JSON lane with (pydeno/host/wire/codec.py); only
     our side has it installed."""
     import msgspec
 

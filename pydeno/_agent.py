@@ -58,7 +58,7 @@ MAGIC: Final = "pydeno-journal"
 VERSION: Final = 1
 DEFAULT_MAX_JOURNAL_BYTES: Final = 64 * 2**20
 MIN_KEY_BYTES: Final = 16
-# The journal's own msgpack extension types, not the wire's (pydeno/host/_protocol.py): the
+# The journal's own msgpack extension types, not the wire's (pydeno/host/wire/protocol.py): the
 # codes coincide for the same kinds of value, the payloads do not (a big integer in decimal,
 # undefined and a function mark with none, a Set as its items' canonical encodings end to
 # end), and neither decoder ever reads the other's. Fixed by VERSION: a journal reads back.

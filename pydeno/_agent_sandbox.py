@@ -31,8 +31,8 @@ from ._base.checks import NeedsWith, code_text, size
 from ._base.errors import JavaScriptError, ReplayDivergence
 from ._base.options import RuntimeKwargs, check_option_names
 from ._runtime import Runtime
-from .host._core import Command
-from .host._wire import HostCall
+from .host.wire.connection import HostCall
+from .host.wire.core import Command
 
 __all__ = ["AgentSandbox"]
 

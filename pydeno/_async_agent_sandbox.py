@@ -29,8 +29,8 @@ from ._backends import _anyio as backend
 from ._base.checks import NeedsAsyncWith, code_text, size
 from ._base.errors import JavaScriptError, ReplayDivergence
 from ._base.options import RuntimeKwargs, check_option_names
-from .host._core import Command
-from .host._wire import HostCall
+from .host.wire.connection import HostCall
+from .host.wire.core import Command
 
 __all__ = ["AsyncAgentSandbox"]
 

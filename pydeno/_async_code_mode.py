@@ -31,8 +31,8 @@ from ._execution import (
     type_errors,
 )
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
-from .host._core import Command
-from .host._wire import HostCall
+from .host.wire.connection import HostCall
+from .host.wire.core import Command
 
 __all__ = ["AsyncCodeMode"]
 

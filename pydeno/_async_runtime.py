@@ -4,7 +4,7 @@ waits with ``poll()`` in the calling thread: no event loop and no thread hop.
 
 The driver writes frames, waits on the worker's pipes (``pydeno/_backends/``) and calls the
 host's functions; every rule lives in the host core and the supervisor
-(:mod:`pydeno.host._core`, :mod:`pydeno.host.process.supervisor`).
+(:mod:`pydeno.host.wire.core`, :mod:`pydeno.host.process.supervisor`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from ._base.options import RuntimeKwargs, checked_options
 from ._base.stats import Stats
 from ._function import JsFunction, function_id
 from ._syntax import place_error
-from .host._core import NEED_DATA, Command, closed_after
-from .host._wire import Hello, HostCall
 from .host.process.monitor import Watch
 from .host.process.supervisor import Supervisor
 from .host.process.worker import WorkerProcess
+from .host.wire.connection import Hello, HostCall
+from .host.wire.core import NEED_DATA, Command, closed_after
 
 __all__ = ["AsyncRuntime"]
 

@@ -33,8 +33,8 @@ from ._execution import (
 )
 from ._runtime import Runtime
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
-from .host._core import Command
-from .host._wire import HostCall
+from .host.wire.connection import HostCall
+from .host.wire.core import Command
 
 __all__ = ["CodeMode"]
 

@@ -30,7 +30,7 @@ FOUNDATION: Final = frozenset(
         # The project's name and version, for the CLI and the notes.
         "pydeno._version",
         # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).
-        "pydeno.host._protocol",
+        "pydeno.host.wire.protocol",
     }
 )
 
@@ -107,8 +107,8 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_is_read_from_every_module() -> None:
     edges = graph()
-    assert "pydeno.host._core" in edges
-    assert "pydeno.host._wire" in edges["pydeno.host._core"]
+    assert "pydeno.host.wire.core" in edges
+    assert "pydeno.host.wire.connection" in edges["pydeno.host.wire.core"]
 
 
 def test_a_circle_is_found_when_there_is_one() -> None:
@@ -146,7 +146,7 @@ def every_import(path: Path) -> set[str]:
 
 def test_the_core_imports_nothing_that_does_io_or_waits() -> None:
     # It takes bytes and the time in: no process, thread, lock, selector, clock or sleep.
-    found = every_import(PACKAGE / "host" / "_core.py")
+    found = every_import(PACKAGE / "host" / "wire" / "core.py")
     forbidden = {"subprocess", "threading", "selectors", "select", "time", "socket", "os", "signal", "asyncio"}
     forbidden |= {"anyio", "psutil", "._process", "._supervisor", "._monitor", "._cgroup", "._mailbox"}
     assert not found & forbidden, sorted(found & forbidden)

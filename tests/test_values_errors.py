@@ -15,9 +15,9 @@ import pytest
 
 import pydeno
 from pydeno import _cli
-from pydeno.host._budget import frame_cost
-from pydeno.host._codec import Codec, ValueRefused
-from pydeno.host._protocol import EXT_ERROR, EXT_SET
+from pydeno.host.wire.budget import frame_cost
+from pydeno.host.wire.codec import Codec, ValueRefused
+from pydeno.host.wire.protocol import EXT_ERROR, EXT_SET
 
 MARK = msgpack.ExtType(EXT_ERROR, b"\x00")
 

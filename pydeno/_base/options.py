@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Literal, TypedDict
 
-from ..host._protocol import DEFAULT_DECODE_RATIO
+from ..host.wire.protocol import DEFAULT_DECODE_RATIO
 from .checks import count, optional_count, optional_seconds, optional_size, seconds, size
 from .determinism import check_clock, check_seed
 from .packages import Packages

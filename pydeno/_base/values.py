@@ -1,6 +1,6 @@
 """``pydeno.undefined``: JavaScript's ``undefined`` on the Python side (docs/values.md).
 
-A leaf: the host's codec (pydeno/host/_codec.py) and the public API both use it.
+A leaf: the host's codec (pydeno/host/wire/codec.py) and the public API both use it.
 """
 
 from __future__ import annotations

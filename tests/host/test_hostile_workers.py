@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host._protocol import PROTOCOL_VERSION, W_HELLO
+from pydeno.host.wire.protocol import PROTOCOL_VERSION, W_HELLO
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

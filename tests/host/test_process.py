@@ -15,10 +15,10 @@ import pytest
 
 import pydeno
 from pydeno._base import deno
-from pydeno.host._protocol import EXIT_DONE
 from pydeno.host.process import spec, staging, worker
 from pydeno.host.process.spec import WorkerConfig
 from pydeno.host.process.staging import find_deno
+from pydeno.host.wire.protocol import EXIT_DONE
 
 MiB = 2**20
 

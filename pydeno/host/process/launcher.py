@@ -73,16 +73,16 @@ if TYPE_CHECKING:
 # The exit codes are the wire contract's, shared with the worker that runs in this process
 # next; the table imports nothing, so loading it costs this interpreter one small module.
 if TYPE_CHECKING or __package__:
-    from .._protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+    from ..wire.protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
     from . import platform
 else:
     # Run as a program: -I keeps the package off sys.path, and the modules it needs (platform,
-    # layers, the wire's table) need nothing but the standard library. Its folder is put on
-    # the path as the package ``process``, not as a directory of bare modules: platform.py
-    # and mailbox.py beside it would shadow the standard library's modules of those names.
+    # layers, the wire's table) need nothing but the standard library. pydeno/host goes on the
+    # path and they are imported as the packages ``process`` and ``wire``, not as bare modules:
+    # platform.py and mailbox.py would shadow the standard library's modules of those names.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from _protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
     from process import platform
+    from wire.protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
 PREFIX = "pydeno-launcher: "
 SKIPPED = PREFIX + "skipped: "
 # What the launcher's self-test probes got through (files, the network, processes and

@@ -25,7 +25,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from .._protocol import MAILBOX_COUNT_BYTES
+from ..wire.protocol import MAILBOX_COUNT_BYTES
 
 __all__ = ["Mailbox"]
 

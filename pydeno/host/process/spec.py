@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..._base.options import SandboxMode
-from .._protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
+from ..wire.protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
 from . import platform
 from .launcher import WORKER_FILES_FD
 from .staging import (

@@ -4,7 +4,7 @@ It spawns the worker (through the zygote where confined) and registers it with t
 monitor, holds it to its sandbox mode once it shook hands, moves bytes to and from its
 pipes for the drivers (one frame whole at a time, from any thread), stops it, and, when it
 dies, decides from the evidence what the death was. The protocol itself is the core's
-(pydeno/host/_core.py), which tells the supervisor through its Observer methods what the
+(pydeno/host/wire/core.py), which tells the supervisor through its Observer methods what the
 monitor must know.
 
 It also keeps the runtime's figures (``stats()``, docs/observability.md): commands and host
@@ -43,9 +43,9 @@ from ..._base.errors import (
 from ..._base.kinds import classify_error
 from ..._base.options import RuntimeOptions
 from ..._base.stats import Stats
-from .._codec import MAX_DEPTH
-from .._core import Command, Core
-from .._wire import ProtocolError, Terminated
+from ..wire.codec import MAX_DEPTH
+from ..wire.connection import ProtocolError, Terminated
+from ..wire.core import Command, Core
 from . import monitor, platform
 from .cgroup import task_limit
 from .monitor import Watch

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .._protocol import EXIT_UNAVAILABLE
+from ..wire.protocol import EXIT_UNAVAILABLE
 from . import platform
 from .spec import DENO_ARGV0, LAUNCHER, launcher_command
 from .staging import runnable_deno

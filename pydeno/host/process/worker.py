@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from ..._base.errors import start_failed
-from .._protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
-from .._wire import clean_text
+from ..wire.connection import clean_text
+from ..wire.protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
 from . import platform
 from .cgroup import WorkerGroup
 from .child import Child, kill, reap, signal_kill

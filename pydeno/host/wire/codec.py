@@ -48,10 +48,10 @@ from typing import Any, Final
 import msgpack
 import msgspec
 
-from .._base.errors import JavaScriptError
-from .._base.values import undefined
-from ._budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
-from ._protocol import (
+from ..._base.errors import JavaScriptError
+from ..._base.values import undefined
+from .budget import DecodeRefused, frame_cost, join_cost, json_cost, json_shape, json_text
+from .protocol import (
     DECODE_FLOOR,
     DEFAULT_DECODE_RATIO,
     EXT_BIGINT,
@@ -406,7 +406,7 @@ class Codec:
 
     # -- JavaScript -> Python ------------------------------------------------------------
     def allowance(self, n: int) -> int:
-        """The host memory the objects decoded from n bytes may take (pydeno/host/_budget.py)."""
+        """The host memory the objects decoded from n bytes may take (pydeno/host/wire/budget.py)."""
         return self.max_decode_ratio * n + DECODE_FLOOR
 
     def unpack(self, data: memoryview | bytes) -> Any:

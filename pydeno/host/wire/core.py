@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
 
-from .._base.checks import bytes_text, limit_text, seconds
-from .._base.errors import (
+from ..._base.checks import bytes_text, limit_text, seconds
+from ..._base.errors import (
     PydenoError,
     RuntimeForceKilled,
     RuntimeTimeout,
@@ -32,10 +32,10 @@ from .._base.errors import (
     protocol_broken,
     terminated,
 )
-from .._base.kinds import classify_error
-from .._base.options import RuntimeOptions, console_log
-from ._codec import Codec
-from ._wire import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
+from ..._base.kinds import classify_error
+from ..._base.options import RuntimeOptions, console_log
+from .codec import Codec
+from .connection import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = ["CLOSED_BY_CALL", "NEED_DATA", "Command", "Core", "Observer", "closed_after"]
 

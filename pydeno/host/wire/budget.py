@@ -9,7 +9,7 @@ frame whose charge is over its allowance is refused without building anything.
 The allowance of a frame of ``n`` bytes is ``ratio * n + DECODE_FLOOR`` (``ratio`` is the
 runtime's ``max_decode_ratio``); the parts of one result share one allowance, over the
 bytes of all of them. DECODE_FLOOR, MAX_COST_PER_BYTE and the default ratio are in the wire
-contract (pydeno/host/_protocol.py): the worker charges with them too. The charge is an upper
+contract (pydeno/host/wire/protocol.py): the worker charges with them too. The charge is an upper
 bound on what CPython builds, per token:
 
 ==============================  ===========================================================
@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Final
 
-from ._protocol import EXT_BIGINT, EXT_DATE, EXT_ERROR, EXT_FUNCTION, EXT_JSON, EXT_SET
+from .protocol import EXT_BIGINT, EXT_DATE, EXT_ERROR, EXT_FUNCTION, EXT_JSON, EXT_SET
 
 __all__ = [
     "DecodeRefused",

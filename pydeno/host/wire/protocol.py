@@ -111,7 +111,7 @@ EXT_JSON: Final = 5
 #: when the Error has them, then its other own properties.
 EXT_ERROR: Final = 6
 
-# -- The decode budget (pydeno/host/_budget.py), which the worker charges as the host does --
+# -- The decode budget (pydeno/host/wire/budget.py), which the worker charges as the host does --
 
 #: The allowance of host memory per byte of a frame, unless max_decode_ratio= says otherwise.
 DEFAULT_DECODE_RATIO: Final = 40

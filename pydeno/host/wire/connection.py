@@ -1,7 +1,7 @@
 """The wire between host and worker, sans I/O: framing, frame shapes and bookkeeping.
 
 A frame is a 4-byte big-endian length and one msgpack array whose first item is the frame
-kind; the kinds, like every constant both ends share, are pydeno/host/_protocol.py's. This
+kind; the kinds, like every constant both ends share, are pydeno/host/wire/protocol.py's. This
 module turns bytes from the worker into validated events and builds the bytes the host
 sends; it never reads, writes or waits (the h11 pattern), so the sync and async runtimes
 share every rule here and only move bytes.
@@ -26,7 +26,7 @@ A result in parts is one value: its frames' payloads share max_message_bytes and
 allowance, and an ERROR for the request drops the parts received so far.
 
 Before a frame is decoded, what decoding it would build is charged against its allowance of
-host memory (pydeno/host/_budget.py); a frame over it is refused without building anything.
+host memory (pydeno/host/wire/budget.py); a frame over it is refused without building anything.
 
 Host -> worker::
 
@@ -48,10 +48,10 @@ from typing import Any, Final
 
 import msgpack
 
-from .._base.errors import protocol_broken, worker_reported
-from ._budget import DecodeRefused, join_cost
-from ._codec import Codec, ValueRefused
-from ._protocol import (
+from ..._base.errors import protocol_broken, worker_reported
+from .budget import DecodeRefused, join_cost
+from .codec import Codec, ValueRefused
+from .protocol import (
     CONSOLE_LEVELS,
     DECODE_FLOOR,
     FRAME_HEADER_BYTES,
@@ -187,7 +187,7 @@ class Connection:
         # Request id -> the items of its result received in PART frames, their bytes, and
         # what decoding them was charged.
         self._parts: dict[int, tuple[list[Any], int, int]] = {}
-        # What decoding the last frame was charged (pydeno/host/_budget.py), and what its allowance
+        # What decoding the last frame was charged (pydeno/host/wire/budget.py), and what its allowance
         # left: a part adds them up, and the growth of the list the parts join into.
         self._charged = self._left = 0
         self.host_calls: set[int] = set()
