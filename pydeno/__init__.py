@@ -14,7 +14,6 @@ from ._async_agent_sandbox import AsyncAgentSandbox
 from ._async_code_mode import AsyncCodeMode
 from ._async_pool import AsyncSandboxPool
 from ._async_retry import run_with_retry_async
-from ._async_runtime import AsyncRuntime
 from ._async_sessions import AsyncSessionPool
 from ._base.errors import (
     ActorDied,
@@ -51,14 +50,15 @@ from ._base.values import Undefined, undefined
 from ._code_mode import CodeMode
 from ._execution import ExecutionResult
 from ._fetch import HttpFetch
-from ._function import JsFunction
 from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._mcp_tools import mcp_tools
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
-from ._runtime import Runtime
-from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
+from ._runtime._async import AsyncRuntime
+from ._runtime._sync import Runtime
+from ._runtime.function import JsFunction
+from ._runtime.sandbox_status import LayerStatus, SandboxStatus, sandbox_status
 from ._sessions import SessionPool
 from ._tool import Tool, tool
 from ._tools import ToolBridge

@@ -49,7 +49,7 @@ from ._base.errors import (
     guest_error,
 )
 from ._base.values import Undefined, undefined
-from ._function import JsFunction
+from ._runtime.function import JsFunction
 from ._tools import ToolBridge
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]

@@ -26,11 +26,11 @@ from ._agent import (
     SessionDriver,
     decode_journal,
 )
-from ._backends import _sync as backend
 from ._base.checks import NeedsWith, code_text, size
 from ._base.errors import JavaScriptError, ReplayDivergence
 from ._base.options import RuntimeKwargs, check_option_names
-from ._runtime import Runtime
+from ._runtime._sync import Runtime
+from ._runtime.backends import sync as backend
 from .host.wire.connection import HostCall
 from .host.wire.core import Command
 

@@ -24,11 +24,11 @@ from ._agent import (
     SessionDriver,
     decode_journal,
 )
-from ._async_runtime import AsyncRuntime
-from ._backends import _anyio as backend
 from ._base.checks import NeedsAsyncWith, code_text, size
 from ._base.errors import JavaScriptError, ReplayDivergence
 from ._base.options import RuntimeKwargs, check_option_names
+from ._runtime._async import AsyncRuntime
+from ._runtime.backends import anyio as backend
 from .host.wire.connection import HostCall
 from .host.wire.core import Command
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from typing import Any, Unpack
 
 from ._agent import UNANSWERED, PausedToolCall
-from ._async_runtime import AsyncRuntime
-from ._backends import _anyio as backend
 from ._base.checks import NeedsAsyncWith, code_text, optional_seconds
 from ._base.errors import JavaScriptError, ToolError, closed_error
 from ._base.options import RuntimeKwargs, checked_options, console_handler
@@ -30,6 +28,8 @@ from ._execution import (
     program,
     type_errors,
 )
+from ._runtime._async import AsyncRuntime
+from ._runtime.backends import anyio as backend
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
 from .host.wire.connection import HostCall
 from .host.wire.core import Command

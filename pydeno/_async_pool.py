@@ -32,8 +32,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Unpack
 
-from ._async_runtime import AsyncRuntime
-from ._backends import _anyio as backend
 from ._base.checks import NeedsAsyncWith
 from ._base.errors import PydenoError, start_failed
 from ._base.kinds import classify_error
@@ -47,6 +45,8 @@ from ._pool_core import (
     checked_setup,
     refuse_awaitable,
 )
+from ._runtime._async import AsyncRuntime
+from ._runtime.backends import anyio as backend
 
 __all__ = ["AsyncSandboxPool"]
 

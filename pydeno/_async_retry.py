@@ -14,8 +14,8 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from ._backends import _anyio as backend
 from ._retry_policy import delay, gave_up, pool_checkout, retry_policy
+from ._runtime.backends import anyio as backend
 
 __all__ = ["run_with_retry_async"]
 
@@ -27,7 +27,7 @@ def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contex
     if (checkout := pool_checkout(factory, pool)) is not None:
         return checkout  # type: ignore[no-any-return]
     if factory is None:
-        from ._async_runtime import AsyncRuntime
+        from ._runtime._async import AsyncRuntime
 
         factory = AsyncRuntime
     made = factory

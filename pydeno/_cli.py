@@ -136,10 +136,10 @@ from ._base.errors import JavaScriptError, PydenoError, error_fields
 from ._base.kinds import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
 from ._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from ._base.values import Undefined
-from ._function import JsFunction
-from ._runtime import Runtime
-from ._sandbox import sandbox_status
-from ._syntax import place_text, placed, top_level_return
+from ._runtime._sync import Runtime
+from ._runtime.function import JsFunction
+from ._runtime.sandbox_status import sandbox_status
+from ._runtime.syntax import place_text, placed, top_level_return
 from ._version import PROJECT, __version__, about, extra_missing, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]

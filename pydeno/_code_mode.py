@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Unpack
 
 from ._agent import UNANSWERED, PausedToolCall
-from ._backends import _sync as backend
 from ._base.checks import NeedsWith, code_text, optional_seconds
 from ._base.errors import JavaScriptError, ToolError, closed_error
 from ._base.options import RuntimeKwargs, checked_options, console_handler
@@ -31,7 +30,8 @@ from ._execution import (
     program,
     type_errors,
 )
-from ._runtime import Runtime
+from ._runtime._sync import Runtime
+from ._runtime.backends import sync as backend
 from ._tools import HOST_FUNCTION, Dispatcher, install_script
 from .host.wire.connection import HostCall
 from .host.wire.core import Command

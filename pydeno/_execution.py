@@ -31,9 +31,9 @@ from ._base.errors import (
 from ._base.kinds import Catalog, classify_error
 from ._base.packages import Packages, declarations, prompt_line
 from ._base.values import Undefined
-from ._function import JsFunction
+from ._runtime.function import JsFunction
+from ._runtime.syntax import compile_failure, locate, place_error, top_level_return
 from ._schema import doc_comment, object_body, ts_name, ts_of
-from ._syntax import compile_failure, locate, place_error, top_level_return
 from ._tool import Tool
 from ._tools import budget_message, check_namespaces
 from .host.process.typecheck import PROGRAM, CheckFailed, check

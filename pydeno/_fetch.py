@@ -52,8 +52,8 @@ from ._tool import Tool
 if TYPE_CHECKING:
     import httpx
 
-    from ._async_runtime import AsyncRuntime
-    from ._runtime import Runtime
+    from ._runtime._async import AsyncRuntime
+    from ._runtime._sync import Runtime
 
 __all__ = ["HttpFetch"]
 
@@ -254,7 +254,7 @@ class HttpFetch:
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install the guest's ``fetch(url, init?)`` in rt (a coroutine to await for an
         AsyncRuntime)."""
-        from ._async_runtime import AsyncRuntime
+        from ._runtime._async import AsyncRuntime
 
         if rt._has_function(HOST_FUNCTION):
             raise RuntimeError("an HttpFetch is already attached to this runtime")

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Unpack
 
-from ._backends import _sync as backend
 from ._base.checks import NeedsWith
 from ._base.errors import PydenoError, start_failed
 from ._base.kinds import classify_error
@@ -48,7 +47,8 @@ from ._pool_core import (
     checked_setup,
     refuse_awaitable,
 )
-from ._runtime import Runtime
+from ._runtime._sync import Runtime
+from ._runtime.backends import sync as backend
 
 __all__ = ["SandboxPool"]
 

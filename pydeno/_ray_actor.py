@@ -34,9 +34,9 @@ from ._base.errors import PydenoError, start_failed
 from ._base.options import RuntimeKwargs
 from ._code_mode import CodeMode
 from ._execution import Execution, ExecutionResult, ToolSet
-from ._function import JsFunction
 from ._pool import SandboxPool
-from ._runtime import Runtime
+from ._runtime._sync import Runtime
+from ._runtime.function import JsFunction
 
 __all__ = ["CONTROL", "SandboxActor", "SpacedPool", "StartSpacing"]
 

@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from ._backends import _sync as backend
 from ._retry_policy import delay, gave_up, pool_checkout, retry_policy
+from ._runtime.backends import sync as backend
 
 __all__ = ["run_with_retry"]
 
@@ -29,7 +29,7 @@ def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contex
     if (checkout := pool_checkout(factory, pool)) is not None:
         return checkout  # type: ignore[no-any-return]
     if factory is None:
-        from ._runtime import Runtime
+        from ._runtime._sync import Runtime
 
         factory = Runtime
     made = factory

@@ -23,7 +23,6 @@ from typing import Any
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._agent_sandbox import AgentSandbox
-from ._backends import _sync as backend
 from ._base.checks import NeedsWith, count, limit_text, size
 from ._base.errors import JournalError, StoreError
 from ._base.options import RuntimeOptions, check_option_names
@@ -31,7 +30,8 @@ from ._base.stats import Stats
 from ._journal_store import JournalStore
 from ._pool import SandboxPool
 from ._pool_core import WARM_UP_AWAIT
-from ._runtime import Runtime
+from ._runtime._sync import Runtime
+from ._runtime.backends import sync as backend
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 
 __all__ = ["SessionPool"]

@@ -32,8 +32,8 @@ from ._base.checks import optional_count
 from ._base.errors import ToolBudgetError, ToolError, ToolNotFoundError
 
 if TYPE_CHECKING:
-    from ._async_runtime import AsyncRuntime
-    from ._runtime import Runtime
+    from ._runtime._async import AsyncRuntime
+    from ._runtime._sync import Runtime
 
 __all__ = ["ToolBridge"]
 
@@ -161,7 +161,7 @@ class ToolBridge:
     def attach(self, rt: AsyncRuntime) -> Awaitable[None]: ...
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install ``tools`` in rt (a coroutine to await for an AsyncRuntime)."""
-        from ._async_runtime import AsyncRuntime
+        from ._runtime._async import AsyncRuntime
 
         if rt._has_function(HOST_FUNCTION):
             raise RuntimeError("a ToolBridge is already attached to this runtime")

@@ -173,7 +173,7 @@ class JavaScriptError(PydenoError):
 
     cause: object
     has_cause: bool
-    # Set by the runtime that ran the code, which has its text (pydeno/_syntax.py).
+    # Set by the runtime that ran the code, which has its text (pydeno/_runtime/syntax.py).
     line: int | None = None
     column: int | None = None
     errors: list[object] | None

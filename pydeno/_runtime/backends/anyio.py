@@ -12,7 +12,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..host.process.worker import WorkerProcess
+from ...host.process.worker import WorkerProcess
 
 __all__ = [
     "Background",

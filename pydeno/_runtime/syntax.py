@@ -15,7 +15,7 @@ import dataclasses
 import re
 from typing import Final
 
-from ._base.errors import JavaScriptError
+from .._base.errors import JavaScriptError
 
 __all__ = ["Place", "compile_failure", "locate", "place_error", "place_text", "placed", "top_level_return"]
 

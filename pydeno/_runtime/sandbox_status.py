@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._base.errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
-from .host.process import cgroup, platform, supervisor
+from .._base.errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
+from ..host.process import cgroup, platform, supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]
 
@@ -95,7 +95,7 @@ def sandbox_status() -> SandboxStatus:
     Takes about as long as starting a runtime. Never raises for a missing layer: that is what
     it reports. If no worker can be started at all, the refusal says why.
     """
-    from ._runtime import Runtime
+    from ._sync import Runtime
 
     token = supervisor.quiet_sandbox_warnings.set(True)
     try:

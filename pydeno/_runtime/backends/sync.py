@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ..host.process.worker import WorkerProcess
+from ...host.process.worker import WorkerProcess
 
 __all__ = [
     "Background",
