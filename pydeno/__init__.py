@@ -49,9 +49,7 @@ from ._base.packages import Packages
 from ._base.values import Undefined, undefined
 from ._code_mode import CodeMode
 from ._execution import ExecutionResult
-from ._fetch import HttpFetch
 from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
-from ._mcp_tools import mcp_tools
 from ._pool import SandboxPool
 from ._retry import run_with_retry
 from ._retry_policy import RetryPolicy
@@ -60,8 +58,10 @@ from ._runtime._sync import Runtime
 from ._runtime.function import JsFunction
 from ._runtime.sandbox_status import LayerStatus, SandboxStatus, sandbox_status
 from ._sessions import SessionPool
-from ._tool import Tool, tool
-from ._tools import ToolBridge
+from ._tools.bridge import ToolBridge
+from ._tools.fetch.client import HttpFetch
+from ._tools.mcp import mcp_tools
+from ._tools.tool import Tool, tool
 from ._version import __version__ as __version__
 
 __all__ = [

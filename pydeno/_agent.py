@@ -50,7 +50,7 @@ from ._base.errors import (
 )
 from ._base.values import Undefined, undefined
 from ._runtime.function import JsFunction
-from ._tools import ToolBridge
+from ._tools.bridge import ToolBridge
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
 

@@ -30,7 +30,7 @@ from ._execution import (
 )
 from ._runtime._async import AsyncRuntime
 from ._runtime.backends import anyio as backend
-from ._tools import HOST_FUNCTION, Dispatcher, install_script
+from ._tools.bridge import HOST_FUNCTION, Dispatcher, install_script
 from .host.wire.connection import HostCall
 from .host.wire.core import Command
 

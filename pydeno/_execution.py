@@ -33,9 +33,9 @@ from ._base.packages import Packages, declarations, prompt_line
 from ._base.values import Undefined
 from ._runtime.function import JsFunction
 from ._runtime.syntax import compile_failure, locate, place_error, top_level_return
-from ._schema import doc_comment, object_body, ts_name, ts_of
-from ._tool import Tool
-from ._tools import budget_message, check_namespaces
+from ._tools.bridge import budget_message, check_namespaces
+from ._tools.schema import doc_comment, object_body, ts_name, ts_of
+from ._tools.tool import Tool
 from .host.process.typecheck import PROGRAM, CheckFailed, check
 
 __all__ = [

@@ -28,8 +28,8 @@ from ._base.checks import NeedsAsyncWith
 from ._base.errors import ToolError
 from ._base.options import RuntimeKwargs, check_option_names
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
-from ._mcp_tools import js_name
-from ._tool import Tool
+from ._tools.mcp import js_name
+from ._tools.tool import Tool
 from ._version import missing_extra
 
 try:

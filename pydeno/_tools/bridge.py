@@ -28,12 +28,12 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
-from ._base.checks import optional_count
-from ._base.errors import ToolBudgetError, ToolError, ToolNotFoundError
+from .._base.checks import optional_count
+from .._base.errors import ToolBudgetError, ToolError, ToolNotFoundError
 
 if TYPE_CHECKING:
-    from ._runtime._async import AsyncRuntime
-    from ._runtime._sync import Runtime
+    from .._runtime._async import AsyncRuntime
+    from .._runtime._sync import Runtime
 
 __all__ = ["ToolBridge"]
 
@@ -161,7 +161,7 @@ class ToolBridge:
     def attach(self, rt: AsyncRuntime) -> Awaitable[None]: ...
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install ``tools`` in rt (a coroutine to await for an AsyncRuntime)."""
-        from ._runtime._async import AsyncRuntime
+        from .._runtime._async import AsyncRuntime
 
         if rt._has_function(HOST_FUNCTION):
             raise RuntimeError("a ToolBridge is already attached to this runtime")

@@ -17,7 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from ._fetch_policy import IPAddress
+from .policy import IPAddress
 
 __all__ = ["DEADLINE", "DEFAULT_HEADERS", "AddressRefused", "remaining", "transport"]
 

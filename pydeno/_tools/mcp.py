@@ -20,10 +20,10 @@ from typing import Any, Final
 
 import anyio
 
-from ._base.checks import optional_seconds
-from ._base.errors import ToolError, UpstreamError
-from ._tool import Tool
-from ._version import missing_extra
+from .._base.checks import optional_seconds
+from .._base.errors import ToolError, UpstreamError
+from .._version import missing_extra
+from .tool import Tool
 
 __all__ = ["mcp_tools"]
 

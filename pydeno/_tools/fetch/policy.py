@@ -1,7 +1,7 @@
 """What a guest's request may be, decided without I/O: URL prefixes and the URLs under them,
 canonical hosts, header options, methods, and which addresses the host may connect to.
-pydeno/_fetch.py applies it to every request and every redirect hop;
-pydeno/_fetch_transport.py to every address a name resolves to.
+pydeno/_tools/fetch/client.py applies it to every request and every redirect hop;
+pydeno/_tools/fetch/transport.py to every address a name resolves to.
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
-from ._base.checks import count, limit_text, seconds, size
-from ._base.errors import FetchFailed, FetchRefused, FetchTimeout
-from ._fetch_policy import (
+from ..._base.checks import count, limit_text, seconds, size
+from ..._base.errors import FetchFailed, FetchRefused, FetchTimeout
+from ..tool import Tool
+from .policy import (
     BAD_VALUE,
     FORBIDDEN_REQUEST,
     STANDARD_METHODS,
@@ -47,13 +48,12 @@ from ._fetch_policy import (
     parse_url,
     strings,
 )
-from ._tool import Tool
 
 if TYPE_CHECKING:
     import httpx
 
-    from ._runtime._async import AsyncRuntime
-    from ._runtime._sync import Runtime
+    from ..._runtime._async import AsyncRuntime
+    from ..._runtime._sync import Runtime
 
 __all__ = ["HttpFetch"]
 
@@ -213,11 +213,11 @@ class HttpFetch:
         self.max_response_bytes = size("max_response_bytes", max_response_bytes, 0)
         injected = [*self._headers, *(pair for e in self._entries for pair in e.headers)]
         self._secrets = _Secrets(value for _, value in injected)
-        from . import _fetch_transport
+        from . import transport
 
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext or None, got {type(ssl_context).__name__}")
-        self._transport = _fetch_transport.transport(self._addresses.refusal, ssl_context)
+        self._transport = transport.transport(self._addresses.refusal, ssl_context)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -254,7 +254,7 @@ class HttpFetch:
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install the guest's ``fetch(url, init?)`` in rt (a coroutine to await for an
         AsyncRuntime)."""
-        from ._runtime._async import AsyncRuntime
+        from ..._runtime._async import AsyncRuntime
 
         if rt._has_function(HOST_FUNCTION):
             raise RuntimeError("an HttpFetch is already attached to this runtime")
@@ -435,7 +435,7 @@ class HttpFetch:
         """Send request, following redirects hop by hop, all within the timeout."""
         import httpcore
 
-        from ._fetch_transport import DEADLINE, AddressRefused
+        from .transport import DEADLINE, AddressRefused
 
         token = DEADLINE.set(time.monotonic() + self.timeout)
         first = self._where(request.method, request.url)
@@ -454,7 +454,7 @@ class HttpFetch:
     def _exchange(self, request: _Request) -> _Answer:
         import httpx
 
-        from ._fetch_transport import DEFAULT_HEADERS, remaining
+        from .transport import DEFAULT_HEADERS, remaining
 
         url, method, body = request.url, request.method, request.body
         guest_headers = list(request.headers)

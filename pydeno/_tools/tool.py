@@ -26,8 +26,8 @@ from typing import Any, Final, overload
 import jsonschema
 import jsonschema.exceptions
 
-from ._base.errors import ToolError
-from ._schema import (
+from .._base.errors import ToolError
+from .schema import (
     Defs,
     SchemaError,
     Validator,
