@@ -12,8 +12,6 @@ from ._agent import PausedToolCall
 from ._agent_sandbox import AgentSandbox
 from ._async_agent_sandbox import AsyncAgentSandbox
 from ._async_code_mode import AsyncCodeMode
-from ._async_pool import AsyncSandboxPool
-from ._async_retry import run_with_retry_async
 from ._async_sessions import AsyncSessionPool
 from ._base.errors import (
     ActorDied,
@@ -50,9 +48,11 @@ from ._base.values import Undefined, undefined
 from ._code_mode import CodeMode
 from ._execution import ExecutionResult
 from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
-from ._pool import SandboxPool
-from ._retry import run_with_retry
-from ._retry_policy import RetryPolicy
+from ._pools._async import AsyncSandboxPool
+from ._pools._sync import SandboxPool
+from ._pools.retry._async import run_with_retry_async
+from ._pools.retry._sync import run_with_retry
+from ._pools.retry.policy import RetryPolicy
 from ._runtime._async import AsyncRuntime
 from ._runtime._sync import Runtime
 from ._runtime.function import JsFunction

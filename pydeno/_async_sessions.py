@@ -21,13 +21,13 @@ from typing import Any
 
 from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
 from ._async_agent_sandbox import AsyncAgentSandbox
-from ._async_pool import AsyncSandboxPool
 from ._base.checks import NeedsAsyncWith, count, limit_text, size
 from ._base.errors import JournalError, StoreError
 from ._base.options import RuntimeOptions, check_option_names
 from ._base.stats import Stats
 from ._journal_store import JournalStore
-from ._pool_core import WARM_UP_AWAIT
+from ._pools._async import AsyncSandboxPool
+from ._pools.core import WARM_UP_AWAIT
 from ._runtime._async import AsyncRuntime
 from ._runtime.backends import anyio as backend
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown

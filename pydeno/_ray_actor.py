@@ -34,7 +34,7 @@ from ._base.errors import PydenoError, start_failed
 from ._base.options import RuntimeKwargs
 from ._code_mode import CodeMode
 from ._execution import Execution, ExecutionResult, ToolSet
-from ._pool import SandboxPool
+from ._pools._sync import SandboxPool
 from ._runtime._sync import Runtime
 from ._runtime.function import JsFunction
 

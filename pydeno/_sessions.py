@@ -28,8 +28,8 @@ from ._base.errors import JournalError, StoreError
 from ._base.options import RuntimeOptions, check_option_names
 from ._base.stats import Stats
 from ._journal_store import JournalStore
-from ._pool import SandboxPool
-from ._pool_core import WARM_UP_AWAIT
+from ._pools._sync import SandboxPool
+from ._pools.core import WARM_UP_AWAIT
 from ._runtime._sync import Runtime
 from ._runtime.backends import sync as backend
 from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown

@@ -47,7 +47,7 @@ from ._base.errors import ActorDied
 from ._base.options import RuntimeKwargs, checked_options
 from ._base.stats import Stats, merge_dicts
 from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, Execution, ExecutionResult, ToolSet, check_output_chars
-from ._retry_policy import RetryPolicy, delay, gave_up, retry_policy
+from ._pools.retry.policy import RetryPolicy, delay, gave_up, retry_policy
 from ._version import extra_missing, missing_extra
 
 RAY_EXTRA_MISSING: Final = extra_missing("pydeno.ray", "ray")

@@ -34,8 +34,6 @@ TARGET: Final = "_sync.py"
 # Drivers not yet moved into a folder of their own: pydeno/_async_<name>.py -> pydeno/_<name>.py.
 LEGACY: Final = (
     "_async_agent_sandbox.py",
-    "_async_retry.py",
-    "_async_pool.py",
     "_async_code_mode.py",
     "_async_sessions.py",
 )
@@ -65,9 +63,7 @@ NAMES: Final = {
     "asynccontextmanager": "contextmanager",
     "_async_agent_sandbox": "_agent_sandbox",
     "_async_code_mode": "_code_mode",
-    "_async_pool": "_pool",
     "_async_sessions": "_sessions",
-    "_async_retry": "_retry",
 }
 _WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
 # Module paths: another driver's source is its twin (``from .._runtime._async import ...``), and

@@ -152,7 +152,7 @@ def test_replenishing_never_blocks_a_checkout_of_an_idle_worker(monkeypatch: pyt
             gate.wait(10)
         return original(**options)
 
-    monkeypatch.setattr("pydeno._pool.Runtime", gated)
+    monkeypatch.setattr("pydeno._pools._sync.Runtime", gated)
     pool = pydeno.SandboxPool(size=2)
     try:
         core = pool._core
@@ -227,7 +227,7 @@ def test_a_worker_that_died_while_idle_is_replaced_in_the_background_without_a_c
         dead = core.idle[0]
         kill_worker(dead)
         poll_until(
-            lambda: len(core.idle) == 1 and core.idle[0] is not dead and pydeno._pool.alive(core.idle[0]),
+            lambda: len(core.idle) == 1 and core.idle[0] is not dead and pydeno._pools._sync.alive(core.idle[0]),
             "a live replacement is idle",
         )
         assert dead.closed

@@ -32,8 +32,8 @@ import ray
 import pydeno
 import pydeno.ray
 from pydeno._base import errors
-from pydeno._pool_core import PoolCore
-from pydeno._retry_policy import gave_up
+from pydeno._pools.core import PoolCore
+from pydeno._pools.retry.policy import gave_up
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Generated from pydeno/_async_retry.py by scripts/unasync.py: edit that file, not this one.
+"""Generated from pydeno/_pools/retry/_async.py by scripts/unasync.py: edit that file, not this one.
 
 Retry on a fresh runtime: the loop services write, written once.
 
@@ -6,8 +6,8 @@ Retry on a fresh runtime: the loop services write, written once.
     result = await pydeno.run_with_retry_async(lambda rt: rt.eval(code), max_attempts=3)
 
 Each attempt gets a new runtime and closes it afterwards, so a dead worker is never reused;
-which failures are retried is the policy's (pydeno/_retry_policy.py). This file is the
-source of ``run_with_retry_async``; ``run_with_retry`` (pydeno/_retry.py) is generated from it.
+which failures are retried is the policy's (pydeno/_pools/retry/policy.py). This file is the
+source of ``run_with_retry_async``; ``run_with_retry`` (pydeno/_pools/retry/_sync.py) is generated from it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from ._retry_policy import delay, gave_up, pool_checkout, retry_policy
-from ._runtime.backends import sync as backend
+from ..._runtime.backends import sync as backend
+from .policy import delay, gave_up, pool_checkout, retry_policy
 
 __all__ = ["run_with_retry"]
 
@@ -29,7 +29,7 @@ def _source(factory: Callable[[], Any] | None, pool: Any) -> Callable[[], contex
     if (checkout := pool_checkout(factory, pool)) is not None:
         return checkout  # type: ignore[no-any-return]
     if factory is None:
-        from ._runtime._sync import Runtime
+        from ..._runtime._sync import Runtime
 
         factory = Runtime
     made = factory

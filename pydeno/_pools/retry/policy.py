@@ -1,5 +1,5 @@
 """Which failures a retry loop retries (:class:`RetryPolicy`), and the rules both retry
-loops share (pydeno/_async_retry.py and its generated twin, pydeno/_retry.py).
+loops share (pydeno/_pools/retry/_async.py and its generated twin, pydeno/_pools/retry/_sync.py).
 
 Only failures the policy accepts are retried: by default exactly the ``retryable`` kinds (the
 worker died or would not start). ``include``/``exclude`` name kinds or exception classes; a
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._base.kinds import ErrorInfo, classify_error
+from ..._base.kinds import ErrorInfo, classify_error
 
 __all__ = ["RetryPolicy", "delay", "gave_up", "pool_checkout", "retry_policy"]
 

@@ -1,5 +1,5 @@
 """A pool's state and rules, with no I/O (:class:`PoolCore`), shared by both pools: the
-async source (pydeno/_async_pool.py) and its generated sync twin (pydeno/_pool.py)."""
+async source (pydeno/_pools/_async.py) and its generated sync twin (pydeno/_pools/_sync.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, cast
 
-from ._base.checks import count, optional_count, seconds
-from ._base.errors import CheckoutTimeout
-from ._base.stats import Stats
+from .._base.checks import count, optional_count, seconds
+from .._base.errors import CheckoutTimeout
+from .._base.stats import Stats
 
 __all__ = [
     "PRUNE_INTERVAL",

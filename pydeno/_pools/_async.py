@@ -7,13 +7,13 @@ background replenisher (a task in the pool's own task group for ``AsyncSandboxPo
 ``size`` idle workers ready and never more than ``max_workers`` alive (idle, starting and
 checked out); a checkout that gets none within ``checkout_timeout`` raises
 :class:`~pydeno.CheckoutTimeout`. A worker that died while idle is replaced, not handed out.
-The rules are :class:`~pydeno._pool_core.PoolCore`'s; this file is the source of both pools
-(pydeno/_pool.py is generated from it), which only start runtimes and wait.
+The rules are :class:`~pydeno._pools.core.PoolCore`'s; this file is the source of both pools
+(pydeno/_pools/_sync.py is generated from it), which only start runtimes and wait.
 
 ``setup=`` runs on each new worker after its warm-up and before it can be checked out, so
 a checkout costs the same with it: once per worker, never on one that served a checkout
 (those are closed). A worker whose setup fails is closed and replaced; setups that keep
-failing (:data:`~pydeno._pool_core.SETUP_ATTEMPTS` in a row) give the waiting checkouts the
+failing (:data:`~pydeno._pools.core.SETUP_ATTEMPTS` in a row) give the waiting checkouts the
 setup's error.
 
 ``stats()`` sums the figures of every worker the pool started and handed out or kept ready:
@@ -32,12 +32,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Unpack
 
-from ._base.checks import NeedsAsyncWith
-from ._base.errors import PydenoError, start_failed
-from ._base.kinds import classify_error
-from ._base.options import RuntimeKwargs, checked_options
-from ._base.stats import Stats
-from ._pool_core import (
+from .._base.checks import NeedsAsyncWith
+from .._base.errors import PydenoError, start_failed
+from .._base.kinds import classify_error
+from .._base.options import RuntimeKwargs, checked_options
+from .._base.stats import Stats
+from .._runtime._async import AsyncRuntime
+from .._runtime.backends import anyio as backend
+from .core import (
     WARM_UP,
     PoolCore,
     SetupFailed,
@@ -45,8 +47,6 @@ from ._pool_core import (
     checked_setup,
     refuse_awaitable,
 )
-from ._runtime._async import AsyncRuntime
-from ._runtime.backends import anyio as backend
 
 __all__ = ["AsyncSandboxPool"]
 
