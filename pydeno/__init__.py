@@ -8,11 +8,13 @@
 
 import logging
 
-from ._agent import PausedToolCall
-from ._agent_sandbox import AgentSandbox
-from ._async_agent_sandbox import AsyncAgentSandbox
+from ._agents._async import AsyncAgentSandbox
+from ._agents._sync import AgentSandbox
+from ._agents.core import PausedToolCall
+from ._agents.sessions._async import AsyncSessionPool
+from ._agents.sessions._sync import SessionPool
+from ._agents.sessions.store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._async_code_mode import AsyncCodeMode
-from ._async_sessions import AsyncSessionPool
 from ._base.errors import (
     ActorDied,
     CheckoutTimeout,
@@ -47,7 +49,6 @@ from ._base.packages import Packages
 from ._base.values import Undefined, undefined
 from ._code_mode import CodeMode
 from ._execution import ExecutionResult
-from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
 from ._pools._async import AsyncSandboxPool
 from ._pools._sync import SandboxPool
 from ._pools.retry._async import run_with_retry_async
@@ -57,7 +58,6 @@ from ._runtime._async import AsyncRuntime
 from ._runtime._sync import Runtime
 from ._runtime.function import JsFunction
 from ._runtime.sandbox_status import LayerStatus, SandboxStatus, sandbox_status
-from ._sessions import SessionPool
 from ._tools.bridge import ToolBridge
 from ._tools.fetch.client import HttpFetch
 from ._tools.mcp import mcp_tools

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from ._agent import UNANSWERED, PausedToolCall
+from ._agents.core import UNANSWERED, PausedToolCall
 from ._base.checks import NeedsWith, code_text, optional_seconds
 from ._base.errors import JavaScriptError, ToolError, closed_error
 from ._base.options import RuntimeKwargs, checked_options, console_handler

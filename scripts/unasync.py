@@ -32,11 +32,7 @@ PACKAGE: Final = ROOT / "pydeno"
 SOURCE: Final = "_async.py"
 TARGET: Final = "_sync.py"
 # Drivers not yet moved into a folder of their own: pydeno/_async_<name>.py -> pydeno/_<name>.py.
-LEGACY: Final = (
-    "_async_agent_sandbox.py",
-    "_async_code_mode.py",
-    "_async_sessions.py",
-)
+LEGACY: Final = ("_async_code_mode.py",)
 
 
 def sources() -> list[str]:
@@ -61,9 +57,7 @@ NAMES: Final = {
     "AsyncIterator": "Iterator",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "asynccontextmanager": "contextmanager",
-    "_async_agent_sandbox": "_agent_sandbox",
     "_async_code_mode": "_code_mode",
-    "_async_sessions": "_sessions",
 }
 _WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
 # Module paths: another driver's source is its twin (``from .._runtime._async import ...``), and

@@ -200,7 +200,9 @@ def limit_text(n: int) -> str:
 def _public_path(cls: type) -> tuple[str, str]:
     """Where a user imports cls from: ``pydeno.AsyncRuntime``, ``pydeno.ray.RayPool``."""
     public = next((c for c in cls.__mro__ if not c.__name__.startswith("_")), cls)
-    module = ".".join(part for part in public.__module__.split(".") if not part.startswith("_"))
+    # The module parts before the first private one: pydeno._agents.sessions._async is pydeno.
+    parts = public.__module__.split(".")
+    module = ".".join(parts[: next((i for i, part in enumerate(parts) if part.startswith("_")), len(parts))])
     return f"{module}.{public.__name__}", public.__name__
 
 

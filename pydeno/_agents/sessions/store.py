@@ -1,7 +1,7 @@
 """Where a :class:`~pydeno.SessionPool` keeps its sessions' journals.
 
 A store holds, per session id, one sealed record (the signed journal wrapped with its session
-id, owner and version; pydeno/_sessions_core.py seals and opens it) and the facts a pool
+id, owner and version; pydeno/_agents/sessions/core.py seals and opens it) and the facts a pool
 asks for without opening records: the version, the owner and the record's size. A store is
 not trusted with the records' meaning: the pool checks each record it reads (signature,
 session id, version), so a store that hands back an older or foreign record is caught there.
@@ -35,9 +35,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
-from ._base.checks import seconds
-from ._base.errors import JournalError, StoreBusy, StoreError
-from ._sessions_core import shown
+from ..._base.checks import seconds
+from ..._base.errors import JournalError, StoreBusy, StoreError
+from .core import shown
 
 __all__ = ["JournalStore", "MemoryJournalStore", "SQLiteJournalStore"]
 

@@ -1,7 +1,7 @@
 """The rules of a SessionPool, without I/O: which sessions are live, who holds a lease, which
 one to evict, the per-owner caps, and the sealed record a store keeps.
 
-The drivers (pydeno/_async_sessions.py and its generated twin pydeno/_sessions.py) start
+The drivers (pydeno/_agents/sessions/_async.py and its generated twin pydeno/_agents/sessions/_sync.py) start
 and close sandboxes and talk to the store; every decision is made here, so it is tested
 without a worker (tests/test_sessions_core.py).
 
@@ -30,8 +30,8 @@ from typing import Any, Final, Literal
 
 import msgpack
 
-from ._base.checks import count, limit_text, optional_count, optional_seconds, optional_size, seconds
-from ._base.errors import JournalError, LeaseTimeout, SessionLimitError, closed_error
+from ..._base.checks import count, limit_text, optional_count, optional_seconds, optional_size, seconds
+from ..._base.errors import JournalError, LeaseTimeout, SessionLimitError, closed_error
 
 __all__ = ["Entry", "LeaseBook", "check_owner", "check_session_id", "open_record", "other_owner", "seal", "shown"]
 

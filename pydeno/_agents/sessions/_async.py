@@ -6,9 +6,9 @@ another lease of the same session waits for this one to end. At most ``max_live`
 hold a worker; a lease that needs one more evicts the least recently used idle session,
 which comes back on its next lease by replaying its journal on a fresh worker. Each lease's
 end writes the session's journal to the store when it changed, sealed under the pool's key
-for that session and version (pydeno/_sessions_core.py), so a store that hands back an
-older or a foreign journal is refused. The rules are :class:`~pydeno._sessions_core.LeaseBook`'s;
-this file is the source of both pools (pydeno/_sessions.py is generated from it).
+for that session and version (pydeno/_agents/sessions/core.py), so a store that hands back an
+older or a foreign journal is refused. The rules are :class:`~pydeno._agents.sessions.core.LeaseBook`'s;
+this file is the source of both pools (pydeno/_agents/sessions/_sync.py is generated from it).
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from ._agent import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
-from ._async_agent_sandbox import AsyncAgentSandbox
-from ._base.checks import NeedsAsyncWith, count, limit_text, size
-from ._base.errors import JournalError, StoreError
-from ._base.options import RuntimeOptions, check_option_names
-from ._base.stats import Stats
-from ._journal_store import JournalStore
-from ._pools._async import AsyncSandboxPool
-from ._pools.core import WARM_UP_AWAIT
-from ._runtime._async import AsyncRuntime
-from ._runtime.backends import anyio as backend
-from ._sessions_core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
+from ..._base.checks import NeedsAsyncWith, count, limit_text, size
+from ..._base.errors import JournalError, StoreError
+from ..._base.options import RuntimeOptions, check_option_names
+from ..._base.stats import Stats
+from ..._pools._async import AsyncSandboxPool
+from ..._pools.core import WARM_UP_AWAIT
+from ..._runtime._async import AsyncRuntime
+from ..._runtime.backends import anyio as backend
+from .._async import AsyncAgentSandbox
+from ..core import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
+from .core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
+from .store import JournalStore
 
 __all__ = ["AsyncSessionPool"]
 

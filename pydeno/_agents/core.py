@@ -37,9 +37,9 @@ from typing import Any, Final, Literal
 
 import msgpack
 
-from ._base.determinism import check_clock, check_seed
-from ._base.determinism import prelude as determinism_prelude
-from ._base.errors import (
+from .._base.determinism import check_clock, check_seed
+from .._base.determinism import prelude as determinism_prelude
+from .._base.errors import (
     JavaScriptError,
     JournalError,
     ReplayDivergence,
@@ -48,9 +48,9 @@ from ._base.errors import (
     closed_error,
     guest_error,
 )
-from ._base.values import Undefined, undefined
-from ._runtime.function import JsFunction
-from ._tools.bridge import ToolBridge
+from .._base.values import Undefined, undefined
+from .._runtime.function import JsFunction
+from .._tools.bridge import ToolBridge
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
 

@@ -1,14 +1,14 @@
-"""Generated from pydeno/_async_agent_sandbox.py by scripts/unasync.py: edit that file, not this one.
+"""Generated from pydeno/_agents/_async.py by scripts/unasync.py: edit that file, not this one.
 
 The agent sandboxes: a session where a model-written program calls the service's tools.
 
 ``AsyncAgentSandbox`` (this file) drives its :class:`~pydeno.AsyncRuntime` under asyncio
-or trio; ``AgentSandbox`` (pydeno/_agent_sandbox.py, generated from this file) drives a
+or trio; ``AgentSandbox`` (pydeno/_agents/_sync.py, generated from this file) drives a
 :class:`~pydeno.Runtime`. The session's state (globals, tool budget) persists across runs.
 ``run(code)`` calls the tools directly; ``start(code)`` stops at every tool call and hands
 it to the caller as a :class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the
 session into a journal that ``load`` replays elsewhere without calling a tool again. All
-rules live in :mod:`pydeno._agent`; these drivers only move runs forward on a runtime.
+rules live in :mod:`pydeno._agents.core`; these drivers only move runs forward on a runtime.
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from ._agent import (
+from .._base.checks import NeedsWith, code_text, size
+from .._base.errors import JavaScriptError, ReplayDivergence
+from .._base.options import RuntimeKwargs, check_option_names
+from .._runtime._sync import Runtime
+from .._runtime.backends import sync as backend
+from ..host.wire.connection import HostCall
+from ..host.wire.core import Command
+from .core import (
     DEFAULT_MAX_JOURNAL_BYTES,
     Action,
     Journal,
@@ -26,13 +33,6 @@ from ._agent import (
     SessionDriver,
     decode_journal,
 )
-from ._base.checks import NeedsWith, code_text, size
-from ._base.errors import JavaScriptError, ReplayDivergence
-from ._base.options import RuntimeKwargs, check_option_names
-from ._runtime._sync import Runtime
-from ._runtime.backends import sync as backend
-from .host.wire.connection import HostCall
-from .host.wire.core import Command
 
 __all__ = ["AgentSandbox"]
 
