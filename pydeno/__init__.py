@@ -14,7 +14,6 @@ from ._agents.core import PausedToolCall
 from ._agents.sessions._async import AsyncSessionPool
 from ._agents.sessions._sync import SessionPool
 from ._agents.sessions.store import JournalStore, MemoryJournalStore, SQLiteJournalStore
-from ._async_code_mode import AsyncCodeMode
 from ._base.errors import (
     ActorDied,
     CheckoutTimeout,
@@ -47,8 +46,9 @@ from ._base.errors import (
 from ._base.kinds import KINDS, ErrorInfo, classify_error
 from ._base.packages import Packages
 from ._base.values import Undefined, undefined
-from ._code_mode import CodeMode
-from ._execution import ExecutionResult
+from ._code_mode._async import AsyncCodeMode
+from ._code_mode._sync import CodeMode
+from ._code_mode.core import ExecutionResult
 from ._pools._async import AsyncSandboxPool
 from ._pools._sync import SandboxPool
 from ._pools.retry._async import run_with_retry_async

@@ -58,13 +58,13 @@ from mcp.shared.message import SessionMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._async_code_mode import AsyncCodeMode
 from ._base.checks import optional_size
 from ._base.errors import CheckoutTimeout
 from ._base.kinds import Catalog
 from ._base.options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
 from ._base.packages import prompt_line
-from ._execution import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
+from ._code_mode._async import AsyncCodeMode
+from ._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
 from ._pools._async import AsyncSandboxPool
 from ._version import __version__
 

@@ -46,7 +46,14 @@ from ._base.checks import NeedsWith, code_text, count, optional_count, optional_
 from ._base.errors import ActorDied
 from ._base.options import RuntimeKwargs, checked_options
 from ._base.stats import Stats, merge_dicts
-from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, Execution, ExecutionResult, ToolSet, check_output_chars
+from ._code_mode.core import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ApprovePolicy,
+    Execution,
+    ExecutionResult,
+    ToolSet,
+    check_output_chars,
+)
 from ._pools.retry.policy import RetryPolicy, delay, gave_up, retry_policy
 from ._version import extra_missing, missing_extra
 

@@ -31,14 +31,11 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
 SOURCE: Final = "_async.py"
 TARGET: Final = "_sync.py"
-# Drivers not yet moved into a folder of their own: pydeno/_async_<name>.py -> pydeno/_<name>.py.
-LEGACY: Final = ("_async_code_mode.py",)
 
 
 def sources() -> list[str]:
     """Every driver source, as a path under pydeno/: found by the folder rule, never listed."""
-    found = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob(SOURCE))
-    return [*found, *LEGACY]
+    return sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob(SOURCE))
 
 
 # Whole words, longest first where one contains another.
@@ -57,7 +54,6 @@ NAMES: Final = {
     "AsyncIterator": "Iterator",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "asynccontextmanager": "contextmanager",
-    "_async_code_mode": "_code_mode",
 }
 _WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
 # Module paths: another driver's source is its twin (``from .._runtime._async import ...``), and
@@ -77,8 +73,9 @@ _DOCSTRING: Final = re.compile(r'\A"""(.*?)"""\n', re.DOTALL)
 def target_of(source: str) -> str:
     """The twin of a source path under pydeno/: ``_runtime/_async.py`` -> ``_runtime/_sync.py``."""
     folder, _, name = source.rpartition("/")
-    twin = TARGET if name == SOURCE else name.replace("_async_", "_", 1)
-    return f"{folder}/{twin}" if folder else twin
+    if name != SOURCE:
+        raise ValueError(f"{source}: a driver's source is a {SOURCE} in a folder of its own")
+    return f"{folder}/{TARGET}"
 
 
 def unasync(text: str, source: str) -> str:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pydeno
-from pydeno._execution import MIN_RESULT_CHARS, Execution, ExecutionResult, ToolSet
+from pydeno._code_mode.core import MIN_RESULT_CHARS, Execution, ExecutionResult, ToolSet
 
 
 def result_of(value: Any = None, *, stdout: str = "", error: BaseException | None = None) -> ExecutionResult:
@@ -151,6 +151,6 @@ _VALUES = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(_VALUES)
 def test_the_value_text_is_exactly_the_json_of_its_tagged_form(value: Any) -> None:
-    from pydeno._execution import _dumps, jsonable, value_json
+    from pydeno._code_mode.core import _dumps, jsonable, value_json
 
     assert value_json(value) == _dumps(jsonable(value))

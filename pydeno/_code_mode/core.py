@@ -1,7 +1,7 @@
 """Code Mode's rules, shared by ``CodeMode`` and ``AsyncCodeMode``: the tool set, its
 declarations and prompt, what one execution records, and the result a model reads.
 
-The drivers (pydeno/_async_code_mode.py and its generated twin) only start the runtime and
+The drivers (pydeno/_code_mode/_async.py and its generated twin) only start the runtime and
 run a program; everything an execution decides lives here, once.
 """
 
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NoReturn, Protocol
 
-from ._base.checks import count, optional_count
-from ._base.errors import (
+from .._base.checks import count, optional_count
+from .._base.errors import (
     JavaScriptError,
     ToolBudgetError,
     ToolError,
@@ -28,15 +28,15 @@ from ._base.errors import (
     error_fields,
     guest_error,
 )
-from ._base.kinds import Catalog, classify_error
-from ._base.packages import Packages, declarations, prompt_line
-from ._base.values import Undefined
-from ._runtime.function import JsFunction
-from ._runtime.syntax import compile_failure, locate, place_error, top_level_return
-from ._tools.bridge import budget_message, check_namespaces
-from ._tools.schema import doc_comment, object_body, ts_name, ts_of
-from ._tools.tool import Tool
-from .host.process.typecheck import PROGRAM, CheckFailed, check
+from .._base.kinds import Catalog, classify_error
+from .._base.packages import Packages, declarations, prompt_line
+from .._base.values import Undefined
+from .._runtime.function import JsFunction
+from .._runtime.syntax import compile_failure, locate, place_error, top_level_return
+from .._tools.bridge import budget_message, check_namespaces
+from .._tools.schema import doc_comment, object_body, ts_name, ts_of
+from .._tools.tool import Tool
+from ..host.process.typecheck import PROGRAM, CheckFailed, check
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

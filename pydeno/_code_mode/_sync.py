@@ -1,9 +1,11 @@
-"""Code Mode: a model writes a program against typed tool APIs; it gets back a result.
+"""Generated from pydeno/_code_mode/_async.py by scripts/unasync.py: edit that file, not this one.
+
+Code Mode: a model writes a program against typed tool APIs; it gets back a result.
 
 ``AsyncCodeMode`` (this file) drives an :class:`~pydeno.AsyncRuntime` under asyncio or
-trio; ``CodeMode`` (pydeno/_code_mode.py, generated from this file) drives a
+trio; ``CodeMode`` (pydeno/_code_mode/_sync.py, generated from this file) drives a
 :class:`~pydeno.Runtime`. The tools, their declarations, what an execution records and the
-result live in :mod:`pydeno._execution`; this driver starts the worker, installs ``tools``
+result live in :mod:`pydeno._code_mode.core`; this driver starts the worker, installs ``tools``
 and runs programs. One worker serves a Code Mode's executions, one at a time; a worker that
 dies is replaced at the next execution.
 """
@@ -12,11 +14,16 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from ._agents.core import UNANSWERED, PausedToolCall
-from ._base.checks import NeedsAsyncWith, code_text, optional_seconds
-from ._base.errors import JavaScriptError, ToolError, closed_error
-from ._base.options import RuntimeKwargs, checked_options, console_handler
-from ._execution import (
+from .._agents.core import UNANSWERED, PausedToolCall
+from .._base.checks import NeedsWith, code_text, optional_seconds
+from .._base.errors import JavaScriptError, ToolError, closed_error
+from .._base.options import RuntimeKwargs, checked_options, console_handler
+from .._runtime._sync import Runtime
+from .._runtime.backends import sync as backend
+from .._tools.bridge import HOST_FUNCTION, Dispatcher, install_script
+from ..host.wire.connection import HostCall
+from ..host.wire.core import Command
+from .core import (
     _OPEN,
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovePolicy,
@@ -28,17 +35,12 @@ from ._execution import (
     program,
     type_errors,
 )
-from ._runtime._async import AsyncRuntime
-from ._runtime.backends import anyio as backend
-from ._tools.bridge import HOST_FUNCTION, Dispatcher, install_script
-from .host.wire.connection import HostCall
-from .host.wire.core import Command
 
-__all__ = ["AsyncCodeMode"]
+__all__ = ["CodeMode"]
 
 
-class AsyncCodeMode(NeedsAsyncWith):
-    """``AsyncCodeMode(tools, *, max_tool_calls=None, max_output_chars=20000, approve=None,
+class CodeMode(NeedsWith):
+    """``CodeMode(tools, *, max_tool_calls=None, max_output_chars=20000, approve=None,
     clock=None, random_seed=None, **runtime_kwargs)``.
 
     ``tools`` is a list of :class:`~pydeno.Tool` (plain functions are made into tools).
@@ -50,7 +52,7 @@ class AsyncCodeMode(NeedsAsyncWith):
     ``"read_only"``: none; ``"ask"``: each call pauses :meth:`start`; a callable ``(name,
     arguments) -> bool``: asked once per tool and execution; a mapping of tool names to any
     of ``True``, ``False``, ``"ask"`` or a callable: per tool, the others refused). The rest
-    configures the runtime, as for :class:`~pydeno.AsyncRuntime`.
+    configures the runtime, as for :class:`~pydeno.Runtime`.
     """
 
     def __init__(
@@ -74,7 +76,7 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._check_timeout = checked.timeout if checked.timeout is not None else 60.0
         self._options = options
         self._expose = checked.expose_host_errors
-        self._rt: AsyncRuntime | None = None
+        self._rt: Runtime | None = None
         self._current: Execution | None = None
         self._paused: tuple[PausedToolCall, Execution, Command, HostCall, PendingCall] | None = None
         self._closed = False
@@ -93,7 +95,7 @@ class AsyncCodeMode(NeedsAsyncWith):
         return self._tools.describe()
 
     # -- running programs -------------------------------------------------------------------
-    async def execute(self, code: str, *, timeout: float | None = None, typecheck: bool = False) -> ExecutionResult:
+    def execute(self, code: str, *, timeout: float | None = None, typecheck: bool = False) -> ExecutionResult:
         """Run a program; never raises for a failure of the program or of a limit (the
         result says what failed and why), only for misuse (a closed Code Mode, a bad
         argument). With ``typecheck=True`` deno's type checker first checks the program
@@ -101,29 +103,29 @@ class AsyncCodeMode(NeedsAsyncWith):
         (kind ``typecheck_failed``) and nothing runs. A tool whose approval is ``"ask"`` is
         refused here: :meth:`start` is what pauses for it."""
         code, timeout = self._arguments(code, timeout, typecheck)
-        async with self._lock:
-            execution, refused = await self._begin(code, timeout, typecheck)
+        with self._lock:
+            execution, refused = self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
             self._current = execution
             try:
-                rt = await self._runtime()
+                rt = self._runtime()
                 execution.usage = rt._meter()
                 try:
-                    value = await rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
+                    value = rt._eval(self._source(code), timeout, typescript=True, program=not self._repl)
                 except JavaScriptError as exc:
                     returning = execution.returning(exc)
                     if returning is None:
                         raise
-                    value = await rt._eval(returning, timeout, typescript=True, program=True)
+                    value = rt._eval(returning, timeout, typescript=True, program=True)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc)
+                self._after_failure(exc)
                 return execution.result(error=exc)
             finally:
                 self._current = None
             return execution.result(value=value)
 
-    async def start(
+    def start(
         self, code: str, *, timeout: float | None = None, typecheck: bool = False
     ) -> ExecutionResult | PausedToolCall:
         """Run a program as :meth:`execute` does, but stop at each call of a tool whose
@@ -134,20 +136,20 @@ class AsyncCodeMode(NeedsAsyncWith):
         next PausedToolCall or the ExecutionResult. The execution's timeout runs on while
         it is paused."""
         code, timeout = self._arguments(code, timeout, typecheck)
-        async with self._lock:
-            execution, refused = await self._begin(code, timeout, typecheck)
+        with self._lock:
+            execution, refused = self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
             try:
-                rt = await self._runtime()
+                rt = self._runtime()
                 execution.usage = rt._meter()
-                command = await rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
+                command = rt._start_eval(self._source(code), timeout, lang="ts", program=not self._repl)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc)
+                self._after_failure(exc)
                 return execution.result(error=exc)
-            return await self._drive(execution, command, timeout)
+            return self._drive(execution, command, timeout)
 
-    async def _drive(
+    def _drive(
         self, execution: Execution, command: Command, timeout: float | None = None
     ) -> ExecutionResult | PausedToolCall:
         """Answer the program's tool calls until it finishes or asks for approval."""
@@ -156,7 +158,7 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._current = execution
         try:
             while True:
-                call = await rt._next_call(command)
+                call = rt._next_call(command)
                 if call is None:
                     try:
                         return execution.result(value=rt._outcome(command))
@@ -164,23 +166,23 @@ class AsyncCodeMode(NeedsAsyncWith):
                         returning = execution.returning(exc)
                         if returning is None:
                             raise
-                    command = await rt._start_eval(returning, timeout, lang="ts", program=True)
+                    command = rt._start_eval(returning, timeout, lang="ts", program=True)
                     continue
-                pending, value, error = await self._decide(rt, execution, command, call)
+                pending, value, error = self._decide(rt, execution, command, call)
                 if pending is not None:
                     paused = PausedToolCall(self, pending.tool.name, [pending.arguments])
                     self._paused = (paused, execution, command, call, pending)
                     return paused
-                await rt._answer_call(command, call, value, error)
+                rt._answer_call(command, call, value, error)
         except Exception as exc:  # noqa: BLE001 - a failed program is a result
             self._paused = None
-            await self._after_failure(exc, abandoned=rt._in_command)
+            self._after_failure(exc, abandoned=rt._in_command)
             return execution.result(error=exc)
         finally:
             self._current = None
 
-    async def _decide(
-        self, rt: AsyncRuntime, execution: Execution, command: Command, call: HostCall
+    def _decide(
+        self, rt: Runtime, execution: Execution, command: Command, call: HostCall
     ) -> tuple[PendingCall | None, Any, Exception | None]:
         """A host call of the program's: the pending call to pause at, or its answer."""
         try:
@@ -188,12 +190,12 @@ class AsyncCodeMode(NeedsAsyncWith):
             pending = execution.begin(name, args)
             if pending.decision == "ask":
                 return pending, None, None
-            return None, await rt._resolve_call(command, call, execution.run(pending)), None
+            return None, rt._resolve_call(command, call, execution.run(pending)), None
         except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
             return None, None, exc
 
-    async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
-        async with self._lock:
+    def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
+        with self._lock:
             if self._paused is None or self._paused[0] is not paused or paused.answered:
                 raise RuntimeError("this tool call was already answered, or its program ended")
             _, execution, command, call, pending = self._paused
@@ -210,7 +212,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             elif value is UNANSWERED:
                 self._current = execution
                 try:
-                    answer = await rt._resolve_call(command, call, execution.run(pending))
+                    answer = rt._resolve_call(command, call, execution.run(pending))
                 except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
                     error = exc
                 finally:
@@ -219,11 +221,11 @@ class AsyncCodeMode(NeedsAsyncWith):
                 pending.record["outcome"] = "answered"
                 answer = value
             try:
-                await rt._answer_call(command, call, answer, error)
+                rt._answer_call(command, call, answer, error)
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc, abandoned=rt._in_command)
+                self._after_failure(exc, abandoned=rt._in_command)
                 return execution.result(error=exc)
-            return await self._drive(execution, command)
+            return self._drive(execution, command)
 
     def _arguments(self, code: Any, timeout: Any, typecheck: Any) -> tuple[str, float | None]:
         code = code_text(code)
@@ -232,9 +234,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             raise TypeError(f"typecheck must be a bool, got {type(typecheck).__name__}")
         return code, timeout
 
-    async def _begin(
-        self, code: str, timeout: float | None, typecheck: bool
-    ) -> tuple[Execution, ExecutionResult | None]:
+    def _begin(self, code: str, timeout: float | None, typecheck: bool) -> tuple[Execution, ExecutionResult | None]:
         """A new execution, and its result already if the type check refused the program."""
         if self._closed:
             raise closed_error("the session is closed", "close() was called on the Code Mode")
@@ -244,51 +244,51 @@ class AsyncCodeMode(NeedsAsyncWith):
         if not typecheck:
             return execution, None
         limit = timeout if timeout is not None else self._check_timeout
-        failure = await backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
+        failure = backend.blocking(lambda: type_errors(self._tools, code, sandbox=self._sandbox, timeout=limit))
         return execution, None if failure is None else execution.result(error=failure)
 
-    async def _after_failure(self, exc: Exception, *, abandoned: bool = False) -> None:
+    def _after_failure(self, exc: Exception, *, abandoned: bool = False) -> None:
         """A worker that died, was killed, or was left mid-command: the next execution
         starts a fresh one. A program's own error leaves the worker as it was."""
         if abandoned or not isinstance(exc, JavaScriptError):
-            await self._discard()
+            self._discard()
 
     def _source(self, code: str) -> str:
         # The pad keeps line 1's columns one more, as a program's brace makes them, so an
         # error's position is read back the same way in both modes.
         return " " * len(_OPEN) + code if self._repl else program(code)
 
-    async def _runtime(self) -> AsyncRuntime:
+    def _runtime(self) -> Runtime:
         # A runtime closed under an execution (cancelled mid-program, which kills the worker)
         # is replaced like one that died.
         if self._rt is None or self._rt.closed:
             self._rt = None
-            await self._install(AsyncRuntime(**self._options, on_console=self._console))
+            self._install(Runtime(**self._options, on_console=self._console))
         assert self._rt is not None
         return self._rt
 
-    async def _use(self, rt: AsyncRuntime) -> None:
+    def _use(self, rt: Runtime) -> None:
         """Run the next execution on rt, a runtime started elsewhere (a pool's fresh worker),
         instead of starting one. Its console handler must forward to :meth:`_console`; it is
         closed with this Code Mode, or replaced by a new one of its own if it dies."""
         if self._rt is not None:
             raise RuntimeError("this Code Mode already has a runtime")
-        await self._install(rt)
+        self._install(rt)
 
-    async def _install(self, rt: AsyncRuntime) -> None:
+    def _install(self, rt: Runtime) -> None:
         try:
-            await rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
-            await rt.eval(install_script(list(self._tools.tools), None, 0))
+            rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
+            rt.eval(install_script(list(self._tools.tools), None, 0))
         except BaseException:
-            await rt.close()
+            rt.close()
             raise
         self._rt = rt
 
-    async def _discard(self) -> None:
+    def _discard(self) -> None:
         """The worker died or was killed: the next execution starts a fresh one."""
         rt, self._rt = self._rt, None
         if rt is not None:
-            await rt.close()
+            rt.close()
 
     def _call(self, name: Any, args: Any) -> Any:
         execution = self._current
@@ -303,14 +303,14 @@ class AsyncCodeMode(NeedsAsyncWith):
         if self._user_console is not None:
             self._user_console(level, text)
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """Kill the worker (a paused program ends with it). Idempotent."""
         self._closed = True
         self._paused = None
-        await self._discard()
+        self._discard()
 
-    async def __aenter__(self) -> AsyncCodeMode:
+    def __enter__(self) -> CodeMode:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
