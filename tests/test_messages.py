@@ -16,9 +16,9 @@ import pytest
 import pydeno
 import pydeno.pydantic_ai
 import pydeno.ray
-from pydeno import _cli
 from pydeno._base import checks, errors, kinds
 from pydeno._base.options import RuntimeKwargs, RuntimeOptions
+from pydeno._cli import main as cli
 
 KEY = b"k" * 32
 
@@ -157,11 +157,11 @@ def test_a_runtime_starts_with_a_size_string() -> None:
 
 
 def test_the_command_line_reads_sizes_with_the_same_parser() -> None:
-    assert _cli.parse_size("256MB") == checks.parse_size("256MB") == 256 * 2**20
+    assert cli.parse_size("256MB") == checks.parse_size("256MB") == 256 * 2**20
     with pytest.raises(argparse.ArgumentTypeError, match=r"256M, 1\.5G"):
-        _cli.parse_size("lots")
+        cli.parse_size("lots")
     with pytest.raises(argparse.ArgumentTypeError, match=r"1363148"):
-        _cli.parse_size("1.3M")
+        cli.parse_size("1.3M")
 
 
 def test_type_checkers_see_that_byte_options_take_strings() -> None:
@@ -397,5 +397,5 @@ def test_a_failing_metadata_lookup_leaves_the_command_pointer(monkeypatch: pytes
 def test_the_pointer_names_a_command_that_prints_the_page(capsys: pytest.CaptureFixture[str]) -> None:
     command = kinds.docs_page("memory_limit").split(" or ")[0].split()
     assert command[:2] == ["pydeno", "errors"]
-    assert _cli.main(command[1:]) == 0
+    assert cli.main(command[1:]) == 0
     assert capsys.readouterr().out == kinds.kind_page("memory_limit")

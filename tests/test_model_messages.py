@@ -68,7 +68,7 @@ def test_every_kind_page_says_both_texts(kind: str) -> None:
 
 
 def test_the_cli_prints_both_texts_of_a_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    from pydeno._cli import main
+    from pydeno._cli.main import main
 
     assert main(["errors", "memory_limit"]) == 0
     out = capsys.readouterr().out

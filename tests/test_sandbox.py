@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno import _cli
+from pydeno._cli import main as cli
 from pydeno.host.process import cgroup, monitor, spec, staging, supervisor
 
 pytestmark = pytest.mark.skipif(
@@ -350,7 +350,7 @@ def test_doctor_exits_one_with_the_refusal_where_require_would_refuse(
     launch: Launcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
     launch(missing_layers={"landlock": MISSING})
-    assert _cli.main(["doctor", "--json"]) == 1
+    assert cli.main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["require_would_start"] is False
     assert report["pydeno"]["version"] == pydeno.__version__

@@ -1,6 +1,6 @@
 """The ``pydeno mcp`` server: one MCP tool, ``run_javascript``, over stdio or streamable HTTP.
 
-The command line (pydeno/_cli.py) parses the flags into a :class:`ServerConfig` and calls
+The command line (pydeno/_cli/main.py) parses the flags into a :class:`ServerConfig` and calls
 :func:`serve`; docs/mcp.md is the user's page. A call runs through Code Mode's own execution
 (:class:`~pydeno.AsyncCodeMode` with no tools), so its result is an
 :class:`~pydeno.ExecutionResult` with the same console capture, value encoding and error kinds.
@@ -58,15 +58,15 @@ from mcp.shared.message import SessionMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._base.checks import optional_size
-from ._base.errors import CheckoutTimeout
-from ._base.kinds import Catalog
-from ._base.options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
-from ._base.packages import prompt_line
-from ._code_mode._async import AsyncCodeMode
-from ._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
-from ._pools._async import AsyncSandboxPool
-from ._version import __version__
+from .._base.checks import optional_size
+from .._base.errors import CheckoutTimeout
+from .._base.kinds import Catalog
+from .._base.options import DEFAULT_MAX_MEMORY, DEFAULT_TIMEOUT, RuntimeKwargs
+from .._base.packages import prompt_line
+from .._code_mode._async import AsyncCodeMode
+from .._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
+from .._pools._async import AsyncSandboxPool
+from .._version import __version__
 
 __all__ = ["TOOL_NAME", "ServerConfig", "serve"]
 

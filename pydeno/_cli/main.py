@@ -97,7 +97,7 @@ protection (applied, missing, not applicable) with the reason, then whether
 ``pydeno mcp``
 --------------
 An MCP server with one tool, ``run_javascript`` ``{code, timeout?}``, whose result is an
-:class:`~pydeno.ExecutionResult` (pydeno/_mcp_server.py; docs/mcp.md). It serves over stdio
+:class:`~pydeno.ExecutionResult` (pydeno/_cli/mcp_server.py; docs/mcp.md). It serves over stdio
 until stdin closes, or with ``--http`` over streamable HTTP at ``http://HOST:PORT/mcp``
 (``--host`` default ``127.0.0.1``, ``--port`` default 8765, 0 for any free port; the address
 is printed on stderr once it listens). Without ``--session`` every call runs on a fresh worker
@@ -131,16 +131,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
-from ._base import checks
-from ._base.errors import JavaScriptError, PydenoError, error_fields
-from ._base.kinds import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
-from ._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
-from ._base.values import Undefined
-from ._runtime._sync import Runtime
-from ._runtime.function import JsFunction
-from ._runtime.sandbox_status import sandbox_status
-from ._runtime.syntax import place_text, placed, top_level_return
-from ._version import PROJECT, __version__, about, extra_missing, mixed_install
+from .._base import checks
+from .._base.errors import JavaScriptError, PydenoError, error_fields
+from .._base.kinds import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
+from .._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
+from .._base.values import Undefined
+from .._runtime._sync import Runtime
+from .._runtime.function import JsFunction
+from .._runtime.sandbox_status import sandbox_status
+from .._runtime.syntax import place_text, placed, top_level_return
+from .._version import PROJECT, __version__, about, extra_missing, mixed_install
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -663,7 +663,7 @@ def _mcp(argv: Sequence[str]) -> int:
     if args.timeout is not None:
         _check_options(parser, {**options, "timeout": args.timeout})
     try:
-        from ._mcp_server import ServerConfig, serve
+        from .mcp_server import ServerConfig, serve
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] not in {"mcp", "mcp_types", "uvicorn", "starlette"}:
             raise
@@ -672,7 +672,7 @@ def _mcp(argv: Sequence[str]) -> int:
     if args.package_lock is not None and not args.package:
         parser.error("--package-lock needs --package")
     if args.package:
-        from ._base.packages import Packages
+        from .._base.packages import Packages
 
         try:
             options["packages"] = Packages(args.package, lockfile=args.package_lock)
