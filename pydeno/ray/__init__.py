@@ -42,11 +42,11 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any, Final, Unpack
 
-from ._base.checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
-from ._base.errors import ActorDied
-from ._base.options import RuntimeKwargs, checked_options
-from ._base.stats import Stats, merge_dicts
-from ._code_mode.core import (
+from .._base.checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
+from .._base.errors import ActorDied
+from .._base.options import RuntimeKwargs, checked_options
+from .._base.stats import Stats, merge_dicts
+from .._code_mode.core import (
     DEFAULT_MAX_OUTPUT_CHARS,
     ApprovePolicy,
     Execution,
@@ -54,8 +54,8 @@ from ._code_mode.core import (
     ToolSet,
     check_output_chars,
 )
-from ._pools.retry.policy import RetryPolicy, delay, gave_up, retry_policy
-from ._version import extra_missing, missing_extra
+from .._pools.retry.policy import RetryPolicy, delay, gave_up, retry_policy
+from .._version import extra_missing, missing_extra
 
 RAY_EXTRA_MISSING: Final = extra_missing("pydeno.ray", "ray")
 
@@ -68,7 +68,7 @@ except ImportError as exc:
         raise
     raise missing from exc
 
-from ._ray_actor import CONTROL, SandboxActor  # noqa: E402 - it imports ray, checked just above
+from ._actor import CONTROL, SandboxActor  # noqa: E402 - it imports ray, checked just above
 
 __all__ = ["RayCodeMode", "RayPool", "actor_died"]
 

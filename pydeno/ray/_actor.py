@@ -30,13 +30,13 @@ from typing import Any, Final, Unpack
 import psutil
 import ray
 
-from ._base.errors import PydenoError, start_failed
-from ._base.options import RuntimeKwargs
-from ._code_mode._sync import CodeMode
-from ._code_mode.core import Execution, ExecutionResult, ToolSet
-from ._pools._sync import SandboxPool
-from ._runtime._sync import Runtime
-from ._runtime.function import JsFunction
+from .._base.errors import PydenoError, start_failed
+from .._base.options import RuntimeKwargs
+from .._code_mode._sync import CodeMode
+from .._code_mode.core import Execution, ExecutionResult, ToolSet
+from .._pools._sync import SandboxPool
+from .._runtime._sync import Runtime
+from .._runtime.function import JsFunction
 
 __all__ = ["CONTROL", "SandboxActor", "SpacedPool", "StartSpacing"]
 
