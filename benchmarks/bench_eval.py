@@ -282,8 +282,9 @@ def _shared_helpers() -> frozenset[int]:
     of workers, so not part of a worker's figures. Ours: the zygote that forks confined
     workers. The peer's: the one spare worker it keeps started ahead (a process that has
     imported everything and waits to be handed to the next runtime)."""
-    # The spawner module, or in an older layout the process module, names ours.
-    for name in ("pydeno.host.process.spawner", "pydeno.host.process.worker"):
+    # The spawner module names ours; older layouts had it as host/_spawner, or before that in
+    # the process module.
+    for name in ("pydeno.host.process.spawner", "pydeno.host._spawner", "pydeno.host._process"):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -1786,7 +1787,10 @@ def our_versions() -> dict[str, Any]:
         try:
             from pydeno.host.process.staging import find_deno
         except ImportError:  # an older layout
-            from pydeno.host.process.worker import find_deno  # type: ignore[attr-defined, no-redef]
+            try:
+                from pydeno.host._staging import find_deno  # type: ignore[import-not-found, no-redef]
+            except ImportError:  # older still
+                from pydeno.host._process import find_deno  # type: ignore[import-not-found, no-redef]
 
         deno = find_deno()
         out = subprocess.run([deno, "--version"], capture_output=True, text=True, check=True, timeout=30).stdout

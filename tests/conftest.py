@@ -1,5 +1,5 @@
 """Shared fixtures. The autouse leak guard fails any test that leaves a worker process,
-a thread or a file descriptor behind; only what _spawner.infrastructure() names (the zygote,
+a thread or a file descriptor behind; only what spawner.infrastructure() names (the zygote,
 its socket and the spawner thread) is the process's own, kept between runtimes on purpose."""
 
 from __future__ import annotations

@@ -182,8 +182,8 @@ def test_the_peers_spare_worker_is_a_per_host_helper(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The peer's package has neither of our host modules, and keeps its spare here.
-    monkeypatch.setitem(sys.modules, "pydeno.host.process.spawner", None)
-    monkeypatch.setitem(sys.modules, "pydeno.host.process.worker", None)
+    for name in ("pydeno.host.process.spawner", "pydeno.host._spawner", "pydeno.host._process"):
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "pydeno._isolated", types.SimpleNamespace(_SPARE=(sleeper, None)))
     assert bench._shared_helpers() == frozenset([sleeper.pid])
 

@@ -18,7 +18,7 @@ ALLOWED = (pydeno.PydenoError, TypeError, ValueError, RuntimeError)
 
 
 def _os_with(**overrides: Callable[..., Any]) -> types.SimpleNamespace:
-    """The os module as _process sees it, with some functions replaced."""
+    """The os module as the worker module sees it, with some functions replaced."""
     namespace = types.SimpleNamespace(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
     for name, fn in overrides.items():
         setattr(namespace, name, fn)

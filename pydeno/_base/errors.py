@@ -458,7 +458,7 @@ def guest_error(exc: BaseException, *, expose: bool, where: str) -> tuple[str, s
     return name, f"{where} {HOST_FAILED} ({name}){HIDDEN}"
 
 
-# What a host failure's message says (guest_error); _taxonomy.HOST_FAILURE reads these words.
+# What a host failure's message says (guest_error); kinds.HOST_FAILURE reads these words.
 HOST_FAILED: Final = "failed on the host"
 HIDDEN: Final = "; its details are hidden from the program"
 

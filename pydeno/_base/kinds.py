@@ -657,7 +657,7 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
     authored = getattr(exc, "_authored_kind", None)
     if isinstance(authored, str) and authored in Catalog:
         return "max_pause" if authored == "host_wait" and via_agent else authored
-    # pydeno's own exceptions say by their class how their kind is found (_errors.py's
+    # pydeno's own exceptions say by their class how their kind is found (errors.py's
     # KIND_RULE): a kind of their own, the guest error's rule, or their message's.
     rule = getattr(type(exc), "KIND_RULE", None)
     if isinstance(rule, tuple) and len(rule) == 2 and isinstance(exc, Exception):

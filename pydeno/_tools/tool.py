@@ -6,7 +6,7 @@ object; the function then receives that object as its one argument) or made from
 function's signature and type hints (each parameter a property; the function is called with
 them as keyword arguments, dataclasses and pydantic models built from their plain form).
 Arguments are checked against the schema on the host before the function runs, by
-``jsonschema`` (draft 2020-12, as JSON means it: see ``_schema.Validator``); results against
+``jsonschema`` (draft 2020-12, as JSON means it: see ``schema.Validator``); results against
 the output schema, when there is one, after. A refused call raises :class:`~pydeno.ToolError`
 with the field and the reason, which is what the guest catches.
 

@@ -13,7 +13,7 @@ Worker starts are spaced (:class:`StartSpacing`): at most ``rate`` per second, a
 the limit holds back waits a random extra moment, so that actors warming up together (a new
 pool, or a node that killed many workers at once) do not start their workers in lockstep.
 
-Imported only by pydeno/ray.py, once it knows Ray is installed.
+Imported only by pydeno/ray/__init__.py, once it knows Ray is installed.
 """
 
 from __future__ import annotations

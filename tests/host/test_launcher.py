@@ -1,4 +1,4 @@
-"""host/_launcher and host/_staging: the launcher starts the real worker confined by every OS
+"""host/process/launcher and host/process/staging: the launcher starts the real worker confined by every OS
 layer (sandbox="require", the default), from files staged where the confined worker can
 read them."""
 

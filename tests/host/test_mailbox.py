@@ -1,4 +1,4 @@
-"""host/_mailbox: the count of bytes the host wrote to a worker's stdin, which the worker
+"""host/process/mailbox: the count of bytes the host wrote to a worker's stdin, which the worker
 polls instead of sleeping in read(). The worker opens it before the handshake, the host then
 drops its name, nothing of it outlives the runtime, and a count that lies only makes the
 worker sleep."""

@@ -1,4 +1,4 @@
-"""host/_staging, host/_command and host/_process: locating deno, the worker's command line
+"""host/process/staging, host/process/spec and host/process/worker: locating deno, the worker's command line
 and environment, start failures, the stderr ring and the kill."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""host/_layers: each OS confinement layer, applied in a child process on the real kernel.
+"""host/process/layers: each OS confinement layer, applied in a child process on the real kernel.
 
 Every probe runs twice, with and without its layer, so a probe that could never fail would
 show up here as a failing "without" case rather than as a layer that seems to work.

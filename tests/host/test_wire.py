@@ -1,4 +1,4 @@
-"""host/_wire: the sans-I/O protocol state, fed bytes directly (no process)."""
+"""host/wire/connection: the sans-I/O protocol state, fed bytes directly (no process)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""host/_spawner, host/_zygote and host/_launcher's serve mode: one zygote per host forks every confined
-worker. It dies with the host, takes its workers with it, retires itself when idle, reports
-each worker's exit as subprocess.Popen would, and a zygote that dies or hangs costs the host
-neither a thread nor a descriptor: the next runtime starts a new one."""
+"""host/process/spawner, host/process/zygote and host/process/launcher's serve mode: one
+zygote per host forks every confined worker. It dies with the host, takes its workers with
+it, retires itself when idle, reports each worker's exit as subprocess.Popen would, and a
+zygote that dies or hangs costs the host neither a thread nor a descriptor: the next runtime
+starts a new one."""
 
 from __future__ import annotations
 

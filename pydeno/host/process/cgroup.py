@@ -11,7 +11,7 @@ evidence the host reports from when the kernel did the stopping.
 Three systems are met: cgroup v2 (one unified tree), cgroup v1 (a tree per controller, as on
 many container hosts) and neither (or one this user may not write). Where a group cannot be
 made, :func:`mechanism` says why and the monitor alone enforces the limits. Which groups this
-process is in and where their trees are mounted is read by ``_platform``; what can be made
+process is in and where their trees are mounted is read by ``platform``; what can be made
 under them is found out here.
 
 Groups are named ``pydeno-<host pid>-<n>``; a host that died before removing its groups

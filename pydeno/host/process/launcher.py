@@ -27,8 +27,8 @@ the host turns that into its own message. Under ``"best_effort"`` it prints
 layers to treat as refused and ``silent`` layers to skip without a word (a kernel that accepts
 a layer but does not enforce it): test switches the host sets only from a private seam.
 
-Serve mode (the zygote): ``python -I -S _launcher.py serve FD HOST`` runs one long-lived
-process per host that has paid for the interpreter, the imports and what :func:`_layers.prepare`
+Serve mode (the zygote): ``python -I -S launcher.py serve FD HOST`` runs one long-lived
+process per host that has paid for the interpreter, the imports and what :func:`layers.prepare`
 builds once. FD is its end of a ``SOCK_SEQPACKET`` socketpair with the host; each record is a
 marshalled tuple:
 

@@ -669,7 +669,7 @@ def process_breaches(host: int | None = None) -> list[str]:
 
 def reach_breaches(targets: Mapping[str, Any]) -> list[str]:
     """What this process may still read, list, create or reach of what ``targets`` names
-    (``selftest_targets`` in _command.py), tried for real: each file in "read" opened and
+    (``selftest_targets`` in spec.py), tried for real: each file in "read" opened and
     read, each directory in "list" listed, a new file created (and removed again) in each of
     "write", a TCP socket bound and listening on 127.0.0.1, and a connection to 127.0.0.1 on
     "port", where a refusal counts too (a packet reached a live network stack). Run where

@@ -5,7 +5,7 @@ does, and its docstring or comment says which; the modules that supervise and co
 worker ask here rather than knowing it themselves. Nothing here decides policy (what a
 worker may do, which limit applies): only what the system is and how to ask it.
 
-The launcher (``_launcher.py``, a fresh ``python -I -S`` per zygote or worker) imports this
+The launcher (``launcher.py``, a fresh ``python -I -S`` per zygote or worker) imports this
 module too, by path, before and while it confines itself. So at import it loads only
 modules built into the interpreter (``os``, ``sys``, ``errno`` and ``_signal``, the C half of
 ``signal``); those only the host needs (``signal``, which imports enum, and ``fcntl``) are

@@ -1,5 +1,5 @@
 """What a worker is started as: its configuration, deno's command line and environment, and
-for a confined worker the spec the launcher (``_launcher.py``) confines it by."""
+for a confined worker the spec the launcher (``launcher.py``) confines it by."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ class WorkerConfig:
 
 def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
     """What the launcher's self-test tries to reach, right before deno's execve, under every
-    layer deno inherits (reach_breaches in _layers.py): host files and directories (among
+    layer deno inherits (reach_breaches in layers.py): host files and directories (among
     them this very module's), the temporary directory, the transpile cache and the worker's
     own files for writing, and 127.0.0.1. It also tries to start a process and to signal the
     host and the worker's parent (process_breaches). In deno, the first use of each of these
@@ -189,7 +189,7 @@ def launcher_command(launcher: Path, *args: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Confined:
-    """A worker the launcher starts: the spec it confines the worker by (see _launcher.py)."""
+    """A worker the launcher starts: the spec it confines the worker by (see launcher.py)."""
 
     spec: dict[str, Any]
 

@@ -52,9 +52,9 @@ class Launch:
     start: Callable[[Command, dict[str, str]], Child] | None = None
     # Makes the worker's mailbox in a directory; an OSError means the worker has none.
     mailbox: Callable[[Path], Mailbox] = Mailbox
-    # The worker's main.ts; None: the installed one (_staging.worker_entry()).
+    # The worker's main.ts; None: the installed one (staging.worker_entry()).
     entry: Path | None = None
-    # A simulated kernel (see _command.confined): layers the launcher treats as refused,
+    # A simulated kernel (see spec.confined): layers the launcher treats as refused,
     # {layer: reason}, and layers it skips without a word.
     missing_layers: Mapping[str, str] = field(default_factory=dict)
     silent_layers: frozenset[str] = frozenset()

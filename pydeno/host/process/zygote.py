@@ -1,12 +1,12 @@
-"""The host's end of the zygote: ``_launcher.py serve``, one process per host that forks
+"""The host's end of the zygote: ``launcher.py serve``, one process per host that forks
 every confined worker (protocol in the launcher's docstring), and the handle of a worker it
 forked.
 
 Starting a confined worker used to mean a fresh interpreter per worker (``python -I -S
-_launcher.py``: ~11 ms to start, ~7 ms of imports) before deno even began. The zygote is
+launcher.py``: ~11 ms to start, ~7 ms of imports) before deno even began. The zygote is
 that launcher started once per host process, in serve mode: it forks a child per worker,
 which confines itself exactly as the one-off launcher does and execs deno. It is started
-and retired only by the spawner thread (``_spawner.py``), which its own parent-death signal
+and retired only by the spawner thread (``spawner.py``), which its own parent-death signal
 follows.
 """
 
@@ -56,7 +56,7 @@ def _close_fds(fds: Sequence[int]) -> None:
 
 
 class Zygote:
-    """The host's end of one zygote (``_launcher.py serve``, protocol in its docstring).
+    """The host's end of one zygote (``launcher.py serve``, protocol in its docstring).
 
     Spawn requests go out from the spawner thread only, releases from any thread. There is no
     reader thread: whichever thread waits for a reply reads everything that has arrived and
@@ -335,7 +335,7 @@ class ZygoteChild:
         # Held while the pidfd is used or closed: a closed number may be reused at once.
         self._lock = threading.Lock()
         self._released = False
-        self.stdin: IO[bytes] | None = open(pipes[0], "wb", buffering=0)  # noqa: SIM115 - closed by _child.close_pipes
+        self.stdin: IO[bytes] | None = open(pipes[0], "wb", buffering=0)  # noqa: SIM115 - closed by child.close_pipes
         self.stdout: IO[bytes] | None = open(pipes[1], "rb", buffering=0)  # noqa: SIM115
         self.stderr: IO[bytes] | None = open(pipes[2], "rb", buffering=0)  # noqa: SIM115
 
