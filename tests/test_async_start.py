@@ -21,7 +21,7 @@ import anyio.abc
 import pytest
 
 import pydeno
-from pydeno.host._supervisor import Supervisor
+from pydeno.host.process.supervisor import Supervisor
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

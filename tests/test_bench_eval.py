@@ -177,8 +177,8 @@ def test_the_peers_spare_worker_is_a_per_host_helper(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The peer's package has neither of our host modules, and keeps its spare here.
-    monkeypatch.setitem(sys.modules, "pydeno.host._spawner", None)
-    monkeypatch.setitem(sys.modules, "pydeno.host._process", None)
+    for name in ("pydeno.host.process.spawner", "pydeno.host._spawner", "pydeno.host._process"):
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "pydeno._isolated", types.SimpleNamespace(_SPARE=(sleeper, None)))
     assert procfs.shared_helpers() == frozenset([sleeper.pid])
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _cli
-from pydeno._taxonomy import Catalog, docs_page, kind_page
+from pydeno._base.kinds import Catalog, docs_page, kind_page
+from pydeno._cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(sys.executable).parent / "pydeno"
@@ -188,7 +188,7 @@ def test_json_failure(args: tuple[str, ...], stdin: bytes, env: dict[str, str], 
     assert report["classification"] == pydeno.ErrorInfo(kind, *_triple(kind)).to_dict()
     assert report["docs"] == docs_page(kind)
     assert report["hint"]
-    assert report["option"] == _cli.OPTIONS.get(kind)
+    assert report["option"] == cli.OPTIONS.get(kind)
     error = report["error"]
     if kind == "js_error":
         assert error == {
@@ -253,7 +253,7 @@ UTC = dt.UTC
     ],
 )
 def test_values_as_json(value: Any, expected: Any) -> None:
-    rendered = _cli.to_json_value(value)
+    rendered = cli.to_json_value(value)
     assert rendered == expected
     json.dumps(rendered, allow_nan=False)
 
@@ -272,23 +272,23 @@ def test_values_as_json(value: Any, expected: Any) -> None:
     ],
 )
 def test_parse_size(text: str, size: int) -> None:
-    assert _cli.parse_size(text) == size
+    assert cli.parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "M", "12X", "-1M", "1 T", "0x10"])
 def test_parse_size_refuses(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=r"256M, 1\.5G"):
-        _cli.parse_size(text)
+        cli.parse_size(text)
 
 
 @pytest.mark.parametrize(("text", "whole"), [("1.5", "1"), ("1.3M", "1363148")])
 def test_parse_size_refuses_a_fraction_of_a_byte_with_the_whole_number_to_give(text: str, whole: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=rf"not a whole number of bytes: give {whole} "):
-        _cli.parse_size(text)
+        cli.parse_size(text)
 
 
 def test_version_names_this_project_and_its_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        _cli.main(["--version"])
+        cli.main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"pydeno: supervised Deno worker processes, version {pydeno.__version__}\n"

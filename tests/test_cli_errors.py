@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from pydeno import _cli
-from pydeno._taxonomy import Catalog
+from pydeno._base.kinds import Catalog
+from pydeno._cli import main as cli
 
 
 def errors(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as exited:
-        _cli.main(["errors", *argv])
+        cli.main(["errors", *argv])
     out, err = capsys.readouterr()
     assert isinstance(exited.value.code, int)
     return exited.value.code, out, err

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 
 import pydeno
-from pydeno.host._staging import find_deno
+from pydeno.host.process.staging import find_deno
 
 
 class Filter(TypedDict):
@@ -417,7 +417,8 @@ def test_a_map_whose_keys_an_object_cannot_hold_keeps_every_entry_in_both_forms(
     result = cm.execute("new Map([[1, 'a'], ['1', 'b'], [null, 'c'], ['null', 'd']])")
     entries = [[1, "a"], ["1", "b"], [None, "c"], ["null", "d"]]
     assert json.loads(result.to_json())["value"] == {"$type": "map", "entries": entries}
-    assert str(result).splitlines()[0] == 'ok: {"$type": "map", "entries": [[1, "a"], ["1", "b"], [null, "c"], ["null", "d"]]}'
+    text = 'ok: {"$type": "map", "entries": [[1, "a"], ["1", "b"], [null, "c"], ["null", "d"]]}'
+    assert str(result).splitlines()[0] == text
     assert cm.execute("new Map([['a', 1]])").to_dict()["value"] == {"a": 1}
 
 
@@ -604,7 +605,7 @@ error: Type checking failed.
 
 
 def test_the_checkers_report_is_read_into_diagnostics_without_paths() -> None:
-    from pydeno.host._typecheck import diagnostics
+    from pydeno.host.process.typecheck import diagnostics
 
     found = diagnostics(REPORT)
     assert [(d.code, d.file, d.line, d.column) for d in found] == [

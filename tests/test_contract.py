@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno.host import _monitor, _process
+from pydeno.host.process import monitor, worker
 
 ALLOWED = (pydeno.PydenoError, TypeError, ValueError, RuntimeError)
 
 
 def _os_with(**overrides: Callable[..., Any]) -> types.SimpleNamespace:
-    """The os module as _process sees it, with some functions replaced."""
+    """The os module as the worker module sees it, with some functions replaced."""
     namespace = types.SimpleNamespace(**{name: getattr(os, name) for name in dir(os) if not name.startswith("__")})
     for name, fn in overrides.items():
         setattr(namespace, name, fn)
@@ -65,7 +65,7 @@ def test_a_spawn_failure_is_worker_crashed_from_its_os_error(
 )
 def test_a_failing_pipe_write_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch, error: OSError, expected: str) -> None:
     with pydeno.Runtime() as rt:
-        monkeypatch.setattr(_process, "os", _os_with(write=_raises(error)))
+        monkeypatch.setattr(worker, "os", _os_with(write=_raises(error)))
         with pytest.raises(pydeno.WorkerCrashed, match=expected):
             rt.eval("1")
         assert rt.closed
@@ -84,7 +84,7 @@ def test_a_failing_pipe_read_is_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -
                 raise OSError(errno.EIO, "I/O error")
             return real_read(fd, n)
 
-        monkeypatch.setattr(_process, "os", _os_with(read=read))
+        monkeypatch.setattr(worker, "os", _os_with(read=read))
         with pytest.raises(pydeno.WorkerCrashed, match=r"^worker process died \("):
             rt.eval("1")
 
@@ -93,7 +93,7 @@ def test_proc_refusing_the_monitor_never_escapes(monkeypatch: pytest.MonkeyPatch
     def denied(pid: int) -> int:
         raise PermissionError(13, "Permission denied", f"/proc/{pid}/stat")
 
-    monkeypatch.setattr(_monitor._platform, "open_stat", denied)
+    monkeypatch.setattr(monitor.platform, "open_stat", denied)
     # sandbox="require" refuses such a worker (tests/test_sandbox.py); without it, it runs.
     with pydeno.Runtime(cpu_limit=5.0, sandbox="off") as rt:
         assert rt.eval("let s = 0; for (let i = 0; i < 1e5; i++) s += i; s") == 4999950000

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _cli
+from pydeno._cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -166,7 +166,7 @@ def check_command(args: list[str]) -> None:
     """Parse the arguments of a ``pydeno ...`` line as the command line would (SystemExit if
     they are not valid), without running the command."""
     if args[:1] == ["mcp"]:
-        _cli._mcp_parser().parse_args(args[1:])
+        cli._mcp_parser().parse_args(args[1:])
     # The parsers of doctor and errors are built inside the commands, which do the work once
     # they parse: their few arguments are checked here.
     elif args[:1] == ["doctor"]:
@@ -175,7 +175,7 @@ def check_command(args: list[str]) -> None:
         kinds = [arg for arg in args[1:] if arg != "--json"]
         assert len(kinds) <= 1 and set(kinds) <= set(pydeno.KINDS), args
     else:
-        _cli._eval_parser().parse_args(args)
+        cli._eval_parser().parse_args(args)
 
 
 def test_the_pydeno_command_lines_of_the_readme_and_the_quickstart_parse() -> None:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-import pydeno._options
-from pydeno._taxonomy import Catalog, kind_page
+import pydeno._base.options
+from pydeno._base.kinds import Catalog, kind_page
 
 # PyYAML comes with mkdocs; imported as Any so that mypy needs no stubs for it.
 yaml: Any = importlib.import_module("yaml")
@@ -101,7 +101,7 @@ def test_the_nav_reader_ignores_python_tags() -> None:
     assert _nav_pages(config["nav"]) == ["index.md"]
 
 
-@pytest.mark.parametrize("option", sorted(typing.get_type_hints(pydeno._options.RuntimeKwargs)))
+@pytest.mark.parametrize("option", sorted(typing.get_type_hints(pydeno._base.options.RuntimeKwargs)))
 def test_the_api_page_lists_every_runtime_option(option: str) -> None:
     assert f"| `{option}` |" in (DOCS / "api.md").read_text(encoding="utf-8")
 

@@ -25,22 +25,22 @@ def test_the_pages_are_exactly_the_kinds_plus_an_index() -> None:
 
 
 def test_a_changed_catalog_entry_is_reported_stale() -> None:
-    import pydeno._taxonomy as taxonomy
+    from pydeno._base import kinds
 
-    row = taxonomy.Catalog["timeout"]
-    taxonomy.Catalog["timeout"] = row._replace(fix=row.fix + " (changed)")
+    row = kinds.Catalog["timeout"]
+    kinds.Catalog["timeout"] = row._replace(fix=row.fix + " (changed)")
     try:
         assert gen.problems() == ["stale docs/errors/timeout.md"]
     finally:
-        taxonomy.Catalog["timeout"] = row
+        kinds.Catalog["timeout"] = row
 
 
 def test_a_changed_text_for_the_model_is_reported_stale_too() -> None:
-    import pydeno._taxonomy as taxonomy
+    from pydeno._base import kinds
 
-    row = taxonomy.Catalog["memory_limit"]
-    taxonomy.Catalog["memory_limit"] = row._replace(model_fix=row.model_fix + " (changed)")
+    row = kinds.Catalog["memory_limit"]
+    kinds.Catalog["memory_limit"] = row._replace(model_fix=row.model_fix + " (changed)")
     try:
         assert gen.problems() == ["stale docs/errors/memory_limit.md"]
     finally:
-        taxonomy.Catalog["memory_limit"] = row
+        kinds.Catalog["memory_limit"] = row

@@ -10,7 +10,7 @@
    A worker that exits cleanly with a whole host message as its last stderr line is the
    hostile fake ``tests/fake_workers/forged_clean_exit.py``.
 3. Typed evidence: a start failure's cause is read by its type, never its text; real spawn
-   failures come from fault injection at ``Launch.start`` in ``pydeno.host._process``.
+   failures come from fault injection at ``Launch.start`` in ``pydeno.host.process.worker``.
 
 What a guest can reach from inside the worker (found with real workers, pinned below):
 ``(await import('node:process')).default.stderr.write`` and ``node:fs`` ``writeSync(2, ..)``
@@ -38,8 +38,9 @@ import pytest
 import trio
 
 import pydeno
-from pydeno._taxonomy import docs_page
-from pydeno.host import _child, _monitor, _spawner
+from pydeno._base.kinds import docs_page
+from pydeno.host.process import child as child_module
+from pydeno.host.process import monitor, spawner
 from tests.packages_cache import packages
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
@@ -363,10 +364,10 @@ def selftest_breach(env: Env) -> BaseException:
 
 
 def memory_unreadable(env: Env) -> BaseException:
-    def refused(usage: _monitor.Usage) -> int:
+    def refused(usage: monitor.Usage) -> int:
         raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
-    env.monkeypatch.setattr(_monitor, "memory_of", refused)
+    env.monkeypatch.setattr(monitor, "memory_of", refused)
     return failure(pydeno.Runtime)
 
 
@@ -1560,7 +1561,7 @@ def start_async_runtime() -> None:
 def test_a_real_spawn_failure_is_classified_by_the_type_of_its_os_error(
     launch: Launcher, runtime: Callable[[], object], error: OSError, kind: str, message: str
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> _child.Child:
+    def refuse(*args: object, **kwargs: object) -> child_module.Child:
         raise error
 
     # Fault injection at the seam: starting the worker's process fails as the OS would make it
@@ -1581,9 +1582,9 @@ def test_a_retry_policy_retries_a_spawn_failure_from_emfile_but_not_a_missing_de
 ) -> None:
     attempts: list[int] = []
     errors = iter([OSError(errno.EMFILE, "Too many open files")])
-    real_start = _spawner.spawner().start_process
+    real_start = spawner.spawner().start_process
 
-    def flaky(*args: Any, **kwargs: Any) -> _child.Child:
+    def flaky(*args: Any, **kwargs: Any) -> child_module.Child:
         attempts.append(1)
         error = next(errors, None)
         if error is not None:

@@ -79,7 +79,7 @@ def test_importing_a_module_without_its_extra_says_how_to_install_it(
 
 
 def test_pydeno_mcp_without_its_extra_exits_2_saying_how_to_install_it() -> None:
-    done = run_without({"mcp"}, "from pydeno._cli import main\nraise SystemExit(main(['mcp']))\n")
+    done = run_without({"mcp"}, "from pydeno._cli.main import main\nraise SystemExit(main(['mcp']))\n")
     assert done.returncode == 2
     assert done.stdout == ""
     assert_names_the_install(done.stderr.strip(), "pydeno mcp", "mcp")

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _spawner
+from pydeno.host.process import spawner
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -36,13 +36,13 @@ BLOB_WORKER = (
 def _host_threads() -> int:
     # Trio's idle worker-thread cache retires itself; it is not anything pydeno started. The
     # spawner thread is the process's own, kept with the zygote between runtimes.
-    kept = _spawner.infrastructure().threads
+    kept = spawner.infrastructure().threads
     return sum(1 for t in threading.enumerate() if not t.name.startswith("Trio thread") and t.ident not in kept)
 
 
 def _children() -> list[psutil.Process]:
     """Every process below this one (a confined worker is the zygote's child) but the zygote."""
-    kept = _spawner.infrastructure().processes
+    kept = spawner.infrastructure().processes
     return [p for p in psutil.Process().children(recursive=True) if p.pid not in kept]
 
 

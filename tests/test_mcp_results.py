@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import pydeno
-from pydeno._execution import MIN_RESULT_CHARS, Execution, ExecutionResult, ToolSet
+from pydeno._code_mode.core import MIN_RESULT_CHARS, Execution, ExecutionResult, ToolSet
 
 
 def result_of(value: Any = None, *, stdout: str = "", error: BaseException | None = None) -> ExecutionResult:
@@ -121,7 +121,7 @@ def test_many_tool_calls_are_cut_whole_and_the_text_shows_the_first_errors_only(
 def test_every_result_a_program_gives_matches_the_output_schema_and_names_each_error_field(code: str) -> None:
     import jsonschema
 
-    from pydeno._mcp_server import OUTPUT_SCHEMA
+    from pydeno._cli.mcp_server import OUTPUT_SCHEMA
 
     with pydeno.CodeMode([]) as cm:
         data = cm.execute(code).to_dict()
@@ -153,6 +153,6 @@ _VALUES = st.recursive(
 @example({None: None, "null": None})
 @example({1: "a", "1": "b"})
 def test_the_value_text_is_exactly_the_json_of_its_tagged_form(value: Any) -> None:
-    from pydeno._execution import _dumps, jsonable, value_json
+    from pydeno._code_mode.core import _dumps, jsonable, value_json
 
     assert value_json(value) == _dumps(jsonable(value))

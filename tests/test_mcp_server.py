@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 import pydeno
-from pydeno import _cli
+from pydeno._cli import main as cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -460,14 +460,14 @@ def test_without_the_mcp_extra_pydeno_mcp_exits_2_saying_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)
-    monkeypatch.delitem(sys.modules, "pydeno._mcp_server", raising=False)
-    assert _cli.main(["mcp"]) == 2
-    assert capsys.readouterr().err == _cli.MCP_EXTRA_MISSING + "\n"
+    monkeypatch.delitem(sys.modules, "pydeno._cli.mcp_server", raising=False)
+    assert cli.main(["mcp"]) == 2
+    assert capsys.readouterr().err == cli.MCP_EXTRA_MISSING + "\n"
 
 
 def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        _cli.main(["mcp", "--help"])
+        cli.main(["mcp", "--help"])
     assert exited.value.code == 0
     text = capsys.readouterr().out
     for flag in (
@@ -522,6 +522,6 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
 )
 def test_a_bad_flag_is_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        _cli.main(argv)
+        cli.main(argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err

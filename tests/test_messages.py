@@ -16,8 +16,9 @@ import pytest
 import pydeno
 import pydeno.pydantic_ai
 import pydeno.ray
-from pydeno import _checks, _cli, _errors, _taxonomy
-from pydeno._options import RuntimeKwargs, RuntimeOptions
+from pydeno._base import checks, errors, kinds
+from pydeno._base.options import RuntimeKwargs, RuntimeOptions
+from pydeno._cli import main as cli
 
 KEY = b"k" * 32
 
@@ -156,11 +157,11 @@ def test_a_runtime_starts_with_a_size_string() -> None:
 
 
 def test_the_command_line_reads_sizes_with_the_same_parser() -> None:
-    assert _cli.parse_size("256MB") == _checks.parse_size("256MB") == 256 * 2**20
+    assert cli.parse_size("256MB") == checks.parse_size("256MB") == 256 * 2**20
     with pytest.raises(argparse.ArgumentTypeError, match=r"256M, 1\.5G"):
-        _cli.parse_size("lots")
+        cli.parse_size("lots")
     with pytest.raises(argparse.ArgumentTypeError, match=r"1363148"):
-        _cli.parse_size("1.3M")
+        cli.parse_size("1.3M")
 
 
 def test_type_checkers_see_that_byte_options_take_strings() -> None:
@@ -186,15 +187,15 @@ def test_type_checkers_see_that_byte_options_take_strings() -> None:
     ],
 )
 def test_a_byte_count_reads_in_binary_units_marked_about_when_not_exact(count: int, text: str) -> None:
-    assert _checks.human_bytes(count) == text
+    assert checks.human_bytes(count) == text
 
 
 def test_the_memory_limit_fix_gives_the_limit_in_bytes_and_mib_and_the_message_keeps_its_shape() -> None:
-    exc = _errors.over_memory(612368384, 536870912)
+    exc = errors.over_memory(612368384, 536870912)
     assert str(exc) == "worker used 612368384 bytes, over max_memory=536870912; killed"
     assert exc.hint == "raise max_memory= (now 536870912 = 512 MiB), or reduce what the code keeps alive"
     assert f"\nFix: {exc.hint}\n" in exc.__notes__[0]
-    heap = _errors.heap_exhausted(64 * 2**20)
+    heap = errors.heap_exhausted(64 * 2**20)
     assert str(heap) == "worker ran out of its V8 heap (sized from max_memory=67108864) and was stopped"
     assert heap.hint.startswith("raise max_memory= (now 67108864 = 64 MiB)")
 
@@ -249,7 +250,7 @@ def test_the_fix_names_the_hosts_own_limit_not_a_number_the_guest_wrote(small_fr
 def test_a_plain_guest_error_keeps_the_generic_fix(small_frames: pydeno.Runtime) -> None:
     with pytest.raises(pydeno.JavaScriptError) as caught:
         small_frames.eval("null.x")
-    assert caught.value.hint == _taxonomy.Catalog["js_error"].fix
+    assert caught.value.hint == kinds.Catalog["js_error"].fix
 
 
 # -- 5. with on an async-only class, async with on a sync one ------------------------------------
@@ -343,40 +344,40 @@ def metadata(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., list[int
             calls.append(1)
             return message
 
-        monkeypatch.setattr(_taxonomy, "_installed_metadata", lookup)
-        _taxonomy.docs_site.cache_clear()
+        monkeypatch.setattr(kinds, "_installed_metadata", lookup)
+        kinds.docs_site.cache_clear()
         return calls
 
     yield fake
-    _taxonomy.docs_site.cache_clear()
+    kinds.docs_site.cache_clear()
 
 
 def test_without_a_docs_site_an_error_points_at_the_command_that_prints_its_page(
     metadata: Callable[..., list[int]],
 ) -> None:
     metadata(urls=("Source, https://example.org/src",))
-    exc = _errors.over_memory(612368384, 536870912)
+    exc = errors.over_memory(612368384, 536870912)
     assert exc.docs == "pydeno errors memory_limit"
     assert exc.__notes__[0].endswith("\nDocs: pydeno errors memory_limit")
 
 
 def test_with_a_docs_site_an_error_points_at_its_page_there_too(metadata: Callable[..., list[int]]) -> None:
     metadata(urls=("Source, https://example.org/src", "Documentation, https://pydeno.example/docs/"))
-    exc = _errors.command_timed_out(0.5)
+    exc = errors.command_timed_out(0.5)
     assert exc.docs == "pydeno errors timeout or https://pydeno.example/docs/errors/timeout/"
     assert exc.__notes__[0].endswith("\nDocs: pydeno errors timeout or https://pydeno.example/docs/errors/timeout/")
 
 
 def test_the_docs_site_of_another_distribution_named_pydeno_is_not_used(metadata: Callable[..., list[int]]) -> None:
     metadata(version="0.13.2", urls=("Documentation, https://elsewhere.example/",))
-    assert _errors.command_timed_out(0.5).docs == "pydeno errors timeout"
+    assert errors.command_timed_out(0.5).docs == "pydeno errors timeout"
 
 
 def test_the_metadata_is_read_once_and_only_when_an_error_is_explained(metadata: Callable[..., list[int]]) -> None:
     calls = metadata(urls=("Documentation, https://pydeno.example/",))
     assert calls == []
     for _ in range(3):
-        _errors.command_timed_out(0.5)
+        errors.command_timed_out(0.5)
     pydeno.classify_error(ValueError("x"))
     assert calls == [1]
 
@@ -385,16 +386,16 @@ def test_a_failing_metadata_lookup_leaves_the_command_pointer(monkeypatch: pytes
     def broken() -> NoReturn:
         raise OSError("unreadable")
 
-    monkeypatch.setattr(_taxonomy, "_installed_metadata", broken)
-    _taxonomy.docs_site.cache_clear()
+    monkeypatch.setattr(kinds, "_installed_metadata", broken)
+    kinds.docs_site.cache_clear()
     try:
-        assert _errors.command_timed_out(0.5).docs == "pydeno errors timeout"
+        assert errors.command_timed_out(0.5).docs == "pydeno errors timeout"
     finally:
-        _taxonomy.docs_site.cache_clear()
+        kinds.docs_site.cache_clear()
 
 
 def test_the_pointer_names_a_command_that_prints_the_page(capsys: pytest.CaptureFixture[str]) -> None:
-    command = _taxonomy.docs_page("memory_limit").split(" or ")[0].split()
+    command = kinds.docs_page("memory_limit").split(" or ")[0].split()
     assert command[:2] == ["pydeno", "errors"]
-    assert _cli.main(command[1:]) == 0
-    assert capsys.readouterr().out == _taxonomy.kind_page("memory_limit")
+    assert cli.main(command[1:]) == 0
+    assert capsys.readouterr().out == kinds.kind_page("memory_limit")

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _errors
-from pydeno._taxonomy import Catalog, kind_page
+from pydeno._base import errors
+from pydeno._base.kinds import Catalog, kind_page
 
 MiB = 2**20
 # An option as a Python keyword (timeout=, max_memory=) or a command-line flag (--timeout).
@@ -68,7 +68,7 @@ def test_every_kind_page_says_both_texts(kind: str) -> None:
 
 
 def test_the_cli_prints_both_texts_of_a_kind(capsys: pytest.CaptureFixture[str]) -> None:
-    from pydeno._cli import main
+    from pydeno._cli.main import main
 
     assert main(["errors", "memory_limit"]) == 0
     out = capsys.readouterr().out
@@ -77,14 +77,14 @@ def test_the_cli_prints_both_texts_of_a_kind(capsys: pytest.CaptureFixture[str])
 
 def test_each_limit_factory_tells_the_model_the_limit_value_and_never_the_option() -> None:
     cases: list[tuple[Exception, str]] = [
-        (_errors.command_timed_out(1.0), "(its limit is 1 s per run)"),
-        (_errors.cpu_in_command(0.5), "(its limit is 0.5 s of CPU per run)"),
-        (_errors.host_wait_exceeded(2.0), "(its limit is 2 s of waiting per run)"),
-        (_errors.over_memory(2 * 64 * MiB, 64 * MiB), "(its limit is 64 MiB)"),
-        (_errors.heap_exhausted(64 * MiB), "(its limit is 64 MiB)"),
-        (_errors.over_threads(70, 64), "(its limit is 64 threads)"),
-        (_errors.host_calls_exceeded(10), "(its limit is 10 calls per run)"),
-        (_errors.cpu_between_commands(0.25, 1.0), "more than 0.25 s of CPU"),
+        (errors.command_timed_out(1.0), "(its limit is 1 s per run)"),
+        (errors.cpu_in_command(0.5), "(its limit is 0.5 s of CPU per run)"),
+        (errors.host_wait_exceeded(2.0), "(its limit is 2 s of waiting per run)"),
+        (errors.over_memory(2 * 64 * MiB, 64 * MiB), "(its limit is 64 MiB)"),
+        (errors.heap_exhausted(64 * MiB), "(its limit is 64 MiB)"),
+        (errors.over_threads(70, 64), "(its limit is 64 threads)"),
+        (errors.host_calls_exceeded(10), "(its limit is 10 calls per run)"),
+        (errors.cpu_between_commands(0.25, 1.0), "more than 0.25 s of CPU"),
     ]
     for exc, value in cases:
         model_hint = exc.model_hint  # type: ignore[attr-defined]

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _packages
-from pydeno._packages import _collect_types, parse_spec
-from pydeno.host._typecheck import CheckFailed, check, diagnostics
+from pydeno._base import packages as _packages
+from pydeno._base.packages import _collect_types, parse_spec
+from pydeno.host.process.typecheck import CheckFailed, check, diagnostics
 from tests.packages_cache import (
     DATE_FNS,
     DATE_FNS_FORMAT,

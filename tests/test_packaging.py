@@ -37,7 +37,7 @@ def test_the_wheel_contains_the_worker_program(wheel: Path) -> None:
         f"pydeno/_worker/{name}"
         for name in ("main.ts", "codec.ts", "protocol.ts", "typescript.ts", "modules.ts", "intrinsics.ts")
     }
-    assert worker | {"pydeno/__init__.py", "pydeno/host/_protocol.py"} <= names
+    assert worker | {"pydeno/__init__.py", "pydeno/host/wire/protocol.py"} <= names
 
 
 @pytest.mark.slow

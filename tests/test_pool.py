@@ -23,9 +23,9 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _spawner
-from pydeno.host._command import WorkerConfig
-from pydeno.host._process import WorkerProcess
+from pydeno.host.process import spawner
+from pydeno.host.process.spec import WorkerConfig
+from pydeno.host.process.worker import WorkerProcess
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def kill_worker(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
 def children() -> set[int]:
     """Live processes below this one (zombies count: they are not reaped yet), but for the
     zygote, which the process keeps between runtimes."""
-    return {p.pid for p in psutil.Process().children(recursive=True)} - _spawner.infrastructure().processes
+    return {p.pid for p in psutil.Process().children(recursive=True)} - spawner.infrastructure().processes
 
 
 def poll_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -152,7 +152,7 @@ def test_replenishing_never_blocks_a_checkout_of_an_idle_worker(monkeypatch: pyt
             gate.wait(10)
         return original(**options)
 
-    monkeypatch.setattr("pydeno._pool.Runtime", gated)
+    monkeypatch.setattr("pydeno._pools._sync.Runtime", gated)
     pool = pydeno.SandboxPool(size=2)
     try:
         core = pool._core
@@ -227,7 +227,7 @@ def test_a_worker_that_died_while_idle_is_replaced_in_the_background_without_a_c
         dead = core.idle[0]
         kill_worker(dead)
         poll_until(
-            lambda: len(core.idle) == 1 and core.idle[0] is not dead and pydeno._pool.alive(core.idle[0]),
+            lambda: len(core.idle) == 1 and core.idle[0] is not dead and pydeno._pools._sync.alive(core.idle[0]),
             "a live replacement is idle",
         )
         assert dead.closed

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno._pool_core import SETUP_ATTEMPTS
+from pydeno._pools.core import SETUP_ATTEMPTS
 
 # Real workers by the dozen: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 
 import pydeno
-from pydeno.host import _spawner
+from pydeno.host.process import spawner
 from pydeno.pydantic_ai import CodeModeToolset
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ def agent_with(model: Callable[..., ModelResponse], toolset: CodeModeToolset) ->
 
 def workers() -> set[int]:
     """The worker processes alive now (the spawner's zygote is kept between runtimes)."""
-    kept = _spawner.infrastructure().processes
+    kept = spawner.infrastructure().processes
     return {p.pid for p in psutil.Process().children(recursive=True)} - kept
 
 

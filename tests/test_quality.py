@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pydeno.host._staging import find_deno
+from pydeno.host.process.staging import find_deno
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

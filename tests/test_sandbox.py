@@ -22,8 +22,8 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno import _cli
-from pydeno.host import _cgroup, _command, _monitor, _staging, _supervisor
+from pydeno._cli import main as cli
+from pydeno.host.process import cgroup, monitor, spec, staging, supervisor
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -38,7 +38,7 @@ MISSING = "simulated: this kernel refuses it"
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # Warnings are once per process; each test starts with none given yet.
-    monkeypatch.setattr(_supervisor, "_warned", set())
+    monkeypatch.setattr(supervisor, "_warned", set())
     yield
 
 
@@ -138,10 +138,10 @@ def test_require_refuses_a_worker_whose_self_test_gets_through(
 def test_require_refuses_a_limit_the_monitor_cannot_read(
     monkeypatch: pytest.MonkeyPatch, reading: str, limit: str, options: dict[str, Any]
 ) -> None:
-    def refused(usage: _monitor.Usage) -> int:
+    def refused(usage: monitor.Usage) -> int:
         raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
-    monkeypatch.setattr(_monitor, reading, refused)
+    monkeypatch.setattr(monitor, reading, refused)
     exc = refusal(**options)
     assert str(exc) == (
         f"{limit} cannot be enforced on this system (the worker's resource usage cannot be read) "
@@ -152,10 +152,10 @@ def test_require_refuses_a_limit_the_monitor_cannot_read(
 
 
 def test_a_limit_that_is_not_set_need_not_be_measurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(usage: _monitor.Usage) -> int:
+    def refused(usage: monitor.Usage) -> int:
         raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
-    monkeypatch.setattr(_monitor, "cpu_of", refused)
+    monkeypatch.setattr(monitor, "cpu_of", refused)
     gaps, _ = started(cpu_limit=None)
     assert gaps == []
 
@@ -197,10 +197,10 @@ def test_best_effort_with_every_layer_in_place_says_nothing() -> None:
 
 
 def test_best_effort_warns_about_a_limit_it_cannot_enforce(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(usage: _monitor.Usage) -> int:
+    def refused(usage: monitor.Usage) -> int:
         raise PermissionError(13, "Permission denied", "/proc/<pid>/stat")
 
-    monkeypatch.setattr(_monitor, "threads_of", refused)
+    monkeypatch.setattr(monitor, "threads_of", refused)
     gaps, _ = started(sandbox="best_effort")
     assert gaps == [
         "pydeno: sandbox='best_effort' started a worker without: "
@@ -217,12 +217,12 @@ def test_off_applies_no_layer_and_runs_no_self_test(launch: Launcher) -> None:
 # --- the probes can fail ------------------------------------------------------------------
 
 
-def unconfined_with_selftest(config: _command.WorkerConfig) -> list[str]:
+def unconfined_with_selftest(config: spec.WorkerConfig) -> list[str]:
     """deno started with the worker's self-test but no launcher, and a host secret in its
     environment: the worker's own probe must report it."""
-    deno, entry = os.path.realpath(_staging.find_deno()), _staging.worker_entry()
-    own = _command.selftest_environment(_staging.stage(deno, entry).cache)
-    settings = f"{_command.SETTINGS_VARIABLE}={config.settings(own)}"
+    deno, entry = os.path.realpath(staging.find_deno()), staging.worker_entry()
+    own = spec.selftest_environment(staging.stage(deno, entry).cache)
+    settings = f"{spec.SETTINGS_VARIABLE}={config.settings(own)}"
     return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", settings, *config.argv(deno, entry, own)]
 
 
@@ -237,10 +237,10 @@ def test_every_probe_of_the_launcher_reports_its_breach_when_no_layer_is_enforce
     breaches = re.findall(r"self-test: ([^;]+)", gaps[0])
     expected = {
         "read /etc/passwd",
-        f"read {Path(_command.__file__).resolve()}",
+        f"read {Path(spec.__file__).resolve()}",
         f"read {os.path.realpath(sys.executable)}",
         "listed /",
-        f"listed {Path(_command.__file__).resolve().parent}",
+        f"listed {Path(spec.__file__).resolve().parent}",
         "listened on 127.0.0.1",
         "started a process",
         "ran execve for another program",
@@ -249,7 +249,7 @@ def test_every_probe_of_the_launcher_reports_its_breach_when_no_layer_is_enforce
     assert expected <= set(breaches), breaches
     created = [b for b in breaches if b.startswith("created ")]
     assert len(created) == 3
-    port = _command.SELFTEST_PORT
+    port = spec.SELFTEST_PORT
     assert any(b in (f"reached 127.0.0.1:{port} (refused)", f"connected to 127.0.0.1:{port}") for b in breaches)
     # The probe's files are removed again.
     for line in created:
@@ -300,7 +300,7 @@ def test_sandbox_status_finds_every_layer_applied_on_this_machine() -> None:
 
 
 def test_sandbox_status_says_when_only_the_host_monitor_enforces_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="no cgroup here"))
+    monkeypatch.setattr(cgroup, "mechanism", lambda: cgroup.Mechanism(None, reason="no cgroup here"))
     status = pydeno.sandbox_status()
     (kernel,) = [x for x in status.layers if x.name == "kernel limits"]
     assert kernel.state == "missing"
@@ -350,7 +350,7 @@ def test_doctor_exits_one_with_the_refusal_where_require_would_refuse(
     launch: Launcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
     launch(missing_layers={"landlock": MISSING})
-    assert _cli.main(["doctor", "--json"]) == 1
+    assert cli.main(["doctor", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["require_would_start"] is False
     assert report["pydeno"]["version"] == pydeno.__version__

@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 import pydeno
-from pydeno._sessions_core import LeaseBook, check_session_id, open_record, seal
+from pydeno._agents.sessions.core import LeaseBook, check_session_id, open_record, seal
 
 KEY = b"k" * 32
 

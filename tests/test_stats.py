@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno._mcp_server import OUTPUT_SCHEMA, refused
-from pydeno._stats import COMMON_KEYS, Stats, merge_dicts
+from pydeno._base.stats import COMMON_KEYS, Stats, merge_dicts
+from pydeno._cli.mcp_server import OUTPUT_SCHEMA, refused
 
 MiB = 1 << 20
 # About a tenth of a second of CPU or more in the worker, whatever the machine's load: a fixed

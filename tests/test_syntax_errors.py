@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno._syntax import locate
+from pydeno._runtime.syntax import locate
 
 ROOT = Path(__file__).resolve().parents[1]
 

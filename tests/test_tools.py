@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 import pydeno
-from pydeno.host._staging import find_deno
+from pydeno.host.process.staging import find_deno
 
 HIDDEN = "tools.{name}() failed on the host ({cls}); its details are hidden from the program"
 

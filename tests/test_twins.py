@@ -29,7 +29,8 @@ def test_every_sync_twin_is_what_its_async_source_generates() -> None:
 
 def test_the_rewrite_takes_async_away_and_renames_the_async_names() -> None:
     source = '"""Doc of AsyncRuntime."""\n' + (
-        "from ._backends import _anyio as backend\n"
+        "from .backends import anyio as backend\n"
+        "from .._runtime._async import AsyncRuntime\n"
         "class AsyncRuntime:\n"
         "    async def __aenter__(self) -> AsyncRuntime:\n"
         "        async with self._lock:\n"
@@ -38,10 +39,11 @@ def test_the_rewrite_takes_async_away_and_renames_the_async_names() -> None:
         "        await anyio.lowlevel.checkpoint()  # async-only\n"
         "        return self\n"
     )
-    assert generator().unasync(source, "_async_x.py") == (
-        '"""Generated from pydeno/_async_x.py by scripts/unasync.py: edit that file, not this one.\n\n'
+    assert generator().unasync(source, "_x/_async.py") == (
+        '"""Generated from pydeno/_x/_async.py by scripts/unasync.py: edit that file, not this one.\n\n'
         'Doc of AsyncRuntime."""\n'
-        "from ._backends import _sync as backend\n"
+        "from .backends import sync as backend\n"
+        "from .._runtime._sync import Runtime\n"
         "class Runtime:\n"
         "    def __enter__(self) -> Runtime:\n"
         "        with self._lock:\n"
@@ -51,7 +53,12 @@ def test_the_rewrite_takes_async_away_and_renames_the_async_names() -> None:
     )
 
 
+def test_the_twin_of_a_source_is_the_sync_module_beside_it() -> None:
+    assert generator().target_of("_pools/retry/_async.py") == "_pools/retry/_sync.py"
+
+
 def test_each_generated_twin_names_its_source() -> None:
-    for path in generator().generated():
-        source = path.name.replace("_", "_async_", 1)
-        assert path.read_text(encoding="utf-8").startswith(f'"""Generated from pydeno/{source} by')
+    unasync = generator()
+    for source in unasync.sources():
+        twin = unasync.PACKAGE / unasync.target_of(source)
+        assert twin.read_text(encoding="utf-8").startswith(f'"""Generated from pydeno/{source} by')

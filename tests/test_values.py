@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pydeno
-from pydeno.host._protocol import EXT_JSON
+from pydeno.host.wire.protocol import EXT_JSON
 
 UTC = dt.UTC
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)

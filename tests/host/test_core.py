@@ -15,9 +15,8 @@ import msgpack
 import pytest
 
 import pydeno
-from pydeno._options import RuntimeOptions
-from pydeno.host._core import LOOK_NS, NEED_DATA, TICK, Command, Core
-from pydeno.host._wire import (
+from pydeno._base.options import RuntimeOptions
+from pydeno.host.wire.connection import (
     H_EVAL,
     H_REPLY,
     H_TERMINATE,
@@ -31,6 +30,7 @@ from pydeno.host._wire import (
     W_TERMINATED,
     HostCall,
 )
+from pydeno.host.wire.core import LOOK_NS, NEED_DATA, TICK, Command, Core
 
 
 def wire(value: Any) -> bytes:

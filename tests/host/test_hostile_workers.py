@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host._protocol import PROTOCOL_VERSION, W_HELLO
+from pydeno.host.wire.protocol import PROTOCOL_VERSION, W_HELLO
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -212,9 +212,9 @@ def test_sets_nested_thousands_deep_are_refused_without_crashing_the_host() -> N
     script = f"""
 import sys
 import pydeno
-from pydeno.host import _process
+from pydeno.host.process import worker
 command = [sys.executable, {str(_fake_path("bad_answer"))!r}, "deep_sets", "5000"]
-with _process.launching(_process.Launch(command=lambda config: command)):
+with worker.launching(worker.Launch(command=lambda config: command)):
     rt = pydeno.Runtime(timeout=10, startup_timeout=10)
 try:
     rt.eval("1")

@@ -1,4 +1,4 @@
-"""host/_launcher and host/_staging: the launcher starts the real worker confined by every OS
+"""host/process/launcher and host/process/staging: the launcher starts the real worker confined by every OS
 layer (sandbox="require", the default), from files staged where the confined worker can
 read them."""
 
@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _staging
-from pydeno.host._launcher import WORKER_FILES_FD
+from pydeno.host.process import staging
+from pydeno.host.process.launcher import WORKER_FILES_FD
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -71,13 +71,13 @@ def test_a_worker_with_sandbox_off_has_none_of_these_layers() -> None:
         assert os.readlink(f"/proc/{process.pid}/ns/net") == os.readlink("/proc/self/ns/net")
 
 
-def _stage(root: Path | None = None) -> _staging.Staged:
-    return _staging.stage(os.path.realpath(_staging.find_deno()), _staging.worker_entry(), root)
+def _stage(root: Path | None = None) -> staging.Staged:
+    return staging.stage(os.path.realpath(staging.find_deno()), staging.worker_entry(), root)
 
 
 def test_the_transpile_cache_is_private_to_this_user_and_readable_by_the_worker() -> None:
     staged = _stage()
-    _staging.warm_confined(staged)
+    staging.warm_confined(staged)
     cache = staged.cache
     base = cache.parent
     info = base.lstat()
@@ -103,15 +103,15 @@ def test_worker_files_only_root_can_reach_are_staged_where_the_worker_can_read_t
     # tmp_path lies under a directory only root may search, like /root: the unprivileged
     # worker could not open its own entry module there.
     hidden = tmp_path / "hidden"
-    shutil.copytree(_staging.worker_entry().parent, hidden)
+    shutil.copytree(staging.worker_entry().parent, hidden)
     hidden.chmod(0o700)
     launch(entry=hidden / "main.ts")
-    assert not _staging.reachable_by_others(str(hidden / "main.ts"), stat.S_IROTH)
+    assert not staging.reachable_by_others(str(hidden / "main.ts"), stat.S_IROTH)
     with pydeno.Runtime() as rt:
         assert rt.eval("[1, 2].map((x) => x * 5)") == [5, 10]
-    staged = _staging.staged(hidden / "main.ts")
+    staged = staging.staged(hidden / "main.ts")
     assert staged.entry.parent.name.startswith("worker-")
-    assert _staging.reachable_by_others(str(staged.entry), stat.S_IROTH)
+    assert staging.reachable_by_others(str(staged.entry), stat.S_IROTH)
     for module in ("codec.ts", "protocol.ts"):
         assert (staged.entry.parent / module).read_bytes() == (hidden / module).read_bytes()
 
@@ -174,10 +174,10 @@ def test_a_staged_worker_file_keeps_the_contents_its_folder_is_named_by_when_the
 ) -> None:
     sources = tmp_path / "worker"
     sources.mkdir()
-    for source in _staging.worker_entry().parent.glob("*.ts"):
+    for source in staging.worker_entry().parent.glob("*.ts"):
         shutil.copyfile(source, sources / source.name)
     (tmp_path / "root").mkdir()
-    staged = _staging.stage(os.path.realpath(_staging.find_deno()), sources / "main.ts", tmp_path / "root")
+    staged = staging.stage(os.path.realpath(staging.find_deno()), sources / "main.ts", tmp_path / "root")
     before = staged.entry.read_bytes()
     with open(sources / "main.ts", "r+b") as edited:  # the same inode, new contents
         edited.write(b"// edited\n")

@@ -1,4 +1,4 @@
-"""host/_mailbox: the count of bytes the host wrote to a worker's stdin, which the worker
+"""host/process/mailbox: the count of bytes the host wrote to a worker's stdin, which the worker
 polls instead of sleeping in read(). The worker opens it before the handshake, the host then
 drops its name, nothing of it outlives the runtime, and a count that lies only makes the
 worker sleep."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import pydeno
-from pydeno.host import _staging
-from pydeno.host._mailbox import Mailbox
+from pydeno.host.process import staging
+from pydeno.host.process.mailbox import Mailbox
 
 
 def _count(path: Path) -> int:
@@ -95,7 +95,7 @@ def test_the_worker_holds_its_mailbox_open_and_its_name_is_gone_after_the_handsh
 
 
 def test_the_guest_cannot_read_files_next_to_its_mailbox() -> None:
-    mail = _staging.staged().cache / "mail"
+    mail = staging.staged().cache / "mail"
     mail.mkdir(exist_ok=True)
     decoy = mail / "decoy"
     decoy.write_text("secret")

@@ -1,4 +1,4 @@
-"""host/_staging, host/_command and host/_process: locating deno, the worker's command line
+"""host/process/staging, host/process/spec and host/process/worker: locating deno, the worker's command line
 and environment, start failures, the stderr ring and the kill."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno import _deno
-from pydeno.host import _command, _process, _staging
-from pydeno.host._command import WorkerConfig
-from pydeno.host._protocol import EXIT_DONE
-from pydeno.host._staging import find_deno
+from pydeno._base import deno
+from pydeno.host.process import spec, staging, worker
+from pydeno.host.process.spec import WorkerConfig
+from pydeno.host.process.staging import find_deno
+from pydeno.host.wire.protocol import EXIT_DONE
 
 MiB = 2**20
 
@@ -46,7 +46,7 @@ def test_threads_finding_deno_at_once_all_find_it_while_sysconfig_fills_slowly(
     # The wheel's lookup reads sysconfig, whose first fill is not thread-safe: a second
     # reader during it sees the dict half-filled. Slowing that fill makes the race certain.
     monkeypatch.delenv("PYDENO_DENO", raising=False)
-    monkeypatch.setattr(_deno, "_wheel_deno", [])
+    monkeypatch.setattr(deno, "_wheel_deno", [])
     monkeypatch.setattr(sysconfig, "_CONFIG_VARS", None)
     fill = sysconfig._init_posix  # type: ignore[attr-defined]
 
@@ -101,7 +101,7 @@ def test_a_deno_binary_that_cannot_run_is_a_clear_start_failure(
 def test_the_worker_gets_no_permission_but_the_inspector_and_its_settings_it_revokes() -> None:
     argv = _config().argv("deno", Path("/w/main.ts"))
     grants = [a for a in argv if a.startswith("--allow")]
-    assert grants == ["--allow-sys=inspector", f"--allow-env={_command.SETTINGS_VARIABLE}"]
+    assert grants == ["--allow-sys=inspector", f"--allow-env={spec.SETTINGS_VARIABLE}"]
     # The settings travel in the environment: the guest can read the command line back.
     assert argv[-1] == "/w/main.ts"
     for flag in ("--no-prompt", "--no-config", "--no-lock", "--no-remote", "--no-npm"):
@@ -135,7 +135,7 @@ def test_a_worker_starts_up_to_its_first_command_without_a_garbage_collection(ji
     # The worker's own command line, with V8 printing each collection to stdout: the worker
     # says hello, finds its stdin closed and ends, and no collection ran on the way (at V8's
     # default young generation one scavenge did, between the hello and the first command).
-    staged = _staging.staged()
+    staged = staging.staged()
     config = _config(max_memory=None, jitless=jitless)
     argv = [
         arg + ",--trace-gc" if arg.startswith("--v8-flags=") else arg for arg in config.argv(staged.deno, staged.entry)
@@ -158,7 +158,7 @@ def test_the_worker_gets_none_of_the_host_environment(monkeypatch: pytest.Monkey
         assert process is not None
         entries = [e for e in Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0") if e]
         names = {e.partition(b"=")[0] for e in entries}
-        assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", _command.SETTINGS_VARIABLE.encode()}
+        assert names == {b"DENO_DIR", b"DENO_NO_UPDATE_CHECK", spec.SETTINGS_VARIABLE.encode()}
         assert b"DENO_NO_UPDATE_CHECK=1" in entries
         assert not any(b"hunter2" in e for e in entries)
 
@@ -172,8 +172,8 @@ def test_deno_runs_with_deno_as_its_argv0_whatever_file_it_runs_from(sandbox: An
         process = rt._sup.process
         assert process is not None
         argv = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
-        assert argv[0] == _command.DENO_ARGV0.encode() == b"deno"
-        staged = _staging.stage(os.path.realpath(find_deno()), _staging.worker_entry())
+        assert argv[0] == spec.DENO_ARGV0.encode() == b"deno"
+        staged = staging.stage(os.path.realpath(find_deno()), staging.worker_entry())
         assert os.readlink(f"/proc/{process.pid}/exe") == staged.deno
         assert rt.eval("1 + 1") == 2
 
@@ -201,7 +201,7 @@ def test_the_stderr_ring_keeps_only_the_tail(monkeypatch: pytest.MonkeyPatch) ->
         finally:
             os.close(r)
             os.close(w)
-        assert len(tail) <= _process.STDERR_RING_BYTES
+        assert len(tail) <= worker.STDERR_RING_BYTES
         assert tail.endswith(b"line 99\n")
 
 

@@ -1,4 +1,4 @@
-"""host/_layers: each OS confinement layer, applied in a child process on the real kernel.
+"""host/process/layers: each OS confinement layer, applied in a child process on the real kernel.
 
 Every probe runs twice, with and without its layer, so a probe that could never fail would
 show up here as a failing "without" case rather than as a layer that seems to work.
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from pydeno.host import _layers
-from pydeno.host._staging import find_deno
+from pydeno.host.process import layers as layers_module
+from pydeno.host.process.staging import find_deno
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(
 # dropped or Landlock is on, the interpreter may no longer read its own stdlib.
 PRELUDE = """
 import ctypes, errno, json, os, signal, socket, sys, threading
-from pydeno.host import _layers as L
+from pydeno.host.process import layers as L
 libc = ctypes.CDLL(None, use_errno=True)
 
 def outcome(call):
@@ -87,7 +87,7 @@ print(grandchild.pid, flush=True)
 """
 GRANDCHILD = """
 import os, time
-from pydeno.host import _layers as L
+from pydeno.host.process import layers as L
 {arm}
 print("armed", flush=True)
 time.sleep(30)
@@ -478,7 +478,7 @@ def test_seccomp_reports_the_errno_when_the_kernel_refuses_the_filter() -> None:
 
 
 def test_layer_unavailable_names_the_layer_and_the_reason() -> None:
-    error = _layers.LayerUnavailable("landlock", "landlock_create_ruleset failed: ENOSYS")
+    error = layers_module.LayerUnavailable("landlock", "landlock_create_ruleset failed: ENOSYS")
     assert str(error) == "landlock is unavailable: landlock_create_ruleset failed: ENOSYS"
     assert (error.layer, error.reason) == ("landlock", "landlock_create_ruleset failed: ENOSYS")
 

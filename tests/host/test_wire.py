@@ -1,4 +1,4 @@
-"""host/_wire: the sans-I/O protocol state, fed bytes directly (no process)."""
+"""host/wire/connection: the sans-I/O protocol state, fed bytes directly (no process)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pydeno import JavaScriptError, undefined
-from pydeno.host._codec import Codec, json_depth
-from pydeno.host._protocol import EXT_JSON, PROTOCOL_VERSION
-from pydeno.host._wire import (
+from pydeno.host.wire.codec import Codec, json_depth
+from pydeno.host.wire.connection import (
     Completed,
     Connection,
     Console,
@@ -28,6 +27,7 @@ from pydeno.host._wire import (
     clean_text,
     frame,
 )
+from pydeno.host.wire.protocol import EXT_JSON, PROTOCOL_VERSION
 
 MiB = 2**20
 HELLO = [0, PROTOCOL_VERSION, "2.0.0", "13.0", []]

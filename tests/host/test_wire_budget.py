@@ -1,4 +1,4 @@
-"""The decode budget (pydeno/host/_budget.py), driven without I/O like tests/host/test_wire.py.
+"""The decode budget (pydeno/host/wire/budget.py), driven without I/O like tests/host/test_wire.py.
 
 Properties, each over random frames: whatever bytes arrive, the connection gives events or a
 ProtocolError and nothing else; decoding a frame never builds more than it was charged, and
@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydeno import undefined
-from pydeno.host._budget import frame_cost, json_cost, json_shape
-from pydeno.host._codec import Codec
-from pydeno.host._protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE, PROTOCOL_VERSION
-from pydeno.host._wire import Connection, Hello, ProtocolError, frame
+from pydeno.host.wire.budget import frame_cost, json_cost, json_shape
+from pydeno.host.wire.codec import Codec
+from pydeno.host.wire.connection import Connection, Hello, ProtocolError, frame
+from pydeno.host.wire.protocol import DECODE_FLOOR, EXT_JSON, EXT_SET, MAX_COST_PER_BYTE, PROTOCOL_VERSION
 
 MiB = 2**20
 HELLO = [0, PROTOCOL_VERSION, "2.0.0", "13.0", []]

@@ -1,7 +1,8 @@
-"""host/_spawner, host/_zygote and host/_launcher's serve mode: one zygote per host forks every confined
-worker. It dies with the host, takes its workers with it, retires itself when idle, reports
-each worker's exit as subprocess.Popen would, and a zygote that dies or hangs costs the host
-neither a thread nor a descriptor: the next runtime starts a new one."""
+"""host/process/spawner, host/process/zygote and host/process/launcher's serve mode: one
+zygote per host forks every confined worker. It dies with the host, takes its workers with
+it, retires itself when idle, reports each worker's exit as subprocess.Popen would, and a
+zygote that dies or hangs costs the host neither a thread nor a descriptor: the next runtime
+starts a new one."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host import _command, _process, _spawner, _zygote
+from pydeno.host.process import spawner as spawner_module
+from pydeno.host.process import spec
+from pydeno.host.process import worker as worker_module
+from pydeno.host.process import zygote as zygote_module
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or os.uname().machine != "x86_64" or os.geteuid() != 0,
@@ -47,17 +51,17 @@ Launcher = Callable[..., None]
 
 
 def _zygote_pid() -> int:
-    zygote = _spawner.spawner().zygote
+    zygote = spawner_module.spawner().zygote
     assert zygote is not None
     return zygote.popen.pid
 
 
 def _no_zygote_and_no_thread() -> bool:
-    spawner = _spawner.spawner()
+    spawner = spawner_module.spawner()
     return spawner.zygote is None and spawner.thread() is None
 
 
-def _worker(rt: pydeno.Runtime) -> _process.WorkerProcess:
+def _worker(rt: pydeno.Runtime) -> worker_module.WorkerProcess:
     process = rt._sup.process
     assert process is not None
     return process
@@ -65,7 +69,7 @@ def _worker(rt: pydeno.Runtime) -> _process.WorkerProcess:
 
 def _retire(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the spawner retire the zygote now, through its own idle path."""
-    spawner = _spawner.spawner()
+    spawner = spawner_module.spawner()
     with monkeypatch.context() as patch:
         patch.setattr(spawner, "idle_seconds", 0.0)
         spawner.wake()
@@ -81,15 +85,15 @@ def runtime() -> Iterator[pydeno.Runtime]:
 
 def test_a_confined_worker_is_the_zygotes_child(runtime: pydeno.Runtime) -> None:
     worker = _worker(runtime)
-    assert isinstance(worker.popen, _zygote.ZygoteChild)
+    assert isinstance(worker.popen, zygote_module.ZygoteChild)
     assert psutil.Process(worker.pid).ppid() == _zygote_pid()
     # The zygote is the host's child, in a session of its own, and infrastructure says so.
     zygote = _zygote_pid()
     assert psutil.Process(zygote).ppid() == os.getpid()
     assert os.getsid(zygote) == zygote != os.getsid(0)
-    kept = _spawner.infrastructure()
+    kept = spawner_module.infrastructure()
     assert kept.processes == {zygote}
-    thread = _spawner.spawner().thread()
+    thread = spawner_module.spawner().thread()
     assert thread is not None and kept.threads == {thread.ident}
 
 
@@ -143,15 +147,15 @@ def test_a_layer_refused_in_a_zygote_child_is_the_launchers_refusal(launch: Laun
 
 @pytest.mark.slow
 def test_the_zygote_retires_when_idle_and_the_next_runtime_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_spawner.spawner(), "idle_seconds", 0.3)
+    monkeypatch.setattr(spawner_module.spawner(), "idle_seconds", 0.3)
     with pydeno.Runtime() as rt:
         assert rt.eval("2") == 2
         first = _zygote_pid()
         time.sleep(0.5)  # a live worker keeps it, however long
-        assert _spawner.spawner().zygote is not None and _zygote_pid() == first
+        assert spawner_module.spawner().zygote is not None and _zygote_pid() == first
     assert _eventually(_no_zygote_and_no_thread)
     assert not psutil.pid_exists(first)  # reaped, not left a zombie
-    assert _spawner.infrastructure() == _spawner.Infrastructure(frozenset(), frozenset(), frozenset())
+    assert spawner_module.infrastructure() == spawner_module.Infrastructure(frozenset(), frozenset(), frozenset())
     with pydeno.Runtime() as rt:
         assert rt.eval("3") == 3
         assert _zygote_pid() != first
@@ -184,7 +188,7 @@ def test_a_hung_zygote_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
         assert rt.eval("1") == 1
         hung = _zygote_pid()
     os.kill(hung, signal.SIGSTOP)
-    monkeypatch.setattr(_spawner.spawner(), "reply_seconds", 0.5)
+    monkeypatch.setattr(spawner_module.spawner(), "reply_seconds", 0.5)
     with pydeno.Runtime() as rt:
         assert rt.eval("2") == 2
         assert _zygote_pid() != hung
@@ -196,8 +200,8 @@ def test_without_a_zygote_the_one_off_launcher_starts_the_worker(
 ) -> None:
     # A launcher whose serve mode says it cannot serve (as on a kernel without pidfds), and
     # which is otherwise the real one.
-    real = _command.LAUNCHER
-    fake = tmp_path / "_launcher.py"
+    real = spec.LAUNCHER
+    fake = tmp_path / "launcher.py"
     fake.write_text(
         "import marshal, os, sys\n"
         "if sys.argv[1] == 'serve':\n"
@@ -208,7 +212,7 @@ def test_without_a_zygote_the_one_off_launcher_starts_the_worker(
         f"os.execv(sys.executable, [sys.executable, '-I', '-S', {str(real)!r}, *sys.argv[1:]])\n"
     )
     _retire(monkeypatch)
-    spawner = _spawner.spawner()
+    spawner = spawner_module.spawner()
     monkeypatch.setattr(spawner, "launcher", fake)
     monkeypatch.setattr(spawner, "refused", None)
     with pydeno.Runtime() as rt:
@@ -232,7 +236,7 @@ def test_runtimes_started_from_many_threads_at_once(monkeypatch: pytest.MonkeyPa
             with pydeno.Runtime() as rt:
                 results.append(rt.eval(f"{n} * 2"))
                 worker = _worker(rt)
-                assert isinstance(worker.popen, _zygote.ZygoteChild)
+                assert isinstance(worker.popen, zygote_module.ZygoteChild)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -253,9 +257,9 @@ def test_runtimes_started_from_many_threads_at_once(monkeypatch: pytest.MonkeyPa
 def test_the_zygote_and_its_workers_die_with_a_killed_host() -> None:
     script = (
         "import os, threading, time, pydeno\n"
-        "from pydeno.host import _spawner\n"
+        "from pydeno.host.process import spawner\n"
         "rt = pydeno.Runtime(timeout=None)\n"
-        "print(rt._sup.process.pid, _spawner.spawner().zygote.popen.pid, flush=True)\n"
+        "print(rt._sup.process.pid, spawner.spawner().zygote.popen.pid, flush=True)\n"
         "threading.Thread(target=rt.eval, args=('for (;;) {}',), daemon=True).start()\n"
         "time.sleep(0.3)\n"
         "os.kill(os.getpid(), 9)\n"
@@ -271,14 +275,14 @@ def test_a_forked_host_starts_its_own_zygote() -> None:
     # The child of a fork has neither the spawner thread nor any claim on the parent's zygote.
     script = (
         "import os, sys, pydeno\n"
-        "from pydeno.host import _spawner\n"
+        "from pydeno.host.process import spawner\n"
         "with pydeno.Runtime() as rt:\n"
         "    rt.eval('1')\n"
-        "    parent_zygote = _spawner.spawner().zygote.popen.pid\n"
+        "    parent_zygote = spawner.spawner().zygote.popen.pid\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
         "        with pydeno.Runtime() as inner:\n"
-        "            ok = inner.eval('40 + 2') == 42 and _spawner.spawner().zygote.popen.pid != parent_zygote\n"
+        "            ok = inner.eval('40 + 2') == 42 and spawner.spawner().zygote.popen.pid != parent_zygote\n"
         "        os._exit(0 if ok else 1)\n"
         "    _, status = os.waitpid(pid, 0)\n"
         "    print(os.waitstatus_to_exitcode(status), rt.eval('7'), flush=True)\n"
