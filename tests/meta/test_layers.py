@@ -12,7 +12,7 @@ from typing import Final
 
 import pytest
 
-PACKAGE: Final = Path(__file__).resolve().parents[1] / "pydeno"
+PACKAGE: Final = Path(__file__).resolve().parents[2] / "pydeno"
 # Modules every layer may use: they import nothing of pydeno above themselves.
 FOUNDATION: Final = frozenset(
     {

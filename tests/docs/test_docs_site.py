@@ -23,7 +23,7 @@ from pydeno._taxonomy import Catalog, kind_page
 # PyYAML comes with mkdocs; imported as Any so that mypy needs no stubs for it.
 yaml: Any = importlib.import_module("yaml")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 # The hooks import scripts/docs_charts.py as mkdocs does: from the scripts directory.

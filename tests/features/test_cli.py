@@ -23,7 +23,7 @@ import pydeno
 from pydeno import _cli
 from pydeno._taxonomy import Catalog, docs_page, kind_page
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "pydeno"
 MODULE = [sys.executable, "-m", "pydeno"]
 

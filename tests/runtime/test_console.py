@@ -19,7 +19,7 @@ import pydeno
 # Real workers: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINES = "console.log('a log line'); console.warn('a warning'); console.error('an error'); console.debug('a debug line')"
 
 

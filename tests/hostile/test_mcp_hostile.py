@@ -24,9 +24,9 @@ import httpx
 import psutil
 import pytest
 from mcp import Client
-from test_mcp_server import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
 
 from pydeno import _cli
+from tests.mcp_clients import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
 
 pytestmark = [pytest.mark.anyio]
 

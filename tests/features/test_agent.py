@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
-SCRIPTS = Path(__file__).parent / "agent_scripts"
+SCRIPTS = Path(__file__).parents[1] / "agent_scripts"
 HOST_WAIT = "host callbacks kept the guest waiting for more than {0}s in one command (max_host_wait); worker killed"
 PAUSED = "a run is paused at a tool call: resume it (or close the session) first"
 NOT_AUTHENTIC = "journal is not authentic: wrong key, or altered since it was signed"

@@ -15,7 +15,7 @@ import pytest
 import pydeno
 from pydeno import _version
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -328,7 +328,7 @@ def mcp_server_killed_mid_call(env: Env) -> BaseException:
     from anyio.streams.buffered import BufferedByteReceiveStream
     from mcp import Client, StdioServerParameters
 
-    script = Path(__file__).parent / "mcp_servers" / "files_server.py"
+    script = Path(__file__).parents[1] / "mcp_servers" / "files_server.py"
 
     async def kill(conn: SocketStream) -> None:
         async with conn:

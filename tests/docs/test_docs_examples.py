@@ -34,7 +34,7 @@ import pytest
 import pydeno
 from pydeno import _cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 _PYTHON = re.compile(r"^```python\n(.*?)^```[ \t]*$", re.S | re.M)
 _SHELL = re.compile(r"^```(?:sh|console)\n(.*?)^```[ \t]*$", re.S | re.M)

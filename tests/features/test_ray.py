@@ -191,7 +191,7 @@ def test_importing_pydeno_ray_without_ray_installed_names_the_extra_to_install()
 
 
 # -- shipping this project to the nodes ---------------------------------------------------------
-RAY_DOCS = Path(__file__).resolve().parent.parent / "docs" / "ray.md"
+RAY_DOCS = Path(__file__).resolve().parents[2] / "docs" / "ray.md"
 
 
 def test_the_docs_ship_this_project_to_the_nodes_never_the_pypi_name() -> None:
@@ -233,7 +233,7 @@ ray.shutdown()
 
 
 def test_a_wheel_shipped_in_py_modules_as_the_docs_show_is_what_the_actors_run(cluster: None, tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     subprocess.run(
         [
             sys.executable,

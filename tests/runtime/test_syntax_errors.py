@@ -18,7 +18,7 @@ import pytest
 import pydeno
 from pydeno._syntax import locate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 import pydeno
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load() -> types.ModuleType:

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "unasync.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "unasync.py"
 
 
 def generator() -> ModuleType:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pydeno
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gen_error_docs", ROOT / "scripts" / "gen_error_docs.py")
 assert spec is not None and spec.loader is not None
 gen = importlib.util.module_from_spec(spec)

@@ -41,7 +41,7 @@ INSPECTOR_PACKAGE: Final = "@modelcontextprotocol/inspector"
 # Node 20 too (npm only warns).
 INSPECTOR_VERSION: Final = "2.12.0"
 
-TREE: Final = Path(__file__).resolve().parents[1]
+TREE: Final = Path(__file__).resolve().parents[2]
 SERVER: Final = (sys.executable, "-m", "pydeno", "mcp")
 # The TypeScript SDK's stdio transport refuses a message longer than this (its ReadBuffer's
 # default); the server's own bound on a result has to stay under it.

@@ -14,7 +14,7 @@ import pytest
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 KEY_VARIABLE = "PYDENO_EXAMPLE_KEY"
 

@@ -21,7 +21,7 @@ import pydeno
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-SERVERS = Path(__file__).parent / "mcp_servers"
+SERVERS = Path(__file__).parents[1] / "mcp_servers"
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 SECRET = "Bearer s3cret-token-0123456789"
 # A self-signed certificate for the name fetch.test (and no other), valid until 2126.
-TLS = Path(__file__).parent / "fetch_tls"
+TLS = Path(__file__).parents[1] / "fetch_tls"
 
 # The addresses this process asks the kernel to connect to while a test records them, seen
 # by an audit hook (hooks cannot be removed: it is installed once and idles otherwise).
