@@ -22,8 +22,8 @@ import trio
 
 import pydeno
 from pydeno.host import _monitor
-from tests.error_checks import FakeWorker, Launcher, assert_explained, eval_failure, failure
 from tests.packages_cache import packages
+from tests.support.error_checks import FakeWorker, Launcher, assert_explained, eval_failure, failure
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 import pydeno
-from tests.fetch_guests import SECRET, guest, refusal
+from tests.support.fetch_guests import SECRET, guest, refusal
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 import pydeno
 from pydeno import _cli
-from tests.mcp_clients import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
+from tests.support.mcp_clients import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

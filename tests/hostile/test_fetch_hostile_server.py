@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from tests.fetch_guests import SECRET, guest, refusal
+from tests.support.fetch_guests import SECRET, guest, refusal
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

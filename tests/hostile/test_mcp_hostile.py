@@ -26,7 +26,7 @@ import pytest
 from mcp import Client
 
 from pydeno import _cli
-from tests.mcp_clients import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
+from tests.support.mcp_clients import SERVER, gone, http_server, run, stdio_client, until, wait_until, workers
 
 pytestmark = [pytest.mark.anyio]
 

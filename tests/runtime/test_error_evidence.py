@@ -13,7 +13,7 @@ import pytest
 
 import pydeno
 from pydeno.host import _child, _spawner
-from tests.error_checks import Launcher, assert_explained, failure
+from tests.support.error_checks import Launcher, assert_explained, failure
 
 # Outside the fast subset (pytest -m "not slow") like the rest of the error-kind checks: the
 # spawn failures start runtimes, and the retry policy's test starts a real worker.

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from tests.error_checks import GUEST_DIED, FakeWorker, assert_explained, eval_failure, failure
+from tests.support.error_checks import GUEST_DIED, FakeWorker, assert_explained, eval_failure, failure
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

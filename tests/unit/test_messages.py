@@ -1,6 +1,7 @@
 """The messages a newcomer meets first: a misspelt option, a size written as text, a byte
-count in a hint, a result too large to send, ``with`` on an async-only class (and
-``async with`` on a sync one), and where an error's docs can be read."""
+count in a hint, ``with`` on an async-only class (and ``async with`` on a sync one), and
+where an error's docs can be read; made without a worker. The same messages from a running
+worker (a result too large to send) are tests/runtime/test_limit_messages.py."""
 
 from __future__ import annotations
 
@@ -149,12 +150,6 @@ def test_fetch_and_session_byte_caps_take_sizes_too() -> None:
         pydeno.AgentSandbox.load(b"", key=KEY, max_journal_bytes="lots")
 
 
-def test_a_runtime_starts_with_a_size_string() -> None:
-    with pydeno.Runtime(max_memory="256MiB", max_message_bytes="1M") as rt:
-        assert rt.eval("1 + 1") == 2
-        assert (rt._core.options.max_memory, rt._core.options.max_message_bytes) == (256 * 2**20, 2**20)
-
-
 def test_the_command_line_reads_sizes_with_the_same_parser() -> None:
     assert _cli.parse_size("256MB") == _checks.parse_size("256MB") == 256 * 2**20
     with pytest.raises(argparse.ArgumentTypeError, match=r"256M, 1\.5G"):
@@ -199,60 +194,7 @@ def test_the_memory_limit_fix_gives_the_limit_in_bytes_and_mib_and_the_message_k
     assert heap.hint.startswith("raise max_memory= (now 67108864 = 64 MiB)")
 
 
-# -- 4. a result over max_message_bytes ---------------------------------------------------------
-@pytest.fixture
-def small_frames() -> Iterator[pydeno.Runtime]:
-    with pydeno.Runtime(max_message_bytes="2K") as rt:
-        yield rt
-
-
-@pytest.mark.slow
-def test_a_result_over_max_message_bytes_gets_a_fix_that_names_the_limit(small_frames: pydeno.Runtime) -> None:
-    with pytest.raises(pydeno.JavaScriptError) as caught:
-        small_frames.eval("'x'.repeat(5000)")
-    exc = caught.value
-    assert exc.kind == "js_error" and pydeno.classify_error(exc).kind == "js_error"
-    assert str(exc).startswith("Evaluation failed: RangeError: result could not be converted: value is larger than")
-    assert exc.hint == (
-        "return less from the code (a smaller value, or the rest in later calls), "
-        "or raise max_message_bytes= (now 2048 = 2 KiB)"
-    )
-    assert f"\nFix: {exc.hint}\n" in exc.__notes__[-1]
-    assert len(exc.__notes__) == 1
-    # What a model reads: the program's terms and the size, no option.
-    assert (
-        exc.model_hint
-        == "Return less from the program: a smaller value, or the rest in later calls (a value may be at most 2 KiB)"
-    )
-    assert small_frames.eval("'still alive'") == "still alive"
-
-
-def test_arguments_over_max_message_bytes_get_a_fix_that_names_the_limit(small_frames: pydeno.Runtime) -> None:
-    small_frames.bind_function("f", len)
-    with pytest.raises(pydeno.JavaScriptError) as caught:
-        small_frames.eval("await f('x'.repeat(5000))")
-    assert caught.value.hint == (
-        "pass less to f() (a smaller value, or the rest in later calls), or raise max_message_bytes= (now 2048 = 2 KiB)"
-    )
-
-
-def test_the_fix_names_the_hosts_own_limit_not_a_number_the_guest_wrote(small_frames: pydeno.Runtime) -> None:
-    with pytest.raises(pydeno.JavaScriptError) as caught:
-        small_frames.eval(
-            "throw new RangeError('result could not be converted: "
-            "value is larger than max_message_bytes=1 when encoded')"
-        )
-    assert caught.value.kind == "js_error"
-    assert caught.value.hint.endswith("(now 2048 = 2 KiB)")
-
-
-def test_a_plain_guest_error_keeps_the_generic_fix(small_frames: pydeno.Runtime) -> None:
-    with pytest.raises(pydeno.JavaScriptError) as caught:
-        small_frames.eval("null.x")
-    assert caught.value.hint == _taxonomy.Catalog["js_error"].fix
-
-
-# -- 5. with on an async-only class, async with on a sync one ------------------------------------
+# -- 4. with on an async-only class, async with on a sync one ------------------------------------
 ASYNC_ONLY = [
     pydeno.AsyncRuntime,
     pydeno.AsyncSandboxPool,
@@ -326,7 +268,7 @@ def test_type_checkers_see_that_the_wrong_with_never_returns() -> None:
     assert typing.get_type_hints(pydeno.Runtime.__enter__)["return"] is pydeno.Runtime
 
 
-# -- 6. where the docs are ----------------------------------------------------------------------
+# -- 5. where the docs are ----------------------------------------------------------------------
 @pytest.fixture
 def metadata(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., list[int]]]:
     """Fake the installed distribution's metadata; returns a counter of the lookups."""
