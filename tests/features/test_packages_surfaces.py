@@ -1,5 +1,5 @@
 """Packages in every surface that takes runtime options: pools, agents, Code Mode, session
-pools and the MCP server (RayPool: tests/test_ray.py)."""
+pools and the MCP server (RayPool: tests/features/test_ray.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """SessionPool: many sessions, few workers, journals in a real store (real deno workers, a
 real SQLite file, a second real process holding its lock). The pool's decisions alone are
-tested without workers in tests/test_sessions_core.py."""
+tested without workers in tests/unit/test_sessions_core.py."""
 
 from __future__ import annotations
 

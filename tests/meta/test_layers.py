@@ -29,7 +29,7 @@ FOUNDATION: Final = frozenset(
         "pydeno._packages",
         # The project's name and version, for the CLI and the notes.
         "pydeno._version",
-        # The wire's table: a leaf that imports nothing (tests/host/test_protocol.py).
+        # The wire's table: a leaf that imports nothing (tests/meta/test_protocol.py).
         "pydeno.host._protocol",
     }
 )

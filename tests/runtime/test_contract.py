@@ -94,7 +94,7 @@ def test_proc_refusing_the_monitor_never_escapes(monkeypatch: pytest.MonkeyPatch
         raise PermissionError(13, "Permission denied", f"/proc/{pid}/stat")
 
     monkeypatch.setattr(_monitor._platform, "open_stat", denied)
-    # sandbox="require" refuses such a worker (tests/test_sandbox.py); without it, it runs.
+    # sandbox="require" refuses such a worker (tests/runtime/test_sandbox.py); without it, it runs.
     with pydeno.Runtime(cpu_limit=5.0, sandbox="off") as rt:
         assert rt.eval("let s = 0; for (let i = 0; i < 1e5; i++) s += i; s") == 4999950000
     with pytest.raises(pydeno.WorkerCrashed) as info:

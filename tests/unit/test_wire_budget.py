@@ -1,4 +1,4 @@
-"""The decode budget (pydeno/host/_budget.py), driven without I/O like tests/host/test_wire.py.
+"""The decode budget (pydeno/host/_budget.py), driven without I/O like tests/unit/test_wire.py.
 
 Properties, each over random frames: whatever bytes arrive, the connection gives events or a
 ProtocolError and nothing else; decoding a frame never builds more than it was charged, and
