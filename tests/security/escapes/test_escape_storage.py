@@ -1,5 +1,5 @@
-"""The escape battery, storage: nothing a guest stores (Web Storage, the Cache API, IndexedDB and
-the like) outlives its runtime for a later one to find, under every sandbox mode."""
+"""The escape battery, storage: nothing a guest stores (localStorage, sessionStorage, the Cache
+API) outlives its runtime for a later one to find, under every sandbox mode."""
 
 from __future__ import annotations
 
