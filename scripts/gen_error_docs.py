@@ -4,7 +4,7 @@
     python scripts/gen_error_docs.py --check  # exit 1 if any page is missing, extra or stale
 
 The catalog (``pydeno._base.kinds.Catalog``) is the single source: codes, fixes and pages
-cannot drift, and tests/test_error_docs.py runs the check.
+cannot drift, and tests/docs/test_error_docs.py runs the check.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ left out of it (a step only the async flavour takes, such as letting other tasks
     python scripts/unasync.py           # rewrite the sync twins
     python scripts/unasync.py --check   # exit 1, naming them, if any is stale
 
-tests/test_twins.py runs the check.
+tests/meta/test_twins.py runs the check.
 """
 
 from __future__ import annotations

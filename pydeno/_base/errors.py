@@ -467,7 +467,7 @@ HIDDEN: Final = "; its details are hidden from the program"
 # Every message that picks a kind is written here, once, by the one function that makes that
 # failure and names its kind; the hint travels with it. The anchored patterns that classify
 # a message stay the contract for an exception known only by its type and text (pickled
-# across a process, say): tests/test_errors_taxonomy.py checks that each message here
+# across a process, say): tests/unit/test_error_factories.py checks that each message here
 # classifies, through the patterns alone, to the kind its function names.
 FACTORIES: list[Callable[..., Exception]] = []
 

@@ -3,7 +3,7 @@ one to evict, the per-owner caps, and the sealed record a store keeps.
 
 The drivers (pydeno/_agents/sessions/_async.py and its generated twin pydeno/_agents/sessions/_sync.py) start
 and close sandboxes and talk to the store; every decision is made here, so it is tested
-without a worker (tests/test_sessions_core.py).
+without a worker (tests/unit/test_sessions_core.py).
 
 Sealed record (version 1): a msgpack array ``["pydeno-session", 1, session_id, owner,
 version, journal, mac]``; ``journal`` is the agent's own signed journal, ``mac`` an

@@ -1,7 +1,7 @@
 """The wire contract: everything the host and the worker must agree on, written once.
 
 worker/protocol.ts is generated from this module (``python scripts/gen_protocol.py``) and
-worker/main.ts and worker/codec.ts take their constants from it; tests/host/test_protocol.py
+worker/main.ts and worker/codec.ts take their constants from it; tests/meta/test_protocol.py
 fails while the two files disagree, or while either side keeps a copy of its own. To change
 the contract: edit this table, regenerate, and raise PROTOCOL_VERSION when a worker built
 from the old table would misread the new host (or the reverse). The ``#:`` comment above a
