@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host memory per byte of a frame from the worker, for the shapes that cost most to decode.
 
-Each case is one RESULT frame, decoded by the host's own connection (pydeno/host/_wire.py)
+Each case is one RESULT frame, decoded by the host's own connection (pydeno/host/wire/connection.py)
 from bytes already in memory, in a fresh interpreter: the growth of its resident size (peak
 and after, with the value still held) over the frame's bytes is the number that the decode
 budget bounds. A shape alone is as many items as the frame's size allows; "at the limit"
@@ -94,8 +94,8 @@ def build(lane: str, shape: str, size: int, at_limit: bool, ratio: int) -> bytes
     if not at_limit:
         return make(n, 0)
     # The most items that fit under the budget with filler making up the rest of size.
-    from pydeno.host._budget import frame_cost
-    from pydeno.host._protocol import DECODE_FLOOR
+    from pydeno.host.wire.budget import frame_cost
+    from pydeno.host.wire.protocol import DECODE_FLOOR
 
     low, high = 0, n
     while high - low > 1:
@@ -116,8 +116,8 @@ def measure(data: bytes, ratio: int) -> dict[str, Any]:
     import msgpack
     import psutil
 
-    from pydeno.host._codec import Codec
-    from pydeno.host._wire import Connection, ProtocolError, frame
+    from pydeno.host.wire.codec import Codec
+    from pydeno.host.wire.connection import Connection, ProtocolError, frame
 
     conn = Connection(Codec(lambda i: i, lambda value: None, 64 * MiB, max_decode_ratio=ratio), 64 * MiB)
     conn.feed(frame(msgpack.packb(HELLO)))

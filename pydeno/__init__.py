@@ -8,16 +8,13 @@
 
 import logging
 
-from ._agent import PausedToolCall
-from ._agent_sandbox import AgentSandbox
-from ._async_agent_sandbox import AsyncAgentSandbox
-from ._async_code_mode import AsyncCodeMode
-from ._async_pool import AsyncSandboxPool
-from ._async_retry import run_with_retry_async
-from ._async_runtime import AsyncRuntime
-from ._async_sessions import AsyncSessionPool
-from ._code_mode import CodeMode
-from ._errors import (
+from ._agents._async import AsyncAgentSandbox
+from ._agents._sync import AgentSandbox
+from ._agents.core import PausedToolCall
+from ._agents.sessions._async import AsyncSessionPool
+from ._agents.sessions._sync import SessionPool
+from ._agents.sessions.store import JournalStore, MemoryJournalStore, SQLiteJournalStore
+from ._base.errors import (
     ActorDied,
     CheckoutTimeout,
     ClosedError,
@@ -46,22 +43,25 @@ from ._errors import (
     UpstreamError,
     WorkerCrashed,
 )
-from ._execution import ExecutionResult
-from ._fetch import HttpFetch
-from ._function import JsFunction
-from ._journal_store import JournalStore, MemoryJournalStore, SQLiteJournalStore
-from ._mcp_tools import mcp_tools
-from ._packages import Packages
-from ._pool import SandboxPool
-from ._retry import run_with_retry
-from ._retry_policy import RetryPolicy
-from ._runtime import Runtime
-from ._sandbox import LayerStatus, SandboxStatus, sandbox_status
-from ._sessions import SessionPool
-from ._taxonomy import KINDS, ErrorInfo, classify_error
-from ._tool import Tool, tool
-from ._tools import ToolBridge
-from ._values import Undefined, undefined
+from ._base.kinds import KINDS, ErrorInfo, classify_error
+from ._base.packages import Packages
+from ._base.values import Undefined, undefined
+from ._code_mode._async import AsyncCodeMode
+from ._code_mode._sync import CodeMode
+from ._code_mode.core import ExecutionResult
+from ._pools._async import AsyncSandboxPool
+from ._pools._sync import SandboxPool
+from ._pools.retry._async import run_with_retry_async
+from ._pools.retry._sync import run_with_retry
+from ._pools.retry.policy import RetryPolicy
+from ._runtime._async import AsyncRuntime
+from ._runtime._sync import Runtime
+from ._runtime.function import JsFunction
+from ._runtime.sandbox_status import LayerStatus, SandboxStatus, sandbox_status
+from ._tools.bridge import ToolBridge
+from ._tools.fetch.client import HttpFetch
+from ._tools.mcp import mcp_tools
+from ._tools.tool import Tool, tool
 from ._version import __version__ as __version__
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""``python -m pydeno``: see :mod:`pydeno._cli`."""
+"""``python -m pydeno``: see :mod:`pydeno._cli.main`."""
 
-from ._cli import main
+from ._cli.main import main
 
 raise SystemExit(main())

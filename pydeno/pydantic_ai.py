@@ -23,13 +23,13 @@ from typing import Any, Final, Unpack
 
 import anyio
 
-from ._async_code_mode import AsyncCodeMode
-from ._checks import NeedsAsyncWith
-from ._errors import ToolError
-from ._execution import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
-from ._mcp_tools import js_name
-from ._options import RuntimeKwargs, check_option_names
-from ._tool import Tool
+from ._base.checks import NeedsAsyncWith
+from ._base.errors import ToolError
+from ._base.options import RuntimeKwargs, check_option_names
+from ._code_mode._async import AsyncCodeMode
+from ._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
+from ._tools.mcp import js_name
+from ._tools.tool import Tool
 from ._version import missing_extra
 
 try:

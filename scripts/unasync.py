@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Generate the sync drivers from their async source, so the twins cannot drift.
 
-Each ``pydeno/_async_<name>.py`` is the one source of a driver; ``pydeno/_<name>.py`` is
-generated from it here, by rewriting ``async``/``await`` away and the async names to the
-sync ones (``AsyncRuntime`` -> ``Runtime``, ``_backends._anyio`` -> ``_backends._sync``).
-Whatever else differs lives in ``pydeno/_backends/``. A line ``# unasync: <code>`` in the
-source is ``<code>`` in the sync twin (a step only the blocking flavour takes); a line that
-ends in ``# async-only`` is left out of it (a step only the async flavour takes, such as
-letting other tasks run).
+The folder rule: each ``pydeno/**/_async.py`` is the one source of a driver, and the
+``_sync.py`` beside it is generated from it here, by rewriting ``async``/``await`` away and
+the async names to the sync ones (``AsyncRuntime`` -> ``Runtime``; in module paths ``._async``
+-> ``._sync`` and ``backends.anyio`` -> ``backends.sync``). Whatever else differs lives in
+``pydeno/_runtime/backends/``. A line ``# unasync: <code>`` in the source is ``<code>`` in the
+sync twin (a step only the blocking flavour takes); a line that ends in ``# async-only`` is
+left out of it (a step only the async flavour takes, such as letting other tasks run).
 
     python scripts/unasync.py           # rewrite the sync twins
     python scripts/unasync.py --check   # exit 1, naming them, if any is stale
 
-tests/test_twins.py runs the check.
+tests/meta/test_twins.py runs the check.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ import _generated
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 PACKAGE: Final = ROOT / "pydeno"
-SOURCES: Final = (
-    "_async_runtime.py",
-    "_async_agent_sandbox.py",
-    "_async_retry.py",
-    "_async_pool.py",
-    "_async_code_mode.py",
-    "_async_sessions.py",
-)
+SOURCE: Final = "_async.py"
+TARGET: Final = "_sync.py"
+
+
+def sources() -> list[str]:
+    """Every driver source, as a path under pydeno/: found by the folder rule, never listed."""
+    return sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob(SOURCE))
+
 
 # Whole words, longest first where one contains another.
 NAMES: Final = {
@@ -55,15 +55,14 @@ NAMES: Final = {
     "AsyncIterator": "Iterator",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "asynccontextmanager": "contextmanager",
-    "_async_runtime": "_runtime",
-    "_async_agent_sandbox": "_agent_sandbox",
-    "_async_code_mode": "_code_mode",
-    "_async_pool": "_pool",
-    "_async_sessions": "_sessions",
-    "_async_retry": "_retry",
-    "_anyio": "_sync",
 }
 _WORDS: Final = re.compile(r"\b(" + "|".join(map(re.escape, NAMES)) + r")\b")
+# Module paths: another driver's source is its twin (``from .._runtime._async import ...``), and
+# the way the async flavour waits is the blocking one (``from .backends import anyio as backend``).
+_MODULES: Final = (
+    (re.compile(r"(?<=\.)_async\b"), "_sync"),
+    (re.compile(r"\bbackends(\.| import )anyio\b"), r"backends\1sync"),
+)
 _KEYWORDS: Final = re.compile(r"\b(?:async (?=def |with |for )|await )")
 # What an awaitable gives is what the blocking call returns.
 _AWAITABLE: Final = re.compile(r"\bAwaitable\[([^\[\]]+)\]")
@@ -73,7 +72,11 @@ _DOCSTRING: Final = re.compile(r'\A"""(.*?)"""\n', re.DOTALL)
 
 
 def target_of(source: str) -> str:
-    return source.replace("_async_", "_", 1)
+    """The twin of a source path under pydeno/: ``_runtime/_async.py`` -> ``_runtime/_sync.py``."""
+    folder, _, name = source.rpartition("/")
+    if name != SOURCE:
+        raise ValueError(f"{source}: a driver's source is a {SOURCE} in a folder of its own")
+    return f"{folder}/{TARGET}"
 
 
 def unasync(text: str, source: str) -> str:
@@ -89,6 +92,8 @@ def unasync(text: str, source: str) -> str:
     body = _KEYWORDS.sub("", body)
     body = _AWAITABLE.sub(r"\1", body)
     body = _WORDS.sub(lambda m: NAMES[m.group(1)], body)
+    for pattern, replacement in _MODULES:
+        body = pattern.sub(replacement, body)
     return f'"""{notice}{found.group(1)}"""\n{body}'
 
 
@@ -110,7 +115,7 @@ def formatted(text: str, path: Path) -> str:
 
 def generated() -> dict[Path, str]:
     twins = {}
-    for source in SOURCES:
+    for source in sources():
         target = PACKAGE / target_of(source)
         twins[target] = formatted(unasync((PACKAGE / source).read_text(encoding="utf-8"), source), target)
     return twins

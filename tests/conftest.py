@@ -1,5 +1,5 @@
 """Shared fixtures. The autouse leak guard fails any test that leaves a worker process,
-a thread or a file descriptor behind; only what _spawner.infrastructure() names (the zygote,
+a thread or a file descriptor behind; only what spawner.infrastructure() names (the zygote,
 its socket and the spawner thread) is the process's own, kept between runtimes on purpose."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Final
 import psutil
 import pytest
 
-from pydeno.host import _process, _spawner
+from pydeno.host.process import spawner, worker
 
 FAKE_WORKERS = Path(__file__).parent / "fake_workers"
 
@@ -55,7 +55,7 @@ def no_leaks() -> Iterator[None]:
     deadline = time.monotonic() + 5.0
     collected = False
     while True:
-        kept = _spawner.infrastructure()
+        kept = spawner.infrastructure()
         left_children = _children() - children - kept.processes
         # A descriptor number reused for something long-lived is still a leak; listdir's
         # own descriptor is closed by the time the set is built.
@@ -96,14 +96,14 @@ def no_leaks() -> Iterator[None]:
 @pytest.fixture
 def launch() -> Iterator[Callable[..., None]]:
     """``launch(**changes)``: start the workers of the runtimes made from now on (from any
-    thread) with these fields of :class:`pydeno.host._process.Launch` replaced, on top of what
+    thread) with these fields of :class:`pydeno.host.process.worker.Launch` replaced, on top of what
     an earlier call replaced; production's way again once the test ends."""
     with contextlib.ExitStack() as stack:
-        current = [_process.Launch()]
+        current = [worker.Launch()]
 
         def use(**changes: Any) -> None:
             current.append(dataclasses.replace(current[-1], **changes))
-            stack.enter_context(_process.launching(current[-1]))
+            stack.enter_context(worker.launching(current[-1]))
 
         yield use
 

@@ -365,7 +365,7 @@ export class Writer {
     this.charged = charged;
   }
 
-  // The decode budget (pydeno/host/_budget.py): the host refuses a frame whose decoding would take
+  // The decode budget (pydeno/host/wire/budget.py): the host refuses a frame whose decoding would take
   // more than decodeRatio bytes of its memory per byte, plus DECODE_FLOOR; the parts of a
   // value share one allowance, so charged is what the earlier ones took (see budget()).
   decodeRatio = DEFAULT_DECODE_RATIO;
@@ -1017,7 +1017,7 @@ function copyItems(v: any, from: number, to: number, depth: number, maxDepth: nu
   return out;
 }
 
-// -- The decode budget: what the host charges for decoding a frame (pydeno/host/_budget.py) --------
+// -- The decode budget: what the host charges for decoding a frame (pydeno/host/wire/budget.py) --------
 // The arrays and objects of the value the last JSON-exactness check passed: what JSON.stringify
 // writes, so the brackets outside strings that the host counts in the payload.
 let jsonLists = 0, jsonDicts = 0;
@@ -1069,7 +1069,7 @@ function uintAt(buf: Uint8Array, view: DataView, p: number, width: number): numb
 }
 
 /** What the host charges for decoding the msgpack in buf[pos, end), which this writer wrote:
- * pydeno/host/_budget.py's frame_cost, with the JSON payload's arrays and objects as counted. */
+ * pydeno/host/wire/budget.py's frame_cost, with the JSON payload's arrays and objects as counted. */
 function frameCost(buf: Uint8Array, view: DataView, pos: number, end: number): number {
   let cost = 0;
   while (pos < end) {

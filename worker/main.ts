@@ -169,7 +169,7 @@ D.permissions.revokeSync({ name: "sys", kind: "inspector" });
 // --- The sandbox self-test ----------------------------------------------------------------
 // Only when the host applied OS layers (config.selftest). The launcher has already tried, under
 // every layer deno inherits, to read, list and create files, to listen and connect, to start a
-// process and to signal the host (pydeno/host/_layers.py): what only deno sees is left here, the
+// process and to signal the host (pydeno/host/process/layers.py): what only deno sees is left here, the
 // environment it was handed. Deno was started with a grant to read all of it, revoked below
 // with every other before anything else runs; the worker exits if one stays granted. What got
 // through travels in the handshake; the host decides whether that refuses start-up.
@@ -384,7 +384,7 @@ async function replEval(code: string, script: string): Promise<any> {
 // with, or more, as V8 sizes them to how fast the guest allocates) whatever the guest does.
 // The first allowance, MEMORY_GROWTH past the low point just after a collection, must hold
 // that regrowth, or the worker would collect again and again for nothing: the host sizes it
-// from the young generation it asked for (pydeno/host/_command.py). But for evals of new code
+// from the young generation it asked for (pydeno/host/process/spec.py). But for evals of new code
 // it is too wide: on top of what the first collection touches once (about 3 MiB of deno's code
 // and of node:process, which the inspector loads on its first message), the worker then swung
 // up to 3 MiB above the low point, and read more than 5 MiB above where it started for much of
@@ -1298,10 +1298,10 @@ ObjectDefineProperty(globalThis, "Error", { __proto__: null, value: ErrorCtor, w
 // Deno namespace, execPath() answers "deno" and mainModule is undefined (as it is in a worker):
 // node:process reads both when it loads (lazily, on first use, always after this), so its
 // execPath, argv[0] and title say "deno" too, and argv[1] names no file of the host's; argv0
-// is deno's own argv[0], which the host sets to "deno" (pydeno/host/_command.py, DENO_ARGV0).
+// is deno's own argv[0], which the host sets to "deno" (pydeno/host/process/spec.py, DENO_ARGV0).
 // The originals are kept nowhere, so a guest that deletes or redefines them, or has
 // node:process load again, gets nothing better. And the Cache API, which pydeno never lets
-// keep anything (see _no_web_storage in pydeno/host/_staging.py), fails with an error of its own: Deno's
+// keep anything (see _no_web_storage in pydeno/host/process/staging.py), fails with an error of its own: Deno's
 // names the cache directory, with the temporary directory and the host's user id in it.
 //
 // In a guest's Worker (inWorker), the guard then hides the runtime as the runtime's own isolate

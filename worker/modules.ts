@@ -100,7 +100,7 @@ const OWN = /^(?:node|data|blob):/;
 
 const REMOTE = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 // The sandbox's account of an import it cannot load, in the program's terms (the host reads
-// these exact words: pydeno/_taxonomy.py's import_refused). What the host may do about it
+// these exact words: pydeno/_base/kinds.py's import_refused). What the host may do about it
 // (add_module) is the operator's, and the exception's note says it.
 const REASONS: { [scheme: string]: string } = {
   "npm:": "npm packages are not available",

@@ -1,4 +1,4 @@
-// npm packages the host bundled (pydeno.Packages, pydeno/_packages.py). Each arrives as one
+// npm packages the host bundled (pydeno.Packages, pydeno/_base/packages.py). Each arrives as one
 // CommonJS script holding the package and all it imports, with the list of node: built-ins
 // it requires. It runs once, in the guest's realm, at the first import of its specifier; the
 // import is then rewritten (see modules.ts) to a small module that re-exports what the

@@ -46,9 +46,12 @@ def our_versions() -> dict[str, Any]:
         versions["ours"] = None
     try:
         try:
-            from pydeno.host._staging import find_deno
+            from pydeno.host.process.staging import find_deno
         except ImportError:  # an older layout
-            from pydeno.host._process import find_deno  # type: ignore[attr-defined, no-redef]
+            try:
+                from pydeno.host._staging import find_deno  # type: ignore[import-not-found, no-redef]
+            except ImportError:  # older still
+                from pydeno.host._process import find_deno  # type: ignore[import-not-found, no-redef]
 
         deno = find_deno()
         out = subprocess.run([deno, "--version"], capture_output=True, text=True, check=True, timeout=30).stdout

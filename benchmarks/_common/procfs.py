@@ -41,8 +41,9 @@ def shared_helpers() -> frozenset[int]:
     of workers, so not part of a worker's figures. Ours: the zygote that forks confined
     workers. The peer's: the one spare worker it keeps started ahead (a process that has
     imported everything and waits to be handed to the next runtime)."""
-    # The spawner module, or in an older layout the process module, names ours.
-    for name in ("pydeno.host._spawner", "pydeno.host._process"):
+    # The spawner module names ours; older layouts had it as host/_spawner, or before that in
+    # the process module.
+    for name in ("pydeno.host.process.spawner", "pydeno.host._spawner", "pydeno.host._process"):
         try:
             module = importlib.import_module(name)
         except ImportError:

@@ -1,6 +1,6 @@
 """Load an agent journal another process dumped, run more code, print the outcome as JSON.
 
-Usage: continue_session.py JOURNAL_PATH KEY_HEX CODE. Used by tests/test_agent.py; the live
+Usage: continue_session.py JOURNAL_PATH KEY_HEX CODE. Used by tests/features/test_agent.py; the live
 tool tags its answers with this process's id, so the output shows which answers were replayed.
 """
 

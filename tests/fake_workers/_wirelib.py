@@ -2,9 +2,9 @@
 
 The fakes run with an empty environment under the test's own interpreter. Each imports
 this module by putting its own directory on ``sys.path``. A frame is a 4-byte big-endian
-length and one msgpack array; see ``pydeno/host/_wire.py`` for the shapes.
+length and one msgpack array; see ``pydeno/host/wire/connection.py`` for the shapes.
 
-Their constants are the host's own, from ``pydeno/host/_protocol.py``, loaded by path from
+Their constants are the host's own, from ``pydeno/host/wire/protocol.py``, loaded by path from
 the tree these tests are in: ``import pydeno`` would find whichever pydeno the interpreter
 has installed, which need not be this one, and would import all of it.
 """
@@ -20,9 +20,9 @@ from typing import Any, NoReturn
 
 import msgpack
 
-sys.path.append(str(Path(__file__).resolve().parents[2] / "pydeno" / "host"))
+sys.path.append(str(Path(__file__).resolve().parents[2] / "pydeno" / "host" / "wire"))
 
-from _protocol import (  # type: ignore[import-not-found]
+from protocol import (  # type: ignore[import-not-found]
     EXIT_PERMISSION_KEPT,
     EXT_BIGINT,
     EXT_DATE,

@@ -3,7 +3,7 @@ Python objects on the host (one empty Map, object or array reused at every posit
 as a tree of them: one byte each, a 64-byte dict or list and its slot each on the host).
 
 The host charges every frame from the worker what decoding it builds before decoding it,
-and refuses one over ``max_decode_ratio`` bytes per byte plus 1 MiB (pydeno/host/_budget.py). An
+and refuses one over ``max_decode_ratio`` bytes per byte plus 1 MiB (pydeno/host/wire/budget.py). An
 honest worker refuses such a value first, with an error naming the option; a forged frame
 kills the worker as a protocol violation. Realistic data is never refused.
 """
@@ -22,9 +22,9 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host._codec import Codec
-from pydeno.host._protocol import PROTOCOL_VERSION
-from pydeno.host._wire import Connection, ProtocolError, frame
+from pydeno.host.wire.codec import Codec
+from pydeno.host.wire.connection import Connection, ProtocolError, frame
+from pydeno.host.wire.protocol import PROTOCOL_VERSION
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

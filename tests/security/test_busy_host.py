@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 import pydeno
-from pydeno.host import _cgroup
+from pydeno.host.process import cgroup
 
 MiB = 2**20
 HELD_SECONDS = 5.0
 
 pytestmark = [
-    pytest.mark.skipif(_cgroup.mechanism().version is None, reason="this system lets no per-worker cgroup be made"),
+    pytest.mark.skipif(cgroup.mechanism().version is None, reason="this system lets no per-worker cgroup be made"),
     pytest.mark.slow,
 ]
 
@@ -116,7 +116,7 @@ def test_without_a_cgroup_the_zygote_stops_the_same_burst_near_max_memory(
     monkeypatch: pytest.MonkeyPatch, tmp: Path
 ) -> None:
     # The zygote is a process of its own: the host's GIL does not stop its watch.
-    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
+    monkeypatch.setattr(cgroup, "mechanism", lambda: cgroup.Mechanism(None, reason="test"))
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60) as rt:
         rt.bind_function("hold", lambda: hold_the_gil(HELD_SECONDS))
@@ -137,7 +137,7 @@ def test_without_a_cgroup_or_the_zygote_the_same_burst_goes_far_past_max_memory(
 ) -> None:
     # The gap the two walls close, shown on this machine: with sandbox="off" there is no
     # zygote, and without a cgroup only the host's monitor is left.
-    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
+    monkeypatch.setattr(cgroup, "mechanism", lambda: cgroup.Mechanism(None, reason="test"))
     max_memory = 128 * MiB
     with pydeno.Runtime(max_memory=max_memory, timeout=60, sandbox="off") as rt:
         rt.bind_function("hold", lambda: hold_the_gil(2.0))
@@ -171,7 +171,7 @@ def test_web_workers_started_while_the_host_holds_the_gil_stop_at_the_thread_lim
 def test_without_a_cgroup_the_zygote_stops_web_workers_started_while_the_host_holds_the_gil(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_cgroup, "mechanism", lambda: _cgroup.Mechanism(None, reason="test"))
+    monkeypatch.setattr(cgroup, "mechanism", lambda: cgroup.Mechanism(None, reason="test"))
     max_threads = 16
     states: list[str] = []
     with pydeno.Runtime(max_threads=max_threads, timeout=30) as rt:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno.host import _monitor as monitor
+from pydeno.host.process import monitor
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from typing import Any, Final
 import pytest
 
 import pydeno
-from pydeno.host import _staging
+from pydeno.host.process import staging
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -598,7 +598,7 @@ def test_stack_traces_through_the_worker_show_no_host_path(rt: pydeno.Runtime, w
     rt.bind_function("g", fail)
     got = str(rt.eval(STACKS_THROUGH_THE_WORKER[where]))
     assert "    at " in got or "ext:" in got, got
-    worker_dir = str(_staging.worker_entry().parent)
+    worker_dir = str(staging.worker_entry().parent)
     for leak in (worker_dir, "file://", tempfile.gettempdir() + "/", "pydeno-", "worker-", "main.ts", "codec.ts"):
         assert leak not in got, f"{leak!r} in {got!r}"
 
@@ -623,8 +623,8 @@ def test_the_command_line_the_guest_can_read_back_names_no_host_path(rt: pydeno.
     assert isinstance(got, list) and got, got
     # A node worker's argv[0] is the deno binary's path (docs/security.md says why); nothing else
     # of the host is there, and elsewhere not even that (tests/security/test_host_layout.py).
-    deno = _staging.staged().deno
+    deno = staging.staged().deno
     text = json.dumps([item for item in got if not str(item).startswith(deno)])
-    worker_dir = str(_staging.worker_entry().parent)
+    worker_dir = str(staging.worker_entry().parent)
     for leak in (worker_dir, "max_message_bytes", "selftest", "mailbox", sys.executable, "pydeno-"):
         assert leak not in text, f"{leak!r} in {text}"

@@ -22,7 +22,7 @@ from typing import Any, Final
 import pytest
 
 import pydeno
-from pydeno.host import _staging
+from pydeno.host.process import staging
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -42,13 +42,13 @@ def rt(request: pytest.FixtureRequest) -> Iterator[pydeno.Runtime]:
 
 def host_paths() -> dict[str, str]:
     """Every string that would tell the guest where the host keeps something."""
-    deno = _staging.find_deno()
-    staged = _staging.stage(os.path.realpath(deno), _staging.worker_entry())
+    deno = staging.find_deno()
+    staged = staging.stage(os.path.realpath(deno), staging.worker_entry())
     paths = {
         "the deno binary": deno,
         "the deno binary, resolved": os.path.realpath(deno),
         "the deno binary the worker runs": staged.deno,
-        "the worker's source files": str(_staging.worker_entry().parent),
+        "the worker's source files": str(staging.worker_entry().parent),
         "the worker's files": str(staged.entry.parent),
         "the staging directory": str(staged.base),
         "the transpile cache": str(staged.cache),
@@ -280,8 +280,8 @@ def test_a_guest_cannot_confirm_a_guess_at_where_the_worker_s_files_are_by_impor
     # A module already loaded imports without a read permission: the worker's own modules,
     # loaded in the guest's isolate, would answer for a right guess at where they are. They
     # are loaded through a descriptor, under URLs that name no host directory.
-    staged = _staging.stage(os.path.realpath(_staging.find_deno()), _staging.worker_entry())
-    folders = [_staging.worker_entry().parent, staged.entry.parent]
+    staged = staging.stage(os.path.realpath(staging.find_deno()), staging.worker_entry())
+    folders = [staging.worker_entry().parent, staged.entry.parent]
     guesses = [(folder / name).as_uri() for folder in folders for name in ("main.ts", "codec.ts")]
     got = rt.eval(
         f"const out = []; for (const url of {json.dumps(guesses)}) {{"
@@ -306,7 +306,7 @@ def test_a_node_worker_names_the_deno_binary_and_nothing_else_of_the_host(rt: py
     # A node:worker_threads worker is an isolate the worker cannot prepare before the guest's
     # code runs in it: Deno's own answer for the binary's path stands there (docs/security.md).
     got = rt.eval(NODE_WORKER)
-    deno = _staging.stage(os.path.realpath(_staging.find_deno()), _staging.worker_entry()).deno
+    deno = staging.stage(os.path.realpath(staging.find_deno()), staging.worker_entry()).deno
     assert got["denoExecPath"] == deno, got
     assert got["argv0"] == "deno", got
     assert_names_no_host_path({k: v for k, v in got.items() if k not in ("execPath", "argv", "title", "denoExecPath")})

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import pydeno
-from pydeno.host._monitor import INTERVAL, QUIET_INTERVAL, Watch
+from pydeno.host.process.monitor import INTERVAL, QUIET_INTERVAL, Watch
 
 # Each waits for the monitor to slow down, which takes seconds.
 pytestmark = pytest.mark.slow

@@ -29,7 +29,11 @@ def warm_eval_unmonitored(ctx: Context) -> None:
     # Ours only: the same warm loop with no resource limit, so the monitor thread never
     # samples this worker; the difference to warm_eval is the monitoring overhead.
     import pydeno
-    from pydeno.host._monitor import Watch
+
+    try:
+        from pydeno.host.process.monitor import Watch
+    except ImportError:  # an older layout
+        from pydeno.host._monitor import Watch  # type: ignore[import-not-found, no-redef]
 
     with pydeno.Runtime(max_memory=None, max_threads=None, cpu_limit=None) as quiet:
         time_evals(quiet, WARM_CODE, 2, ctx.params.warmup)

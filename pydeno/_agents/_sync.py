@@ -1,0 +1,246 @@
+"""Generated from pydeno/_agents/_async.py by scripts/unasync.py: edit that file, not this one.
+
+The agent sandboxes: a session where a model-written program calls the service's tools.
+
+``AsyncAgentSandbox`` (this file) drives its :class:`~pydeno.AsyncRuntime` under asyncio
+or trio; ``AgentSandbox`` (pydeno/_agents/_sync.py, generated from this file) drives a
+:class:`~pydeno.Runtime`. The session's state (globals, tool budget) persists across runs.
+``run(code)`` calls the tools directly; ``start(code)`` stops at every tool call and hands
+it to the caller as a :class:`PausedToolCall` (an approval flow). ``dump(key)`` signs the
+session into a journal that ``load`` replays elsewhere without calling a tool again. All
+rules live in :mod:`pydeno._agents.core`; these drivers only move runs forward on a runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any, Unpack
+
+from .._base.checks import NeedsWith, code_text, size
+from .._base.errors import JavaScriptError, ReplayDivergence
+from .._base.options import RuntimeKwargs, check_option_names
+from .._runtime._sync import Runtime
+from .._runtime.backends import sync as backend
+from .._runtime.stepping import GuestCall, Pending
+from .core import (
+    DEFAULT_MAX_JOURNAL_BYTES,
+    Action,
+    Journal,
+    PausedToolCall,
+    RunRecord,
+    SessionDriver,
+    decode_journal,
+)
+
+__all__ = ["AgentSandbox"]
+
+# A runtime option a session does not take: it bounds tool waits with max_pause=.
+_NOT_HERE = ("max_host_wait",)
+
+
+class AgentSandbox(SessionDriver, NeedsWith):
+    """``AgentSandbox(tools=..., max_tool_calls=None, max_pause=None, **runtime_kwargs)``.
+
+    ``max_tool_calls`` bounds the session's tool calls (a journal carries what is spent);
+    ``max_pause`` bounds how long one run may wait on tool answers, paused or running, in
+    seconds (past it the run fails with the host-wait timeout, which
+    ``classify_error(exc, via_agent=True)`` reports as ``max_pause``).
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        max_tool_calls: int | None = None,
+        max_pause: float | None = None,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> None:
+        check_option_names(type(self), runtime_kwargs, without=_NOT_HERE)
+        self._setup(tools, max_tool_calls, max_pause, dict(runtime_kwargs))
+
+    @classmethod
+    def _on(
+        cls,
+        runtime: Runtime,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+    ) -> AgentSandbox:
+        """A new session on a runtime already started (see _setup), which it then owns."""
+        self = cls.__new__(cls)
+        try:
+            self._setup(tools, max_tool_calls, max_pause, runtime_kwargs, runtime=runtime)
+        except BaseException:
+            runtime.close()
+            raise
+        return self
+
+    def _start_runtime(self, options: dict[str, Any], runtime: Runtime | None) -> None:
+        self._lock = backend.Lock()
+        self._set_up = False
+        self._rt = runtime if runtime is not None else Runtime(**options)
+        self._ready()
+
+    def _ready(self) -> None:
+        """Set the session up in its runtime, once: the prelude, then the tools."""
+        if self._set_up:
+            return
+        try:
+            self._rt.eval(self._session.prelude())
+            self._bridge.attach(self._rt)
+        except BaseException:
+            self._rt.close()
+            raise
+        self._set_up = True
+
+    # -- public API -------------------------------------------------------------------
+    def run(self, code: str) -> Any:
+        """Run code to completion, calling tools directly; return its value."""
+        return self._execute(code, pause=False)
+
+    def start(self, code: str) -> Any:
+        """Run code until its first tool call: return that as a PausedToolCall, or the
+        value if it finishes without one."""
+        return self._execute(code, pause=True)
+
+    def dump(self, key: bytes) -> bytes:
+        """The session as a signed journal (a snapshot if a run is paused)."""
+        with backend.exclusive(self._lock):
+            self._check_open()
+            return self._session.dump(key)
+
+    def _journal(self, key: bytes) -> bytes:
+        """The session as a signed journal even once its worker is gone: the runs it
+        finished, and every tool call it was charged (a SessionPool keeps what a lease did
+        before its worker died)."""
+        with backend.exclusive(self._lock):
+            return self._session.dump(key)
+
+    @classmethod
+    def load(
+        cls,
+        journal: bytes,
+        *,
+        key: bytes,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        max_pause: float | None = None,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
+        **runtime_kwargs: Unpack[RuntimeKwargs],
+    ) -> AgentSandbox:
+        """Restore a dumped session on a fresh worker by replaying its runs with the recorded
+        tool results (no tool is called). A snapshot comes back paused at the same call."""
+        check_option_names(cls.load, runtime_kwargs, without=_NOT_HERE)
+        parsed = decode_journal(journal, key, size("max_journal_bytes", max_journal_bytes, 1))
+        return cls._replayed(parsed, tools, max_pause, dict(runtime_kwargs))
+
+    @classmethod
+    def _replayed(
+        cls,
+        parsed: Journal,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        runtime: Runtime | None = None,
+    ) -> AgentSandbox:
+        """A session restored from a decoded journal, on runtime if given (see _setup)."""
+        self = cls.__new__(cls)
+        try:
+            self._setup(tools, parsed.max_tool_calls, max_pause, runtime_kwargs, parsed.seed, parsed.clock_ms, runtime)
+        except BaseException:
+            if runtime is not None:
+                runtime.close()
+            raise
+        try:
+            for run in parsed.runs:
+                self._replay(run, parsed.pending)
+            self._check_replayed(parsed)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Kill the session's worker. Idempotent."""
+        self._closed = True
+        self._paused = None
+        self._rt.close()
+
+    def __enter__(self) -> AgentSandbox:
+        with self._lock:
+            self._ready()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- the driver ---------------------------------------------------------------------
+    def _execute(self, code: str, *, pause: bool, replay: RunRecord | None = None) -> Any:
+        code = code_text(code)
+        with self._lock:
+            self._check_open()
+            self._ready()
+            self._check_idle()
+            command = self._rt._steps.start(code)
+            self._session.begin_run(code, replay)
+            return self._drive(command, pause)
+
+    def _drive(self, command: Pending, pause: bool) -> Any:
+        rt, session = self._rt, self._session
+        try:
+            while True:
+                call = rt._steps.next_call(command)
+                if call is None:
+                    try:
+                        value = rt._steps.outcome(command)
+                    except JavaScriptError as exc:
+                        session.finish_run(error=exc)
+                        raise
+                    session.finish_run(value)
+                    return value
+                action = session.on_call(call.args, pause=pause)
+                if action.kind == "pause":
+                    return self._pause(action, command, call)
+                self._answer(command, call, action)
+        except JavaScriptError:
+            raise
+        except BaseException:
+            session.abandon_run()
+            if rt._steps.in_command:
+                # Left mid-command (a divergence, an interrupted tool): its state is unknown.
+                rt.close()
+            raise
+
+    def _answer(self, command: Pending, call: GuestCall, action: Action) -> None:
+        rt, session = self._rt, self._session
+        if action.kind == "answer":
+            rt._steps.answer(command, call, action.value, action.error)
+            return
+        try:
+            result = rt._steps.resolve(command, call, session.call_tool(action))
+        except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+            value, error = session.settle(action.name, error=exc, convertible=rt._steps.convertible)
+        else:
+            value, error = session.settle(action.name, result, convertible=rt._steps.convertible)
+        rt._steps.answer(command, call, value, error)
+
+    def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
+        with self._lock:
+            command, call, value, error = self._take_waiting(paused, value, error)
+            try:
+                self._rt._steps.answer(command, call, value, error)
+            except BaseException:
+                self._session.abandon_run()
+                raise
+            return self._drive(command, pause=True)
+
+    def _replay(self, run: RunRecord, pending: tuple[str, list[Any]] | None) -> None:
+        if not run.complete:
+            self._session.pending_replay = pending
+            if not isinstance(self._execute(run.code, pause=True, replay=run), PausedToolCall):
+                raise ReplayDivergence("replaying the paused run: it finished instead of reaching its paused call")
+            return
+        # A run recorded as failing fails again; finish_run has checked it is the same error.
+        with contextlib.suppress(JavaScriptError):
+            self._execute(run.code, pause=False, replay=run)

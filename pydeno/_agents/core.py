@@ -1,0 +1,676 @@
+"""The agent session core, shared by :class:`pydeno.AgentSandbox` and its async twin.
+
+Everything that is a rule lives here, with no I/O: what each tool call of a run becomes (run
+the tool, pause for approval, a recorded answer during replay, or a refusal), what a run
+records, how a replay is checked against its record, and the signed journal format.
+The two sandboxes only move the run forward on their runtime and call the tools.
+
+Journal format (version 1): a msgpack array ``["pydeno-journal", 1, kind, body, mac]``,
+``kind`` being ``"journal"`` or ``"snapshot"`` (a session dumped while a run was paused),
+``body`` the canonical msgpack encoding of the session (maps with their keys sorted by
+encoding, sets sorted, the journal's own extension types for undefined, big integers, dates,
+sets, functions and Error values) and ``mac`` its HMAC-SHA256 under the caller's key, over a domain tag,
+the format version, the kind and the body. A journal is refused (:class:`JournalError`)
+unless every byte checks; a snapshot whose MAC fails raises
+:class:`SnapshotAuthenticationError`.
+
+Determinism, so a replay asks for the same tool calls: inside an agent session
+``Math.random`` and ``crypto.getRandomValues``/``randomUUID`` draw from a generator seeded
+per session, and ``Date``/``Date.now()``/``performance.now()`` read a clock fixed at the
+session's start. Both are recorded in the journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgpack
+
+from .._base.determinism import check_clock, check_seed
+from .._base.determinism import prelude as determinism_prelude
+from .._base.errors import (
+    JavaScriptError,
+    JournalError,
+    ReplayDivergence,
+    SnapshotAuthenticationError,
+    ToolError,
+    closed_error,
+    guest_error,
+)
+from .._base.values import Undefined, undefined
+from .._runtime.function import JsFunction
+from .._tools.bridge import ToolBridge
+
+__all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
+
+MAGIC: Final = "pydeno-journal"
+VERSION: Final = 1
+DEFAULT_MAX_JOURNAL_BYTES: Final = 64 * 2**20
+MIN_KEY_BYTES: Final = 16
+# The journal's own msgpack extension types, not the wire's (pydeno/host/wire/protocol.py): the
+# codes coincide for the same kinds of value, the payloads do not (a big integer in decimal,
+# undefined and a function mark with none, a Set as its items' canonical encodings end to
+# end), and neither decoder ever reads the other's. Fixed by VERSION: a journal reads back.
+_JOURNAL_UNDEFINED: Final = 0
+_JOURNAL_BIGINT: Final = 1
+_JOURNAL_DATE: Final = 2
+_JOURNAL_FUNCTION_MARK: Final = 3
+_JOURNAL_SET: Final = 4
+# A JavaScriptError value: the canonical encoding of [name, message, stack, has_cause, cause,
+# errors, properties].
+_JOURNAL_ERROR: Final = 5
+
+
+# --- canonical values -----------------------------------------------------------------------
+
+
+def _canonical(value: Any, depth: int = 0) -> Any:
+    """value as msgpack-ready data with one encoding only; JournalError if it has none."""
+    if depth > 128:
+        raise JournalError("a value in the session is nested too deeply to be journaled")
+    if value is None or isinstance(value, (bool, str, bytes, float)):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)  # the guest received a Uint8Array either way
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**64:
+            return value
+        return msgpack.ExtType(_JOURNAL_BIGINT, str(value).encode())
+    if isinstance(value, Undefined):
+        return msgpack.ExtType(_JOURNAL_UNDEFINED, b"")
+    if isinstance(value, datetime.datetime):
+        return msgpack.ExtType(_JOURNAL_DATE, struct.pack(">d", value.timestamp() * 1000))
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = sorted(_pack(_canonical(v, depth + 1)) for v in value)
+        return msgpack.ExtType(_JOURNAL_SET, b"".join(items))
+    if isinstance(value, dict):
+        pairs = sorted((_pack(_canonical(k, depth + 1)), _canonical(v, depth + 1)) for k, v in value.items())
+        return _SortedMap(pairs)
+    if isinstance(value, JavaScriptError):
+        parts = [value.name, value.message, value.stack, value.has_cause, value.cause, value.errors, value.properties]
+        return msgpack.ExtType(_JOURNAL_ERROR, _pack(_canonical(parts, depth + 1)))
+    if isinstance(value, (JsFunction, FunctionMark)):
+        # A handle into one worker means nothing in another: journaled as "a function was
+        # here", which a replay compares but cannot call.
+        return msgpack.ExtType(_JOURNAL_FUNCTION_MARK, b"")
+    raise JournalError(f"a value of type {type(value).__name__} cannot be journaled")
+
+
+class FunctionMark:
+    """Where a journaled value held a JavaScript function."""
+
+    def __repr__(self) -> str:
+        return "<a JavaScript function>"
+
+
+FUNCTION_MARK: Final = FunctionMark()
+
+
+def snapshot(value: Any) -> Any:
+    """A copy of value as the journal will hold it: later changes to value do not reach it."""
+    return decode(encode(value))
+
+
+class _SortedMap(list[tuple[bytes, Any]]):
+    """A map already in canonical order: (packed key, value) pairs."""
+
+
+def _default(value: Any) -> Any:
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _pack(value: Any) -> bytes:
+    packer = msgpack.Packer(use_bin_type=True, default=_default)
+    return _pack_with(packer, value)
+
+
+def _pack_with(packer: Any, value: Any) -> bytes:
+    if isinstance(value, _SortedMap):
+        out = [bytes(packer.pack_map_header(len(value)))]
+        for key, item in value:
+            out.append(key)
+            out.append(_pack_with(packer, item))
+        return b"".join(out)
+    if isinstance(value, list):
+        return bytes(packer.pack_array_header(len(value))) + b"".join(_pack_with(packer, v) for v in value)
+    return bytes(packer.pack(value))
+
+
+def encode(value: Any) -> bytes:
+    """The canonical encoding of a session value (JournalError if it has none)."""
+    return _pack(_canonical(value))
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _JOURNAL_UNDEFINED and not data:
+        return undefined
+    if code == _JOURNAL_BIGINT:
+        return int(data.decode("ascii"))
+    if code == _JOURNAL_DATE and len(data) == 8:
+        (ms,) = struct.unpack(">d", data)
+        if not math.isfinite(ms):
+            raise ValueError("a date that is not finite")
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    if code == _JOURNAL_FUNCTION_MARK and not data:
+        return FUNCTION_MARK
+    if code == _JOURNAL_SET:
+        unpacker = _unpacker()
+        unpacker.feed(data)
+        return set(unpacker)
+    if code == _JOURNAL_ERROR:
+        unpacker = _unpacker()
+        unpacker.feed(data)
+        parts = unpacker.unpack()
+        if not isinstance(parts, list) or len(parts) != 7 or not isinstance(parts[6], dict):
+            raise ValueError("a malformed JavaScriptError")
+        name, message, stack, has_cause, cause, errors, properties = parts
+        return JavaScriptError._value(name, message, stack, cause, bool(has_cause), errors, properties)
+    raise ValueError(f"unknown extension type {code}")
+
+
+def _unpacker(max_buffer_size: int = DEFAULT_MAX_JOURNAL_BYTES) -> Any:
+    return msgpack.Unpacker(
+        raw=False,
+        ext_hook=_ext_hook,
+        strict_map_key=False,
+        max_buffer_size=max_buffer_size,
+        use_list=True,
+    )
+
+
+def decode(data: bytes, max_bytes: int = DEFAULT_MAX_JOURNAL_BYTES) -> Any:
+    unpacker = _unpacker(max(max_bytes, len(data)))
+    unpacker.feed(data)
+    value = unpacker.unpack()
+    if unpacker.tell() != len(data):
+        raise ValueError("trailing bytes")
+    return value
+
+
+# --- the journal ----------------------------------------------------------------------------
+
+
+@dataclass
+class CallRecord:
+    name: str
+    args: list[Any]
+    ok: bool
+    # The tool's result, or (error name, message) for a failure.
+    payload: Any
+
+    def to_data(self) -> list[Any]:
+        return [self.name, self.args, self.ok, self.payload]
+
+
+@dataclass
+class RunRecord:
+    code: str
+    calls: list[CallRecord] = field(default_factory=list)
+    complete: bool = False
+    ok: bool = True
+    # The run's value, or (error name, message) for a JavaScriptError.
+    result: Any = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "calls": [c.to_data() for c in self.calls],
+            "complete": self.complete,
+            "ok": self.ok,
+            "result": self.result,
+        }
+
+
+def _mac(key: bytes, kind: str, body: bytes) -> bytes:
+    message = b"pydeno-agent-journal\0%d\0%s\0" % (VERSION, kind.encode()) + body
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def check_key(key: Any) -> bytes:
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"key must be bytes, got {type(key).__name__}")
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(f"key must be at least {MIN_KEY_BYTES} bytes (use secrets.token_bytes(32)), got {len(key)}")
+    return bytes(key)
+
+
+@dataclass
+class Journal:
+    """A decoded, authenticated session."""
+
+    kind: Literal["journal", "snapshot"]
+    seed: int
+    clock_ms: int
+    max_tool_calls: int | None
+    spent: int
+    runs: list[RunRecord]
+    # For a snapshot: the paused call, (name, args).
+    pending: tuple[str, list[Any]] | None
+
+
+def decode_journal(data: Any, key: Any, max_bytes: int = DEFAULT_MAX_JOURNAL_BYTES) -> Journal:
+    """Authenticate and decode a journal; JournalError (or, for a snapshot whose MAC fails,
+    SnapshotAuthenticationError) on anything that does not check."""
+    key = check_key(key)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"journal must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > max_bytes:
+        raise JournalError(f"journal is {len(data)} bytes, over the limit of {max_bytes}")
+    try:
+        outer = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises many types for bad input
+        raise JournalError(f"journal is malformed or truncated ({type(exc).__name__})") from None
+    if not (isinstance(outer, list) and len(outer) == 5 and outer[0] == MAGIC):
+        raise JournalError("journal is malformed: not a pydeno journal")
+    _, version, kind, body, mac = outer
+    if version != VERSION:
+        raise JournalError(f"journal format version {version!r} is not supported (this pydeno reads {VERSION})")
+    if kind not in ("journal", "snapshot") or not isinstance(body, bytes) or not isinstance(mac, bytes):
+        raise JournalError("journal is malformed: bad header")
+    if not hmac.compare_digest(_mac(key, kind, body), mac):
+        if kind == "snapshot":
+            raise SnapshotAuthenticationError("snapshot is not authentic: wrong key, or altered since it was signed")
+        raise JournalError("journal is not authentic: wrong key, or altered since it was signed")
+    try:
+        return _parse_body(kind, decode(body, max_bytes))
+    except JournalError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a signed but malformed body: refuse it whole
+        raise JournalError(f"journal is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_body(kind: Literal["journal", "snapshot"], body: Any) -> Journal:
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise JournalError(f"journal is malformed: {what}")
+
+    need(isinstance(body, dict), "the body is not a map")
+    need(set(body) == {"seed", "clock_ms", "max_tool_calls", "spent", "runs", "pending"}, "unexpected fields")
+    seed, clock, limit, spent = body["seed"], body["clock_ms"], body["max_tool_calls"], body["spent"]
+    need(type(seed) is int and 0 <= seed < 2**128, "seed")
+    need(type(clock) is int, "clock_ms")
+    need(limit is None or (type(limit) is int and limit >= 0), "max_tool_calls")
+    need(type(spent) is int and spent >= 0 and (limit is None or spent <= limit), "spent")
+    need(isinstance(body["runs"], list), "runs")
+    runs = []
+    for item in body["runs"]:
+        need(isinstance(item, dict) and set(item) == {"code", "calls", "complete", "ok", "result"}, "a run")
+        need(isinstance(item["code"], str) and type(item["complete"]) is bool and type(item["ok"]) is bool, "a run")
+        need(isinstance(item["calls"], list), "a run's calls")
+        calls = []
+        for call in item["calls"]:
+            need(isinstance(call, list) and len(call) == 4, "a call")
+            name, args, ok, payload = call
+            need(isinstance(name, str) and isinstance(args, list) and type(ok) is bool, "a call")
+            if not ok:
+                need(_is_error_pair(payload), "a call's error")
+            calls.append(CallRecord(name, args, ok, payload))
+        if item["complete"] and not item["ok"]:
+            need(_is_error_pair(item["result"]), "a run's error")
+        runs.append(RunRecord(item["code"], calls, item["complete"], item["ok"], item["result"]))
+    need(all(r.complete for r in runs[:-1]), "an unfinished run before the last")
+    pending = body["pending"]
+    if kind == "snapshot":
+        need(bool(runs) and not runs[-1].complete, "a snapshot without a paused run")
+        need(isinstance(pending, list) and len(pending) == 2, "the paused call")
+        need(isinstance(pending[0], str) and isinstance(pending[1], list), "the paused call")
+        paused: tuple[str, list[Any]] | None = (pending[0], pending[1])
+    else:
+        need(pending is None and all(r.complete for r in runs), "a journal with a paused run")
+        paused = None
+    return Journal(kind, seed, clock, limit, spent, runs, paused)
+
+
+def _is_error_pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(x, str) for x in value)
+
+
+# --- the session ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a tool call becomes: ``run`` the tool, ``pause`` for the caller, or ``answer``
+    at once with ``value`` or ``error`` (a refusal, or a recorded answer during replay)."""
+
+    kind: Literal["run", "pause", "answer"]
+    name: str
+    args: list[Any]
+    value: Any = None
+    error: Exception | None = None
+
+
+class _RecordedError(ToolError):
+    """A recorded tool failure, answered again during replay exactly as the guest saw it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.guest_error = (name, message)
+
+
+class SessionCore:
+    """One agent session's state: its tool bridge, seed and clock, and the record of its runs."""
+
+    def __init__(
+        self, bridge: ToolBridge, *, expose_errors: bool, seed: int | None = None, clock_ms: int | None = None
+    ) -> None:
+        self.bridge = bridge
+        self.expose_errors = expose_errors
+        self.seed = secrets.randbits(128) if seed is None else seed
+        self.clock_ms = int(time.time() * 1000) if clock_ms is None else clock_ms
+        self.runs: list[RunRecord] = []
+        self.run: RunRecord | None = None
+        # During replay: the record being replayed, and how many of its calls were answered.
+        self.replaying: RunRecord | None = None
+        self.replay_index = 0
+        self.pending: tuple[str, list[Any]] | None = None
+        # Loading a snapshot: the paused call the last replayed run stops at again.
+        self.pending_replay: tuple[str, list[Any]] | None = None
+        # The arguments of the call being answered, as the guest sent them.
+        self._call_args: list[Any] = []
+
+    def prelude(self) -> str:
+        return determinism_prelude(self.seed, self.clock_ms)
+
+    # -- runs ------------------------------------------------------------------------
+    def begin_run(self, code: str, replay: RunRecord | None = None) -> None:
+        self.run = RunRecord(code)
+        self.replaying = replay
+        self.replay_index = 0
+
+    def on_call(self, args: list[Any], *, pause: bool) -> Action:
+        """Decide what a call of the tools' host function becomes."""
+        name, call_args = (args[0], args[1]) if len(args) == 2 else (None, None)
+        display = name if isinstance(name, str) else repr(name)
+        if not isinstance(call_args, list):
+            return Action("answer", display, [], error=ToolError("a tool call arrived malformed"))
+        # As the guest sent them: the tool (or an approver) may change the list it is given.
+        call_args = snapshot(call_args)
+        if self.replaying is not None:
+            return self._replayed(display, call_args)
+        try:
+            self.bridge.charge(name)
+        except ToolError as exc:
+            self.record(display, call_args, exc)
+            return Action("answer", display, call_args, error=exc)
+        self._call_args = call_args
+        if pause:
+            self.pending = (display, call_args)
+            return Action("pause", display, snapshot(call_args))
+        return Action("run", display, snapshot(call_args))
+
+    def _replayed(self, name: str, args: list[Any]) -> Action:
+        assert self.replaying is not None and self.run is not None
+        calls = self.replaying.calls
+        number = len(self.runs) + 1
+        if self.replay_index >= len(calls):
+            if self.pending_replay is not None and self.pending_replay[0] == name:
+                if encode(self.pending_replay[1]) != encode(args):
+                    raise ReplayDivergence(
+                        f"replaying run {number}: the paused call tools.{name}() has other arguments"
+                    )
+                # The snapshot's paused call, reached again: pause here for the caller.
+                self.replaying, self.pending_replay = None, None
+                self.pending = (name, args)
+                self.bridge.charge(name)
+                return Action("pause", name, snapshot(args))
+            raise ReplayDivergence(
+                f"replaying run {number}: the guest called tools.{name}() after the {len(calls)} recorded calls"
+            )
+        recorded = calls[self.replay_index]
+        if recorded.name != name or encode(recorded.args) != encode(args):
+            raise ReplayDivergence(
+                f"replaying run {number}: call {self.replay_index + 1} was tools.{name}(...), "
+                f"but the journal recorded tools.{recorded.name}(...) with other arguments"
+                if recorded.name == name
+                else f"replaying run {number}: call {self.replay_index + 1} was tools.{name}(), "
+                f"but the journal recorded tools.{recorded.name}()"
+            )
+        self.replay_index += 1
+        # Charged as the original call was (a refusal for budget charged nothing then, and
+        # is refused again now): a restored session never gets spent budget back.
+        with contextlib.suppress(ToolError):
+            self.bridge.charge(name)
+        self.run.calls.append(recorded)
+        if recorded.ok:
+            return Action("answer", name, args, value=recorded.payload)
+        return Action("answer", name, args, error=_RecordedError(*recorded.payload))
+
+    def call_tool(self, action: Action) -> Any:
+        """Run the tool of a "run" action with its arguments (may return an awaitable)."""
+        return self.bridge.run(action.name, action.args)
+
+    def settle(
+        self,
+        name: str,
+        value: Any = None,
+        error: Exception | None = None,
+        *,
+        convertible: Callable[[Any], tuple[str, str] | None],
+    ) -> tuple[Any, Exception | None]:
+        """Record the answer to the current call as the guest will receive it, and return
+        what to send: (value, None), or (None, error). ``convertible(value)`` says whether the
+        value can cross the wire (else the Error the guest gets instead, recorded as such)."""
+        assert self.run is not None
+        args = self.pending[1] if self.pending is not None else self._call_args
+        self.pending = None
+        if error is None:
+            refused = convertible(value)
+            if refused is None:
+                self.run.calls.append(CallRecord(name, args, True, snapshot(value)))
+                return value, None
+            error = _RecordedError(*refused)
+        # What the guest was shown, not the exception's own text, which it may not see.
+        pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
+        self.run.calls.append(CallRecord(name, args, False, list(pair)))
+        return None, error
+
+    def record(self, name: str, args: list[Any], error: BaseException) -> None:
+        """A call refused before any tool ran (budget, unknown tool)."""
+        assert self.run is not None
+        pair = guest_error(error, expose=self.expose_errors, where=f"tools.{name}()")
+        self.run.calls.append(CallRecord(name, args, False, list(pair)))
+
+    def finish_run(self, value: Any = None, error: JavaScriptError | None = None) -> None:
+        """The current run completed with value or a guest error; check it against its record
+        when replaying."""
+        run, replayed = self.run, self.replaying
+        assert run is not None
+        run.complete = True
+        run.ok = error is None
+        run.result = snapshot(value) if error is None else [error.name, error.message]
+        self.run, self.replaying = None, None
+        if replayed is not None:
+            number = len(self.runs) + 1
+            if self.replay_index != len(replayed.calls):
+                raise ReplayDivergence(
+                    f"replaying run {number}: the guest made {self.replay_index} tool calls, "
+                    f"the journal recorded {len(replayed.calls)}"
+                )
+            if run.ok != replayed.ok or encode(run.result) != encode(replayed.result):
+                raise ReplayDivergence(f"replaying run {number}: the run ended differently than recorded")
+        self.runs.append(run)
+
+    def abandon_run(self) -> None:
+        self.run, self.replaying, self.pending = None, None, None
+
+    # -- journals --------------------------------------------------------------------
+    def dump(self, key: Any) -> bytes:
+        key = check_key(key)
+        runs = list(self.runs)
+        kind: Literal["journal", "snapshot"] = "journal"
+        pending: Any = None
+        if self.run is not None and self.pending is not None:
+            kind, runs, pending = "snapshot", [*runs, self.run], list(self.pending)
+        body = encode(
+            {
+                "seed": self.seed,
+                "clock_ms": self.clock_ms,
+                "max_tool_calls": self.bridge.max_calls,
+                "spent": self.bridge.calls_made,
+                "runs": [r.to_data() for r in runs],
+                "pending": pending,
+            }
+        )
+        return bytes(msgpack.packb([MAGIC, VERSION, kind, body, _mac(key, kind, body)], use_bin_type=True))
+
+
+class _Unanswered:
+    """resume() called without a value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNANSWERED"
+
+
+UNANSWERED: Final = _Unanswered()
+
+
+class PausedToolCall:
+    """A run stopped at a tool call, waiting for the caller: ``.name``, ``.args``; answer it
+    with ``.resume(value=...)`` or ``.resume(error=...)`` (awaited for an async sandbox), which
+    returns the run's next step: its result, or the next PausedToolCall."""
+
+    def __init__(self, owner: Any, name: str, args: list[Any]) -> None:
+        self._owner = owner
+        self.name = name
+        self.args = args
+        self.answered = False
+
+    def __repr__(self) -> str:
+        args = json.dumps(self.args, default=repr)
+        return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
+
+    def resume(self, value: Any = UNANSWERED, *, error: BaseException | str | None = None) -> Any:
+        """Answer the call: value is what the tool returns to the guest, or error what it
+        throws (a str becomes a ToolError with that message). With neither, an agent
+        session answers ``None`` and a Code Mode runs the tool (the call is approved)."""
+        if isinstance(error, str):
+            error = ToolError(error)
+        if error is not None and not isinstance(error, Exception):
+            raise TypeError(f"error must be an exception or a str, got {type(error).__name__}")
+        if value is not UNANSWERED and error is not None:
+            raise TypeError("resume() takes a value or an error, not both")
+        return self._owner._resume(self, value, error)
+
+
+def runtime_options(runtime_kwargs: Mapping[str, Any], max_pause: Any) -> tuple[dict[str, Any], int | None, int | None]:
+    """The options of a session's runtime, and the seed and clock the session itself keeps."""
+    if "max_host_wait" in runtime_kwargs:
+        raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
+    options = {**runtime_kwargs, "max_host_wait": max_pause}
+    # A session is deterministic by itself; random_seed= and clock= choose its seed and
+    # clock (a restored one keeps its journal's).
+    seed, clock = check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
+    return options, seed, clock
+
+
+class SessionDriver:
+    """What the sync and async sandboxes share beyond the core: set-up, the paused call's
+    bookkeeping, and the read-only API. Subclasses own a runtime (``_rt``) and move runs."""
+
+    _rt: Any
+
+    def _setup(
+        self,
+        tools: Mapping[str, Callable[..., Any]] | None,
+        max_tool_calls: int | None,
+        max_pause: float | None,
+        runtime_kwargs: dict[str, Any],
+        seed: int | None = None,
+        clock_ms: int | None = None,
+        runtime: Any = None,
+    ) -> None:
+        """Set up the bridge and the session core, then the driver's runtime (``runtime``,
+        if given: one started with :func:`runtime_options`' options, which the session owns)."""
+        options, given_seed, given_clock = runtime_options(runtime_kwargs, max_pause)
+        seed = seed if seed is not None else given_seed
+        clock_ms = clock_ms if clock_ms is not None else given_clock
+        self._bridge = ToolBridge(tools or {}, max_calls=max_tool_calls)
+        self._session = SessionCore(
+            self._bridge, expose_errors=bool(options.get("expose_host_errors", False)), seed=seed, clock_ms=clock_ms
+        )
+        self._paused: PausedToolCall | None = None
+        self._waiting: tuple[Any, Any] | None = None
+        self._closed = False
+        self._start_runtime(options, runtime)
+
+    def _start_runtime(self, options: dict[str, Any], runtime: Any) -> None:
+        raise NotImplementedError  # pragma: no cover - each driver starts its own runtime
+
+    @property
+    def paused(self) -> PausedToolCall | None:
+        """The tool call the current run waits on, if any."""
+        return self._paused
+
+    @property
+    def tool_calls_made(self) -> int:
+        """Tool calls the session has charged to its budget (a restored one included)."""
+        return self._bridge.calls_made
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or bool(self._rt.closed)
+
+    def describe_tools(self) -> list[dict[str, Any]]:
+        """Each tool's name, description and parameters, for a model's prompt."""
+        return self._bridge.describe_tools()
+
+    def typescript(self) -> str:
+        """TypeScript declarations of ``tools``, for a model writing guest code."""
+        return self._bridge.typescript()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            runtime = f"its runtime is closed: {self._rt._steps.closed_by}"
+            why = "close() was called on the session" if self._closed else runtime
+            raise closed_error("the session is closed", why)
+
+    def _check_idle(self) -> None:
+        self._check_open()
+        if self._paused is not None:
+            raise RuntimeError("a run is paused at a tool call: resume it (or close the session) first")
+
+    def _pause(self, action: Action, command: Any, call: Any) -> PausedToolCall:
+        self._paused = PausedToolCall(self, action.name, action.args)
+        self._waiting = (command, call)
+        return self._paused
+
+    def _take_waiting(
+        self, paused: PausedToolCall, value: Any, error: Exception | None
+    ) -> tuple[Any, Any, Any, Exception | None]:
+        """The command and call a resume answers, and the answer to send, recorded as the guest
+        will receive it; RuntimeError if the call was already answered."""
+        self._check_open()
+        if value is UNANSWERED:
+            value = None
+        if paused is not self._paused or self._waiting is None:
+            raise RuntimeError("this tool call was already answered")
+        command, call = self._waiting
+        self._paused, self._waiting = None, None
+        value, error = self._session.settle(paused.name, value, error, convertible=self._rt._steps.convertible)
+        return command, call, value, error
+
+    def _check_replayed(self, journal: Journal) -> None:
+        # A journal may have spent more than its runs' calls: a run its worker died in is not
+        # kept (its state died with the worker), but the calls it made stay charged.
+        if self._bridge.calls_made > journal.spent:
+            raise ReplayDivergence(
+                f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {journal.spent}"
+            )
+        self._bridge.charge_spent(journal.spent - self._bridge.calls_made)

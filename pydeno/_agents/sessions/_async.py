@@ -1,0 +1,449 @@
+"""The session pools: many long-lived agent sessions, few workers.
+
+``async with sessions.lease(session_id) as agent:`` (``with`` for the sync ``SessionPool``)
+hands out the session's :class:`~pydeno.AsyncAgentSandbox` with its state, exclusively:
+another lease of the same session waits for this one to end. At most ``max_live`` sessions
+hold a worker; a lease that needs one more evicts the least recently used idle session,
+which comes back on its next lease by replaying its journal on a fresh worker. Each lease's
+end writes the session's journal to the store when it changed, sealed under the pool's key
+for that session and version (pydeno/_agents/sessions/core.py), so a store that hands back an
+older or a foreign journal is refused. The rules are :class:`~pydeno._agents.sessions.core.LeaseBook`'s;
+this file is the source of both pools (pydeno/_agents/sessions/_sync.py is generated from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from ..._base.checks import NeedsAsyncWith, count, limit_text, size
+from ..._base.errors import JournalError, StoreError
+from ..._base.options import RuntimeOptions, check_option_names
+from ..._base.stats import Stats
+from ..._pools._async import AsyncSandboxPool
+from ..._pools.core import WARM_UP_AWAIT
+from ..._runtime._async import AsyncRuntime
+from ..._runtime.backends import anyio as backend
+from .._async import AsyncAgentSandbox
+from ..core import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
+from .core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
+from .store import JournalStore
+
+__all__ = ["AsyncSessionPool"]
+
+
+class _WarmWorkers(AsyncSandboxPool):
+    """The warm workers of a session pool. A session's tools and most agent code use await,
+    which a worker evaluates on a path whose first use costs more than the rest of a
+    restore: that first use is made before a session takes the worker."""
+
+    _warm_code = WARM_UP_AWAIT
+
+    def _check_set_up(self, rt: AsyncRuntime) -> None:
+        # A session's host calls are its tools, journaled so that a restore replays them: a
+        # function bound by setup would never be called.
+        names = rt._steps.function_names()
+        if names:
+            raise TypeError(
+                f"the setup of a SessionPool bound host functions ({', '.join(sorted(names))}), which a session "
+                "cannot call: its host calls are its tools; pass them as tools= instead"
+            )
+
+
+# How long the idle reaper sleeps when no session will expire: it is woken sooner by any
+# lease's end.
+_NO_EXPIRY = 3600.0
+
+
+class AsyncSessionPool(NeedsAsyncWith):
+    """``AsyncSessionPool(store, key, *, max_live=64, idle_ttl=None, lease_timeout=30.0,
+    max_live_per_owner=None, max_bytes_per_owner=None, **agent_kwargs)``.
+
+    ``store`` keeps the journals (:class:`~pydeno.MemoryJournalStore`,
+    :class:`~pydeno.SQLiteJournalStore`); ``key`` (bytes, at least 16) signs them.
+    ``max_live`` caps the sessions that hold a worker; ``idle_ttl`` (seconds) closes a
+    session's worker once it has been idle that long (its journal stays in the store);
+    ``lease_timeout`` bounds how long a lease waits for the session or for a live slot.
+    ``max_live_per_owner`` and ``max_bytes_per_owner`` cap what one owner holds.
+    ``warm_workers`` workers are kept started ahead (beside the live ones), so that a lease
+    of a new or evicted session replays its journal without waiting for a worker to start.
+    ``setup(rt)`` prepares each session's new worker, as a pool's ``setup=`` does, before the
+    session is made or replayed on it: the workers then come from the warm ones (started
+    when a lease asks if ``warm_workers`` is 0).
+    ``agent_kwargs`` are :class:`~pydeno.AsyncAgentSandbox`'s: ``tools``,
+    ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
+    ``async with AsyncSessionPool(...) as sessions:`` (that starts the idle reaper), or call
+    :meth:`close`: closing kills every worker the pool holds; the journals stay in the store.
+    """
+
+    def __init__(
+        self,
+        store: JournalStore,
+        key: bytes,
+        *,
+        max_live: int = 64,
+        idle_ttl: float | None = None,
+        lease_timeout: float = 30.0,
+        max_live_per_owner: int | None = None,
+        max_bytes_per_owner: int | str | None = None,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
+        warm_workers: int = 0,
+        setup: Callable[[AsyncRuntime], Any] | None = None,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        max_tool_calls: int | None = None,
+        max_pause: float | None = None,
+        **runtime_kwargs: Any,
+    ) -> None:
+        if not isinstance(store, JournalStore):
+            raise TypeError(
+                f"store must be a journal store (pydeno.MemoryJournalStore(), pydeno.SQLiteJournalStore(path)), "
+                f"got {type(store).__name__}"
+            )
+        self._store = store
+        self._key = check_key(key)
+        self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
+        self._max_journal_bytes = size("max_journal_bytes", max_journal_bytes, 1)
+        # A bad option fails here, not in the first lease.
+        check_option_names(type(self), runtime_kwargs, without=("max_host_wait",))
+        options, _, _ = runtime_options(runtime_kwargs, max_pause)
+        RuntimeOptions(**options)
+        warm = count("warm_workers", warm_workers, 0)
+        # The warm workers are a pool's, started as a session's runtime would be. A setup
+        # runs where the pool runs it, so each session's worker comes from there.
+        self._warm = _WarmWorkers(warm, setup=setup, **options) if warm or setup is not None else None
+        self._tools = tools
+        self._max_tool_calls = max_tool_calls
+        self._max_pause = max_pause
+        self._runtime_kwargs = runtime_kwargs
+        self._cond = backend.Condition()
+        # The figures of the workers closed so far, and the leases' waits: under a plain
+        # lock, never held across an await, as stats() may come from any thread.
+        self._figures_lock = threading.Lock()
+        self._retired = Stats()
+        self._waited = {"count": 0, "total": 0.0, "max": 0.0}
+        self._background = backend.Background(self._reap, "pydeno-sessions")
+        # unasync: self._background.start()
+
+    async def __aenter__(self) -> AsyncSessionPool:
+        await self._background.start()
+        if self._warm is not None:
+            await self._warm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await self.close()
+        finally:
+            if self._warm is not None:
+                await self._warm.__aexit__(None, None, None)
+            await self._background.leave()
+
+    # -- leases --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, session_id: str, owner: str | None = None, *, timeout: float | None = None
+    ) -> AsyncIterator[AsyncAgentSandbox]:
+        """The session's sandbox for this block, made on first use and restored from its
+        journal if it has no worker; its journal is written when the block ends."""
+        session_id, owner = check_session_id(session_id), check_owner(owner)
+        limit = self._book.lease_limit(timeout)
+        self._background.check_started("use the session pool as `async with AsyncSessionPool(...) as sessions:`")
+        entry = await self._acquire(session_id, owner, limit)
+        try:
+            yield entry.sandbox
+        finally:
+            with backend.shielded():
+                await self._end(entry)
+
+    async def _acquire(self, session_id: str, owner: str | None, limit: float) -> Entry:
+        book = self._book
+        started = time.monotonic()
+        deadline = started + limit
+        async with self._cond:
+            while True:
+                book.check_open()
+                how, entry, evicted = book.claim(session_id, owner)
+                if how != "wait":
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise book.timed_out(session_id, entry, limit)
+                await backend.wait(self._cond, left)
+            self._count_wait(time.monotonic() - started)
+        assert entry is not None
+        for gone in evicted:
+            await self._discard(gone)
+        if how == "live" and not entry.sandbox.closed:
+            return entry
+        try:
+            if how == "live":
+                # Its worker died while it was idle: its journal was written when its last
+                # lease ended, so it comes back like an evicted session.
+                await self._discard(entry)
+            sandbox, version, journal, size = await self._restore(entry)
+        except BaseException:
+            with backend.shielded():
+                await self._discard(entry)
+                async with self._cond:
+                    book.abandon(entry)
+                    self._cond.notify_all()
+            raise
+        async with self._cond:
+            book.restored(entry, sandbox, version, new=journal is None)
+            entry.journal, entry.stored_bytes = journal, size
+        return entry
+
+    async def _restore(self, entry: Entry) -> tuple[AsyncAgentSandbox, int, bytes | None, int]:
+        """A sandbox with the session's state: its stored journal replayed, or new (no
+        record, or the tombstone of a delete, whose version the new session goes on from)."""
+        session_id = entry.session_id
+        stored = await backend.blocking(lambda: self._store.read(session_id))
+        known = self._book.known.get(session_id, 0)
+        version = 0
+        if stored is None:
+            if known:
+                raise JournalError(
+                    f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
+                    "wrote or read; a store that loses a journal is refused"
+                )
+        else:
+            owner, version, journal = open_record(
+                self._key, session_id, stored[2], known, self._max_journal_bytes, stored[0]
+            )
+            if journal is not None:
+                if owner != entry.owner:
+                    raise other_owner(session_id)
+                parsed = decode_journal(journal, self._key, self._max_journal_bytes)
+                rt = await self._warm_runtime(entry)
+                sandbox = await AsyncAgentSandbox._replayed(
+                    parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt
+                )
+                return sandbox, version, journal, len(stored[2])
+        rt = await self._warm_runtime(entry)
+        if rt is None:
+            sandbox = AsyncAgentSandbox(
+                self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
+            )
+        else:
+            sandbox = await AsyncAgentSandbox._on(
+                rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
+            )
+        return sandbox, version, None, 0
+
+    async def _warm_runtime(self, entry: Entry) -> Any:
+        """A worker from the warm ones (None if the pool keeps none), the session's to own;
+        the checkout is ended when the session's worker is closed (_discard)."""
+        if self._warm is None:
+            return None
+        checkout = self._warm.checkout()
+        rt = await checkout.__aenter__()
+        entry.checkout = checkout
+        return rt
+
+    async def _discard(self, entry: Entry) -> None:
+        """Close a session's worker (and end the warm pool's checkout it came from, whose
+        figures the warm pool keeps; the others' are kept here)."""
+        sandbox, entry.sandbox = entry.sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
+            if entry.checkout is None:
+                with self._figures_lock:
+                    self._retired.merge(sandbox._rt._steps.stats())
+        checkout, entry.checkout = entry.checkout, None
+        if checkout is not None:
+            await checkout.__aexit__(None, None, None)
+
+    async def _end(self, entry: Entry) -> None:
+        """Write the session's journal if it changed, then make it idle (or drop it: its
+        worker died, or what it did cannot be stored)."""
+        sandbox, keep = entry.sandbox, True
+        try:
+            journal = sandbox._journal(self._key)
+            if journal != entry.journal:
+                keep = await self._write(entry, journal)
+        except StoreError:
+            # Nothing is lost: the live sandbox keeps the state, and the next lease's end
+            # writes it again; an unsaved session is never evicted or expired.
+            entry.dirty = True
+            raise
+        except BaseException:
+            keep = False
+            raise
+        finally:
+            keep = keep and not sandbox.closed
+            async with self._cond:
+                self._book.release(entry, time.monotonic(), keep=keep)
+                self._cond.notify_all()
+            if not keep:
+                await self._discard(entry)
+
+    async def _write(self, entry: Entry, journal: bytes) -> bool:
+        session_id, owner, version = entry.session_id, entry.owner, entry.version + 1
+        record = seal(self._key, session_id, owner, version, journal)
+        if len(record) > self._max_journal_bytes:
+            # Stored, it could never be read back: the last stored journal stays the session's.
+            raise JournalError(
+                f"the journal of session {shown(session_id)} is {len(record)} bytes, over "
+                f"max_journal_bytes={self._max_journal_bytes}; the session's last stored journal is kept",
+                hint=(
+                    "make the session's runs return and keep less, or raise max_journal_bytes= "
+                    f"(now {limit_text(self._max_journal_bytes)}) of the SessionPool"
+                ),
+            )
+        if owner is not None and self._book.max_bytes_per_owner is not None:
+            stored = await backend.blocking(lambda: self._store.owner_bytes(owner))
+            self._book.check_bytes(owner, stored, entry.stored_bytes, len(record))
+        if not await backend.blocking(lambda: self._store.write(session_id, owner, version, record)):
+            raise JournalError(
+                f"the journal of session {shown(session_id)} changed in the store since this pool read it "
+                f"(another pool wrote it); this lease's runs are not stored"
+            )
+        async with self._cond:
+            self._book.written(entry, version)
+            entry.journal, entry.stored_bytes = journal, len(record)
+        return True
+
+    # -- the rest of the API ---------------------------------------------------------------
+    async def delete(self, session_id: str, owner: str | None = None, *, timeout: float | None = None) -> None:
+        """Forget the session: close its worker and replace its journal in the store with a
+        tombstone (docs/sessions.md), so that no older journal of it is restored again. It
+        waits for a lease of it to end, like a lease."""
+        session_id, owner = check_session_id(session_id), check_owner(owner)
+        limit = self._book.lease_limit(timeout)
+        book = self._book
+        started = time.monotonic()
+        async with self._cond:
+            while True:
+                book.check_open()
+                entry = book.live.get(session_id)
+                if entry is None or not entry.leased:
+                    break
+                left = started + limit - time.monotonic()
+                if left <= 0:
+                    raise book.timed_out(session_id, entry, limit)
+                await backend.wait(self._cond, left)
+            if entry is not None:
+                if entry.owner != owner:
+                    raise other_owner(session_id)
+                del book.live[session_id]
+        try:
+            if entry is not None:
+                await self._discard(entry)
+            await self._bury(session_id, owner)
+        finally:
+            # The slot it held is free even if the store refused the tombstone.
+            async with self._cond:
+                self._cond.notify_all()
+
+    async def _bury(self, session_id: str, owner: str | None) -> None:
+        """Write the session's tombstone over its record as the next version (nothing if it
+        has no record or is deleted already): its journal is gone, and its versions go on
+        from there, so no record from before the delete is ever taken for a later one."""
+        stored = await backend.blocking(lambda: self._store.read(session_id))
+        known = self._book.known.get(session_id, 0)
+        if stored is None:
+            if known:
+                raise JournalError(
+                    f"the store has no journal of session {shown(session_id)}, whose version {known} this pool "
+                    "wrote or read; a store that loses a journal is refused, and the session is not deleted"
+                )
+            return
+        version, stored_owner, record = stored
+        try:
+            sealed_owner, _, journal = open_record(self._key, session_id, record, 0, self._max_journal_bytes)
+        except JournalError:
+            # A record that does not open (altered, foreign, too big) is deleted all the same.
+            pass
+        else:
+            if journal is None:
+                return
+            stored_owner = sealed_owner
+        if stored_owner != owner:
+            raise other_owner(session_id)
+        if version < known:
+            raise JournalError(
+                f"the stored journal of session {shown(session_id)} is version {version}, older than version "
+                f"{known} this pool last wrote or read; a store that hands back an older journal is refused, "
+                "and the session is not deleted"
+            )
+        tombstone = seal(self._key, session_id, None, version + 1, None)
+        if not await backend.blocking(lambda: self._store.write(session_id, None, version + 1, tombstone)):
+            raise JournalError(
+                f"the journal of session {shown(session_id)} changed in the store since this pool read it "
+                "(another pool wrote it); the session is not deleted"
+            )
+        async with self._cond:
+            self._book.known[session_id] = max(known, version + 1)
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's figures (docs/observability.md): those of every worker it started, as
+        ``Runtime.stats()`` has them, with ``queue_wait_seconds`` the time leases waited;
+        and live, leased and idle sessions, leases, created, restores (journals replayed),
+        evictions and expirations."""
+        with self._figures_lock:
+            total = self._retired.copy()
+        # One C-level copy of the values: safe against a lease changing the book meanwhile.
+        for entry in list(self._book.live.values()):
+            sandbox = entry.sandbox
+            if sandbox is not None and entry.checkout is None:
+                total.merge(sandbox._rt._steps.stats())
+        if self._warm is not None:
+            total.merge(self._warm.stats())
+        figures = total.as_dict()
+        with self._figures_lock:
+            figures["queue_wait_seconds"] = dict(self._waited)
+        return {**figures, **self._book.counts()}
+
+    def _count_wait(self, seconds: float) -> None:
+        with self._figures_lock:
+            waited = self._waited
+            waited["count"] += 1
+            waited["total"] += seconds
+            waited["max"] = max(waited["max"], seconds)
+
+    async def _reap(self) -> None:
+        """Close the workers of sessions idle past idle_ttl, as they expire."""
+        book = self._book
+        while True:
+            async with self._cond:
+                while True:
+                    if book.closed:
+                        return
+                    gone = book.expired(time.monotonic())
+                    if gone:
+                        break
+                    wait = book.next_expiry(time.monotonic())
+                    await backend.wait(self._cond, _NO_EXPIRY if wait is None else max(wait, 0.001))
+            for entry in gone:
+                await self._discard(entry)
+
+    async def close(self) -> None:
+        """Kill every worker the pool holds (a leased session's too); the journals written
+        so far stay in the store. Idempotent."""
+        failure: StoreError | None = None
+        with backend.shielded():
+            async with self._cond:
+                entries = self._book.drain()
+                self._cond.notify_all()
+            for entry in entries:
+                if entry.sandbox is None:
+                    continue
+                if entry.dirty and not entry.leased:
+                    # A journal the store refused before: one more try, or it is lost now.
+                    try:
+                        await self._write(entry, entry.sandbox._journal(self._key))
+                    except StoreError as exc:
+                        failure = failure or exc
+                await self._discard(entry)
+            if self._warm is not None:
+                await self._warm.close()
+        self._background.join()
+        if failure is not None:
+            raise failure
+
+    @property
+    def closed(self) -> bool:
+        return self._book.closed

@@ -1,0 +1,430 @@
+"""The sandbox launcher: applies the OS layers to itself, then becomes deno.
+
+Run as ``python -I -S pydeno/host/process/launcher.py SPEC`` where SPEC is a hex-encoded
+:mod:`marshal` of::
+
+    {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
+     "env": {...}, "argv": [deno, ...], "argv0": <what deno's argv[0] says>,
+     "files": <the staging directory, opened as WORKER_FILES_FD for deno> | None,
+     "simulate": {<layer>: <reason>}, "silent": [<layer>]}
+
+It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
+between fork and exec in a threaded process can deadlock. Here the process is a fresh,
+single-threaded interpreter, and ``execve`` replaces it with deno, keeping the pid, so the
+host supervises the very process it started. Marshal, not JSON: the same interpreter writes
+and reads it, and the json module's imports alone would add milliseconds to every start.
+
+Order matters. The parent-death signal first, so that from here on a dead host means a dead
+worker. Namespaces next, while still root. Then drop privileges (which re-arms the
+parent-death signal the kernel clears on a uid change), ``no_new_privs``, Landlock, and the
+seccomp filter last, as it also refuses the syscalls the earlier layers need, and every
+execve but the one that starts deno.
+
+Under ``"require"`` a layer the kernel refuses ends the launcher: it prints
+``pydeno-launcher: <layer> is unavailable: <why>`` to stderr and exits with EXIT_UNAVAILABLE;
+the host turns that into its own message. Under ``"best_effort"`` it prints
+``pydeno-launcher: skipped: <layer> is unavailable: <why>`` and goes on. ``simulate`` names
+layers to treat as refused and ``silent`` layers to skip without a word (a kernel that accepts
+a layer but does not enforce it): test switches the host sets only from a private seam.
+
+Serve mode (the zygote): ``python -I -S launcher.py serve FD HOST`` runs one long-lived
+process per host that has paid for the interpreter, the imports and what :func:`layers.prepare`
+builds once. FD is its end of a ``SOCK_SEQPACKET`` socketpair with the host; each record is a
+marshalled tuple:
+
+    host -> zygote   ("spawn", SPEC) with the worker's stdin, stdout and stderr attached
+                     ("release", pid): the host is done with that worker; reap it
+    zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
+                     ("spawned", pid) with a pidfd attached, or ("failed", errno, text)
+                     ("overlimit", pid, what, value) when it killed a worker over a cap:
+                     what is "memory" (value: its resident size) or "threads" (its count)
+                     ("exit", pid, returncode) when a worker ends (negative: its signal)
+                     ("reaped", pid) once a released worker is reaped (killed first if
+                     it was still running)
+
+Per spawn it forks (it is single-threaded, so that is safe); the child takes the three pipes
+as 0, 1 and 2, starts a new session, closes everything else and then does exactly what the
+one-off launcher does, its parent-death signal aimed at the zygote (whose pid stands in for
+the spec's "parent"), whose own is aimed at the host's spawner thread. An exited worker
+stays a zombie until the host releases it, so its pid (and process group) cannot be reused
+while the host may still signal it.
+
+Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``
+and a ``thread_cap``: the zygote then samples that worker's resident size and thread count
+every CAP_INTERVAL and kills it over either cap. The zygote is a single-threaded process of
+its own, so this holds while the host's Python threads are starved (the host's GIL held);
+the host's monitor, which kills at max_memory, below the memory cap, still reports first
+whenever it gets to run.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+# The exit codes are the wire contract's, shared with the worker that runs in this process
+# next; the table imports nothing, so loading it costs this interpreter one small module.
+if TYPE_CHECKING or __package__:
+    from ..wire.protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+    from . import platform
+else:
+    # Run as a program: -I keeps the package off sys.path, and the modules it needs (platform,
+    # layers, the wire's table) need nothing but the standard library. pydeno/host goes on the
+    # path and they are imported as the packages ``process`` and ``wire``, not as bare modules:
+    # platform.py and mailbox.py would shadow the standard library's modules of those names.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from process import platform
+    from wire.protocol import EXIT_DONE, EXIT_EXEC_FAILED, EXIT_INTERNAL, EXIT_UNAVAILABLE
+PREFIX = "pydeno-launcher: "
+SKIPPED = PREFIX + "skipped: "
+# What the launcher's self-test probes got through (files, the network, processes and
+# signals, tried right before deno's execve, under every layer deno inherits); the worker's
+# own self-test covers what only deno sees, its environment.
+SELFTEST = PREFIX + "self-test: "
+# The largest request the zygote accepts: a spec is a few KiB.
+MAX_REQUEST = 1 << 20
+# How often the zygote samples the workers it holds to a memory cap, in seconds.
+CAP_INTERVAL = 0.02
+# The descriptor deno reads the worker's files through (/proc/self/fd/3/...): a fixed number,
+# so that the URLs of those files, and the transpile cache entries warmed for them, are the
+# same for every worker.
+WORKER_FILES_FD = 3
+
+
+def _layers() -> ModuleType:
+    from process import layers  # type: ignore[import-not-found]
+
+    return layers  # type: ignore[no-any-return]
+
+
+def main(argv: list[str]) -> int:
+    if argv[1] == "serve":
+        return serve(int(argv[2]), int(argv[3]))
+    spec = marshal.loads(bytes.fromhex(argv[1]))
+    return confine(spec, _layers(), int(spec["parent"]))
+
+
+def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
+    """Apply the layers to this process and execve deno; the exit code if that ends early."""
+    strict = spec["mode"] == "require"
+    simulated: dict[str, str] = spec.get("simulate", {})
+    # Layers a simulated kernel accepts but does not enforce: skipped without a word, which is
+    # exactly what the self-test exists to catch.
+    silent: list[str] = spec.get("silent", [])
+
+    def refused(exc: Exception) -> None:
+        if strict:
+            os.write(2, f"{PREFIX}{exc}\n".encode())
+            raise SystemExit(EXIT_UNAVAILABLE)
+        os.write(2, f"{SKIPPED}{exc}\n".encode())
+
+    def breach(what: str) -> None:
+        os.write(2, f"{SELFTEST}{what}\n".encode())
+
+    def apply(layer: str, action: Callable[..., None], *args: object) -> None:
+        try:
+            if layer in simulated:
+                raise layers.LayerUnavailable(layer, simulated[layer])
+            if layer not in silent:
+                action(*args)
+        except layers.LayerUnavailable as exc:
+            refused(exc)
+
+    apply("parent-death signal", layers.set_parent_death_signal, parent)
+    if os.getppid() != parent:
+        return EXIT_DONE  # the parent is already gone: there is no one to serve
+    if spec.get("files") is not None:
+        # Before the privilege drop and Landlock: O_PATH, it grants nothing by itself.
+        try:
+            files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
+        except OSError as exc:
+            os.write(2, f"{PREFIX}cannot open the worker's files: {exc.strerror}\n".encode())
+            return EXIT_EXEC_FAILED
+        if files != WORKER_FILES_FD:
+            os.dup2(files, WORKER_FILES_FD)
+            os.close(files)
+        os.set_inheritable(WORKER_FILES_FD, True)
+    apply("namespaces", layers.unshare_namespaces)
+    if os.geteuid() == 0:
+        apply("privilege drop", layers.drop_privileges)
+    apply("no_new_privs", layers.set_no_new_privs)
+    # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
+    read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
+    apply("landlock", layers.restrict_filesystem, read, spec["execute"])
+    command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
+    host, targets = spec.get("host"), spec.get("selftest")
+    try:
+        # The filter goes in inside exec_confined, right before its execve: it refuses every
+        # other execve, including any a later deno would make.
+        try:
+            if "seccomp" in simulated:
+                raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
+            layers.exec_confined(
+                command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host, targets=targets
+            )
+        except layers.LayerUnavailable as exc:
+            refused(exc)
+            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host, targets=targets)
+    except OSError as exc:
+        os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
+        return EXIT_EXEC_FAILED
+    return EXIT_DONE  # pragma: no cover - exec_confined does not return
+
+
+# --- serve mode ---------------------------------------------------------------------------------
+
+
+def serve(channel: int, host: int) -> int:
+    """Fork confined workers on the host's request until the host closes its end."""
+    # _socket and select, not socket: socket imports enum and selectors, ~5 ms of start-up.
+    import _socket
+    import select
+
+    sock = _socket.socket(fileno=channel)
+    layers = _layers()
+    try:
+        layers.set_parent_death_signal(host)
+        # Workers are held by pidfd, so their pids cannot be reused while the host may signal them.
+        platform.check_pidfds()
+    except (layers.LayerUnavailable, OSError) as exc:
+        sock.sendmsg([marshal.dumps(("unavailable", str(exc)))])
+        return 0
+    layers.prepare()
+    server = _Server(sock, layers, _socket, select)
+    try:
+        server.run()
+    finally:
+        server.shutdown()
+    return 0
+
+
+class _Server:
+    def __init__(self, sock: Any, layers: ModuleType, socket_module: Any, select_module: Any) -> None:
+        self.pid = os.getpid()
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.layers = layers
+        self.socket = socket_module
+        self.select = select_module
+        self.poller = select_module.poll()
+        self.poller.register(sock.fileno(), select_module.POLLIN)
+        self.pidfds: dict[int, int] = {}  # pid -> pidfd, until the worker is reaped
+        self.pids: dict[int, int] = {}  # pidfd -> pid
+        self.exited: set[int] = set()  # reported, and waiting for the host's release
+        self.released: set[int] = set()  # released while still running: reap without a report
+        self.outbox: list[tuple[bytes, list[int]]] = []
+        self.caps: dict[int, tuple[int, int]] = {}  # pid -> (memory, threads) it is killed over (0: none)
+        self.say("ready", self.pid)
+
+    def run(self) -> None:
+        sock_fd = self.sock.fileno()
+        checked = time.monotonic()
+        while True:
+            wait = None
+            if self.caps:
+                wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
+            for fd, events in self.poller.poll(wait):
+                if fd != sock_fd:
+                    self.child_exited(fd)
+                    continue
+                if events & self.select.POLLOUT:
+                    self.flush()
+                if events & ~self.select.POLLOUT and not self.receive():
+                    return
+            if self.caps and time.monotonic() - checked >= CAP_INTERVAL:
+                checked = time.monotonic()
+                self.check_caps()
+
+    def check_caps(self) -> None:
+        """Kill every capped worker over its memory or thread cap, saying which first."""
+        for pid, (memory_cap, thread_cap) in list(self.caps.items()):
+            try:
+                threads, rss = platform.threads_and_rss(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+            if memory_cap and rss > memory_cap:
+                over = ("memory", rss)
+            elif thread_cap and threads > thread_cap:
+                over = ("threads", threads)
+            else:
+                continue
+            del self.caps[pid]
+            self.say("overlimit", pid, *over)
+            _quietly(os.killpg, pid, platform.SIGKILL)
+            _quietly(os.kill, pid, platform.SIGKILL)
+
+    def say(self, *message: Any, fds: list[int] | None = None) -> None:
+        self.outbox.append((marshal.dumps(message), fds or []))
+        self.flush()
+
+    def flush(self) -> None:
+        while self.outbox:
+            data, fds = self.outbox[0]
+            ancillary = [(self.socket.SOL_SOCKET, self.socket.SCM_RIGHTS, _pack(fds))] if fds else []
+            try:
+                self.sock.sendmsg([data], ancillary)
+            except BlockingIOError:
+                # The host reads its end only when it waits on something; never block on it.
+                self.poller.modify(self.sock.fileno(), self.select.POLLIN | self.select.POLLOUT)
+                return
+            self.outbox.pop(0)
+        self.poller.modify(self.sock.fileno(), self.select.POLLIN)
+
+    def receive(self) -> bool:
+        """Serve every request waiting; False once the host is gone."""
+        socket = self.socket
+        while True:
+            try:
+                data, ancillary, flags, _ = self.sock.recvmsg(
+                    MAX_REQUEST, socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fds = [fd for level, kind, raw in ancillary if kind == socket.SCM_RIGHTS for fd in _unpack(raw)]
+            if not data and not fds:
+                return False
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                # Not a request this host sends; its reply could not be matched to it.
+                _close(fds)
+                return False
+            message = marshal.loads(data)
+            if message[0] == "spawn":
+                self.spawn(message[1], fds)
+            else:
+                _close(fds)
+                if message[0] == "release":
+                    self.release(message[1])
+
+    def spawn(self, spec: dict[str, Any], fds: list[int]) -> None:
+        if len(fds) != 3:
+            _close(fds)
+            self.say("failed", 22, "a spawn request needs exactly three descriptors")  # EINVAL
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _close(fds)
+            self.say("failed", exc.errno, exc.strerror)
+            return
+        if pid == 0:
+            self.child(spec, fds)
+        _close(fds)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            # Untracked it could not be reported or reaped: end it now, while it is ours.
+            os.kill(pid, platform.SIGKILL)
+            os.waitpid(pid, 0)
+            self.say("failed", exc.errno, exc.strerror)
+            return
+        self.pidfds[pid] = pidfd
+        self.pids[pidfd] = pid
+        self.poller.register(pidfd, self.select.POLLIN)
+        caps = (int(spec.get("memory_cap") or 0), int(spec.get("thread_cap") or 0))
+        if any(caps):
+            self.caps[pid] = caps
+        self.say("spawned", pid, fds=[pidfd])
+
+    def child(self, spec: dict[str, Any], fds: list[int]) -> None:
+        """The forked child: become the worker. Never returns."""
+        # Failing before it could confine itself is a bug, not a refusal.
+        code = EXIT_INTERNAL
+        try:
+            os.setsid()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            # The socket, the other workers' pidfds and the received pipes: none may reach deno.
+            os.closerange(3, platform.max_fd())
+            # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
+            # names it, and confine() sees that the parent is gone.
+            code = confine(spec, self.layers, self.pid)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+        except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
+            os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(code)
+
+    def child_exited(self, pidfd: int) -> None:
+        pid = self.pids.get(pidfd)
+        if pid is None:  # pragma: no cover - a descriptor this loop no longer watches
+            return
+        self.poller.unregister(pidfd)
+        self.caps.pop(pid, None)
+        result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+        if result is None:  # pragma: no cover - the pidfd polled readable: it has exited
+            return
+        returncode = platform.returncode(result)
+        # Whatever is left in its process group goes with it, as a host kill would take it. The
+        # zombie leader keeps the group's id from being reused until it is reaped.
+        _quietly(os.killpg, pid, platform.SIGKILL)
+        if pid in self.released:
+            self.reap(pid)
+            return
+        self.exited.add(pid)
+        self.say("exit", pid, returncode)
+
+    def release(self, pid: int) -> None:
+        if pid not in self.pidfds:
+            self.say("reaped", pid)  # never this zygote's, or already reaped: nothing to wait for
+            return
+        if pid in self.exited:
+            self.reap(pid)
+            return
+        # Still running (the host gave up waiting): end it, and reap it once it has exited.
+        self.released.add(pid)
+        _quietly(os.killpg, pid, platform.SIGKILL)
+        _quietly(os.kill, pid, platform.SIGKILL)
+
+    def reap(self, pid: int) -> None:
+        self.caps.pop(pid, None)
+        pidfd = self.pidfds.pop(pid)
+        del self.pids[pidfd]
+        self.exited.discard(pid)
+        self.released.discard(pid)
+        try:
+            os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+        finally:
+            os.close(pidfd)
+        self.say("reaped", pid)
+
+    def shutdown(self) -> None:
+        """The host is gone: so is every worker (their parent-death signal would see to it)."""
+        for pid in self.pidfds:
+            _quietly(os.killpg, pid, platform.SIGKILL)
+            _quietly(os.kill, pid, platform.SIGKILL)
+
+
+def _pack(fds: list[int]) -> bytes:
+    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+def _unpack(raw: bytes) -> list[int]:
+    return [int.from_bytes(raw[i : i + 4], sys.byteorder, signed=True) for i in range(0, len(raw) - 3, 4)]
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        _quietly(os.close, fd)
+
+
+def _quietly(action: Callable[..., object], *args: int) -> None:
+    # Not contextlib.suppress: its imports would add to this fresh interpreter's start-up.
+    try:  # noqa: SIM105
+        action(*args)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
