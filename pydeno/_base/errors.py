@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import ClassVar, Final, TypeVar
 
 from .checks import human_bytes, limit_text
-from .kinds import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, docs_page, info_of, note_for
+from .docs_links import docs_page, note_for
+from .kinds import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, info_of
 
 __all__ = [
     "error_fields",

@@ -23,14 +23,10 @@ How a kind is chosen, in order:
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib.metadata
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
-
-from .._version import __version__
 
 __all__ = [
     "KINDS",
@@ -38,12 +34,7 @@ __all__ = [
     "ErrorInfo",
     "Kind",
     "classify_error",
-    "docs_page",
-    "docs_site",
     "info_of",
-    "kind_page",
-    "note_for",
-    "yes_no",
 ]
 
 
@@ -496,41 +487,6 @@ Catalog: Final[dict[str, Kind]] = {
 }
 
 
-def yes_no(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def kind_page(kind: str) -> str:
-    """One kind's reference page in Markdown: docs/errors/<kind>.md (written by
-    scripts/gen_error_docs.py) and ``pydeno errors <kind>`` both print this."""
-    row = Catalog[kind]
-    if row.retryable:
-        retry = "Yes: the worker died or failed to start, so the same work may succeed on a **fresh** runtime."
-    else:
-        retry = "No: the same work under the same limits fails the same way."
-    larger = (
-        "Yes: a larger limit could let the work finish. Whether to grant it is the operator's decision; a "
-        "program cannot raise its own limits, so a model is told what the program can change instead."
-        if row.retry_with_larger_limits
-        else "No."
-    )
-    return (
-        f"# `{kind}`\n\n{row.summary}\n\n"
-        f"- **Retryable:** {yes_no(row.retryable)}\n"
-        f"- **Retry with larger limits:** {yes_no(row.retry_with_larger_limits)}\n"
-        f"- **Raised as:** {row.raised_as}\n\n"
-        f"## Retry?\n\n{retry}\n\nA larger limit? {larger}\n\n"
-        f"## Fix (for the operator)\n\n{row.fix}\n\n"
-        # What Code Mode and MCP results show as error.hint: the program's terms only.
-        f"## What the program can change (for a model)\n\n{row.model_fix}\n\n"
-        # The example is a call and its outcome in words, not a script; the classifying
-        # block needs the exception a reader caught, so it says it is a fragment.
-        f"## Example\n\n```text\n{row.example}\n```\n\n"
-        f"## Classifying it\n\n```python\n# fragment: exc is what you caught\n"
-        f"info = pydeno.classify_error(exc)\nassert info.kind == {kind!r}\n```\n"
-    )
-
-
 KINDS: Final[dict[str, tuple[bool, bool, str]]] = {
     name: (kind.retryable, kind.retry_with_larger_limits, kind.summary) for name, kind in Catalog.items()
 }
@@ -731,53 +687,6 @@ def _is_backend_cancellation(exc: BaseException) -> bool:
     # trio's Cancelled is not an asyncio.CancelledError; compare by type, never by text.
     cls = type(exc)
     return cls.__name__ == "Cancelled" and cls.__module__.startswith("trio")
-
-
-def note_for(info: ErrorInfo, hint: str) -> str:
-    """The PEP 678 note pydeno's exceptions carry: kind, what a retry can do, fix, page."""
-    if info.retryable:
-        retry = "retryable: yes, on a fresh runtime"
-    elif info.retry_with_larger_limits:
-        retry = "retryable: no; a larger limit may let it finish"
-    else:
-        retry = "retryable: no"
-    return f"Kind: {info.kind} ({retry})\nFix: {hint}\nDocs: {docs_page(info.kind)}"
-
-
-def docs_page(kind: str) -> str:
-    """Where a user reads a kind's page from anywhere (``exc.docs``, the note's ``Docs:``):
-    the command that prints it, ``pydeno errors <kind>``, then ``or <url>`` of the page on the
-    docs site when the installed package's metadata names one."""
-    site = docs_site()
-    command = f"pydeno errors {kind}"
-    return f"{command} or {site}/errors/{kind}/" if site else command
-
-
-def _installed_metadata() -> importlib.metadata.PackageMetadata | None:
-    """The installed distribution's metadata (what tests replace to fake one)."""
-    try:
-        return importlib.metadata.metadata("pydeno")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-@functools.cache
-def docs_site() -> str | None:
-    """The docs site's URL, without a trailing slash: the ``Project-URL: Documentation, ...``
-    of the installed metadata, read once, at the first error that needs it. None without one,
-    and for metadata of another version than this code: another project is named pydeno on
-    PyPI, and its site is not this one's."""
-    try:
-        found = _installed_metadata()
-        if found is None or found["Version"] != __version__:
-            return None
-        for entry in found.get_all("Project-URL") or []:
-            label, _, url = str(entry).partition(",")
-            if label.strip().lower() == "documentation" and url.strip():
-                return url.strip().rstrip("/")
-    except Exception:  # noqa: BLE001 - a pointer to the docs never fails the error it explains
-        return None
-    return None
 
 
 def classify_error(exc: BaseException, *, via_agent: bool = False) -> ErrorInfo:

@@ -132,8 +132,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from .._base import checks
+from .._base.docs_links import docs_page, note_for
 from .._base.errors import JavaScriptError, PydenoError, error_fields
-from .._base.kinds import Catalog, classify_error, docs_page, kind_page, note_for, yes_no
+from .._base.kinds import Catalog, classify_error
 from .._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
 from .._base.values import Undefined
 from .._runtime._sync import Runtime
@@ -141,6 +142,7 @@ from .._runtime.function import JsFunction
 from .._runtime.sandbox_status import sandbox_status
 from .._runtime.syntax import place_text, placed, top_level_return
 from .._version import PROJECT, __version__, about, extra_missing, mixed_install
+from .pages import kind_page, yes_no
 
 __all__ = ["main", "parse_size", "to_json_value"]
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import pydeno._base.options
-from pydeno._base.kinds import Catalog, kind_page
+from pydeno._base.kinds import Catalog
+from pydeno._cli.pages import kind_page
 
 # PyYAML comes with mkdocs; imported as Any so that mypy needs no stubs for it.
 yaml: Any = importlib.import_module("yaml")

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 import pydeno
-from pydeno._base.kinds import Catalog, docs_page, kind_page
+from pydeno._base.docs_links import docs_page
+from pydeno._base.kinds import Catalog
 from pydeno._cli import main as _cli
+from pydeno._cli.pages import kind_page
 
 SCRIPT = Path(sys.executable).parent / "pydeno"
 MODULE = [sys.executable, "-m", "pydeno"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno._base.kinds import docs_page
+from pydeno._base.docs_links import docs_page
 
 FakeWorker = Callable[..., None]
 Launcher = Callable[..., None]

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno._base.kinds import Catalog, kind_page
+from pydeno._base.kinds import Catalog
 from pydeno._cli import main as _cli
+from pydeno._cli.pages import kind_page
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,10 +18,11 @@ import pydeno
 import pydeno.pydantic_ai
 import pydeno.ray
 from pydeno._base import checks as _checks
+from pydeno._base import docs_links
 from pydeno._base import errors as _errors
-from pydeno._base import kinds as _taxonomy
 from pydeno._base.options import RuntimeKwargs, RuntimeOptions
 from pydeno._cli import main as _cli
+from pydeno._cli.pages import kind_page
 
 KEY = b"k" * 32
 
@@ -288,12 +289,12 @@ def metadata(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., list[int
             calls.append(1)
             return message
 
-        monkeypatch.setattr(_taxonomy, "_installed_metadata", lookup)
-        _taxonomy.docs_site.cache_clear()
+        monkeypatch.setattr(docs_links, "_installed_metadata", lookup)
+        docs_links.docs_site.cache_clear()
         return calls
 
     yield fake
-    _taxonomy.docs_site.cache_clear()
+    docs_links.docs_site.cache_clear()
 
 
 def test_without_a_docs_site_an_error_points_at_the_command_that_prints_its_page(
@@ -330,16 +331,16 @@ def test_a_failing_metadata_lookup_leaves_the_command_pointer(monkeypatch: pytes
     def broken() -> NoReturn:
         raise OSError("unreadable")
 
-    monkeypatch.setattr(_taxonomy, "_installed_metadata", broken)
-    _taxonomy.docs_site.cache_clear()
+    monkeypatch.setattr(docs_links, "_installed_metadata", broken)
+    docs_links.docs_site.cache_clear()
     try:
         assert _errors.command_timed_out(0.5).docs == "pydeno errors timeout"
     finally:
-        _taxonomy.docs_site.cache_clear()
+        docs_links.docs_site.cache_clear()
 
 
 def test_the_pointer_names_a_command_that_prints_the_page(capsys: pytest.CaptureFixture[str]) -> None:
-    command = _taxonomy.docs_page("memory_limit").split(" or ")[0].split()
+    command = docs_links.docs_page("memory_limit").split(" or ")[0].split()
     assert command[:2] == ["pydeno", "errors"]
     assert _cli.main(command[1:]) == 0
-    assert capsys.readouterr().out == _taxonomy.kind_page("memory_limit")
+    assert capsys.readouterr().out == kind_page("memory_limit")

@@ -9,7 +9,8 @@ import pytest
 
 import pydeno
 from pydeno._base import errors as _errors
-from pydeno._base.kinds import Catalog, kind_page
+from pydeno._base.kinds import Catalog
+from pydeno._cli.pages import kind_page
 from tests.support.model_checks import OPTION, MiB, lookup
 
 
