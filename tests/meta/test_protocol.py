@@ -165,12 +165,12 @@ def test_no_python_module_defines_a_constant_of_the_table(path: Path) -> None:
 
 
 def test_the_journal_has_extension_types_of_its_own() -> None:
-    from pydeno._agents import core
+    from pydeno._agents import journal
 
     # Same codes, other payloads: the journal names its own, and takes none of the wire's.
-    assert not _imports_the_table(ROOT / "pydeno" / "_agents" / "core.py")
-    assert not [name for name in vars(core) if name.startswith(("EXT_", "_EXT_"))]
-    assert [name for name in vars(core) if name.startswith("_JOURNAL_")]
+    assert not _imports_the_table(ROOT / "pydeno" / "_agents" / "journal.py")
+    assert not [name for name in vars(journal) if name.startswith(("EXT_", "_EXT_"))]
+    assert [name for name in vars(journal) if name.startswith("_JOURNAL_")]
 
 
 def test_the_connection_checks_each_frame_for_the_tables_item_count() -> None:

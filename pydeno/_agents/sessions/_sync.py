@@ -30,7 +30,8 @@ from ..._pools.core import WARM_UP_AWAIT
 from ..._runtime._sync import Runtime
 from ..._runtime.backends import sync as backend
 from .._sync import AgentSandbox
-from ..core import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal, runtime_options
+from ..core import runtime_options
+from ..journal import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal
 from .core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 from .store import JournalStore
 
