@@ -37,7 +37,7 @@ def test_many_tool_calls_are_cut_whole_and_the_text_shows_the_first_errors_only(
 def test_every_result_a_program_gives_matches_the_output_schema_and_names_each_error_field(code: str) -> None:
     import jsonschema
 
-    from pydeno._cli.mcp_server import OUTPUT_SCHEMA
+    from pydeno._cli.mcp_tool import OUTPUT_SCHEMA
 
     with pydeno.CodeMode([]) as cm:
         data = cm.execute(code).to_dict()

@@ -282,7 +282,7 @@ async def test_one_http_session_cannot_take_every_worker_from_another() -> None:
 
 
 def test_the_line_reader_does_linear_work_and_never_holds_more_than_its_cap() -> None:
-    from pydeno._cli.mcp_server import Oversized, _LineSplitter
+    from pydeno._cli.mcp_stdio import Oversized, _LineSplitter
 
     cap = 1 << 20
     splitter = _LineSplitter(cap)
@@ -304,7 +304,7 @@ def test_the_line_reader_does_linear_work_and_never_holds_more_than_its_cap() ->
 
 
 def test_the_line_reader_finds_the_id_of_a_message_whose_id_comes_first() -> None:
-    from pydeno._cli.mcp_server import Oversized, _LineSplitter
+    from pydeno._cli.mcp_stdio import Oversized, _LineSplitter
 
     splitter = _LineSplitter(100)
     (big,) = splitter.feed(b'{"jsonrpc":"2.0","id":"abc","method":"x","params":{"code":"' + b"y" * 500 + b'"}}\n')
@@ -467,7 +467,7 @@ async def test_a_busy_session_never_gives_way_to_a_new_one() -> None:
 
 
 def test_the_idle_timeout_default_fits_one_shot_clients(capsys: pytest.CaptureFixture[str]) -> None:
-    from pydeno._cli.mcp_server import DEFAULT_IDLE_TIMEOUT
+    from pydeno._cli.mcp_config import DEFAULT_IDLE_TIMEOUT
 
     assert DEFAULT_IDLE_TIMEOUT == 120.0
     with pytest.raises(SystemExit):
@@ -535,7 +535,7 @@ def test_a_failed_call_is_logged_for_the_operator_naming_the_server_flag() -> No
     ],
 )
 def test_only_an_ip_address_or_localhost_passes_the_host_check(host: str, local: bool) -> None:
-    from pydeno._cli.mcp_server import _local_name
+    from pydeno._cli.mcp_http import _local_name
 
     assert _local_name(host) is local
 
@@ -558,7 +558,7 @@ def test_only_an_ip_address_or_localhost_passes_the_host_check(host: str, local:
 def test_a_browser_page_may_call_only_from_the_servers_own_origin_or_a_loopback_one(
     origin: str, host: str, passes: bool
 ) -> None:
-    from pydeno._cli.mcp_server import _local_origin
+    from pydeno._cli.mcp_http import _local_origin
 
     assert _local_origin(origin, host) is passes
 

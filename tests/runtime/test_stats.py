@@ -17,7 +17,7 @@ import pytest
 
 import pydeno
 from pydeno._base.stats import COMMON_KEYS, Stats, merge_dicts
-from pydeno._cli.mcp_server import OUTPUT_SCHEMA, refused
+from pydeno._cli.mcp_tool import OUTPUT_SCHEMA, refused
 
 MiB = 1 << 20
 # About a tenth of a second of CPU or more in the worker, whatever the machine's load: a fixed
