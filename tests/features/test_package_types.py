@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import pydeno
-from pydeno._base import packages as _packages
-from pydeno._base.packages import _collect_types, parse_spec
+from pydeno._base import package_types as _package_types
+from pydeno._base.package_types import collect_types
+from pydeno._base.packages import parse_spec
 from pydeno.host.process.typecheck import CheckFailed, check, diagnostics
 from tests.packages_cache import (
     DATE_FNS,
@@ -87,7 +88,7 @@ def npm(tmp_path: Path) -> Path:
 
 
 def test_the_import_condition_s_declarations_and_all_they_reach_are_collected(npm: Path) -> None:
-    types, _ = _collect_types(npm, parse_spec("fake@^1"), "fake@1.0.0")
+    types, _ = collect_types(npm, parse_spec("fake@^1").subpath, "fake@1.0.0")
     assert types is not None and types.entry == "esm/index.d.mts"
     files = dict(types.files)
     assert sorted(files) == ["esm/helpers.d.ts", "esm/index.d.mts", "esm/lib/index.d.ts", "globals.d.ts"]
@@ -102,8 +103,8 @@ def test_the_import_condition_s_declarations_and_all_they_reach_are_collected(np
 
 
 def test_a_subpath_and_a_pattern_have_their_own_entries(npm: Path) -> None:
-    sub, _ = _collect_types(npm, parse_spec("fake@1.0.0/sub"), "fake@1.0.0")
-    locale, _ = _collect_types(npm, parse_spec("fake@1.0.0/locales/fr"), "fake@1.0.0")
+    sub, _ = collect_types(npm, parse_spec("fake@1.0.0/sub").subpath, "fake@1.0.0")
+    locale, _ = collect_types(npm, parse_spec("fake@1.0.0/locales/fr").subpath, "fake@1.0.0")
     assert sub is not None and [path for path, _ in sub.files] == ["esm/sub.d.mts"]
     assert locale is not None and locale.entry == "locales/fr.d.ts"
 
@@ -111,27 +112,27 @@ def test_a_subpath_and_a_pattern_have_their_own_entries(npm: Path) -> None:
 def test_the_declarations_beside_the_main_script_type_a_package_with_no_exports(tmp_path: Path) -> None:
     root = tmp_path / "registry.npmjs.org" / "plain" / "2.0.0"
     write(root, {"package.json": '{"main": "lib/main.js"}', "lib/main.d.ts": "export declare const x: 1;\n"})
-    types, _ = _collect_types(tmp_path, parse_spec("plain@2.0.0"), "plain@2.0.0")
+    types, _ = collect_types(tmp_path, parse_spec("plain@2.0.0").subpath, "plain@2.0.0")
     assert types is not None and types.entry == "lib/main.d.ts"
 
 
 def test_a_package_with_no_declarations_says_so(npm: Path) -> None:
-    assert _collect_types(npm, parse_spec("fake@1.0.0/missing"), "fake@1.0.0") == (
+    assert collect_types(npm, parse_spec("fake@1.0.0/missing").subpath, "fake@1.0.0") == (
         None,
         "none: the package ships no declarations",
     )
 
 
 def test_declarations_past_the_bound_are_not_kept_and_say_why(npm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_packages, "TYPES_MAX_FILES", 3)
-    types, why = _collect_types(npm, parse_spec("fake@1.0.0"), "fake@1.0.0")
+    monkeypatch.setattr(_package_types, "TYPES_MAX_FILES", 3)
+    types, why = collect_types(npm, parse_spec("fake@1.0.0").subpath, "fake@1.0.0")
     assert types is None
-    bound = f"3 files or {_packages.TYPES_MAX_BYTES} bytes"
+    bound = f"3 files or {_package_types.TYPES_MAX_BYTES} bytes"
     assert why == f"none: its declarations pass the bound of {bound}, so the package is typed any"
 
 
 def test_the_exports_a_prompt_names_carry_their_declared_kinds(npm: Path) -> None:
-    types, _ = _collect_types(npm, parse_spec("fake@1.0.0"), "fake@1.0.0")
+    types, _ = collect_types(npm, parse_spec("fake@1.0.0").subpath, "fake@1.0.0")
     assert types is not None
     assert types.exports() == (("Thing", "class"), ("Shape", "type"), ("aid", "function"), ("make", "function"))
 
@@ -402,7 +403,7 @@ def test_a_package_whose_declarations_pass_the_bound_is_typed_any_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = cache_with_zod_files(tmp_path / "cache")
-    monkeypatch.setattr(_packages, "TYPES_MAX_FILES", 5)
+    monkeypatch.setattr(_package_types, "TYPES_MAX_FILES", 5)
     pkgs = pydeno.Packages([ZOD], cache_dir=cache, offline=True)
     assert pkgs.bundles[0].types is None
     assert pkgs.describe()[0]["types"].startswith("none: its declarations pass the bound of 5 files or ")
