@@ -123,7 +123,6 @@ import argparse
 import base64
 import dataclasses
 import datetime as _dt
-import difflib
 import json
 import math
 import re
@@ -142,7 +141,7 @@ from .._runtime.function import JsFunction
 from .._runtime.sandbox_status import sandbox_status
 from .._runtime.syntax import place_text, placed, top_level_return
 from .._version import PROJECT, __version__, about, extra_missing, mixed_install
-from .pages import kind_page, yes_no
+from .pages import error_row, error_table, kind_page, nearest_kinds
 
 __all__ = ["main", "parse_size", "to_json_value"]
 
@@ -441,44 +440,6 @@ def _doctor(argv: Sequence[str]) -> int:
 # -- pydeno errors ---------------------------------------------------------------------
 
 
-def _error_table() -> str:
-    header = ("kind", "retryable", "larger limits", "summary")
-    rows = [(kind, yes_no(k.retryable), yes_no(k.retry_with_larger_limits), k.summary) for kind, k in Catalog.items()]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    return "\n".join(
-        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)), row[3]])
-        for row in [header, *rows]
-    )
-
-
-def _error_row(kind: str, *, full: bool) -> dict[str, Any]:
-    row = Catalog[kind]
-    out: dict[str, Any] = {
-        "kind": kind,
-        "retryable": row.retryable,
-        "retry_with_larger_limits": row.retry_with_larger_limits,
-        "summary": row.summary,
-    }
-    if full:
-        out.update(raised_as=row.raised_as, fix=row.fix, model_fix=row.model_fix, example=row.example)
-    out["docs"] = docs_page(kind)
-    return out
-
-
-def _nearest_kinds(typed: str) -> str:
-    """``did you mean 'a' or 'b'?`` for the kinds nearest to typed (case and - for _ forgiven
-    in the comparison, never in what is accepted; those it starts, then difflib's), or ""."""
-    wanted = typed.strip().lower().replace("-", "_")
-    near = [kind for kind in Catalog if wanted and kind.startswith(wanted)]
-    near += difflib.get_close_matches(wanted, list(Catalog), n=3, cutoff=0.6)
-    near = list(dict.fromkeys(near))[:3]
-    if not near:
-        return ""
-    quoted = [repr(kind) for kind in near]
-    shown = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-    return f"did you mean {shown}?"
-
-
 def _errors(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="pydeno errors",
@@ -489,16 +450,16 @@ def _errors(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if args.kind is None:
         if args.json:
-            _write_json([_error_row(kind, full=False) for kind in Catalog], indent=2)
+            _write_json([error_row(kind, full=False) for kind in Catalog], indent=2)
         else:
-            print(_error_table())
+            print(error_table())
         return EXIT_OK
     if args.kind not in Catalog:
-        guess = _nearest_kinds(args.kind)
+        guess = nearest_kinds(args.kind)
         listed = f"{guess} The kinds are" if guess else "the kinds are"
         parser.error(f"unknown kind {args.kind!r}; {listed}: {', '.join(Catalog)}")
     if args.json:
-        _write_json(_error_row(args.kind, full=True), indent=2)
+        _write_json(error_row(args.kind, full=True), indent=2)
     else:
         print(kind_page(args.kind), end="")
     return EXIT_OK
