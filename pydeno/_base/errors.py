@@ -47,7 +47,8 @@ from typing import ClassVar, Final, TypeVar
 
 from .checks import human_bytes, limit_text
 from .docs_links import docs_page, note_for
-from .kinds import DENIED, HOST_FAILURE, IMPORT_REFUSED, Catalog, classify_new, info_of
+from .kind_patterns import DENIED, HOST_FAILURE, IMPORT_REFUSED
+from .kinds import Catalog, classify_new, info_of
 
 __all__ = [
     "error_fields",

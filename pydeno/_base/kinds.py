@@ -23,10 +23,23 @@ How a kind is chosen, in order:
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
+
+from .kind_patterns import (
+    ABANDONED,
+    CLOSED,
+    DENIED,
+    FULL,
+    HOST_FAILURE,
+    IMPORT_REFUSED,
+    JS_DECODE,
+    JS_INFLIGHT,
+    JS_TOOL,
+    PREFIX,
+    TOOL_KINDS,
+)
 
 __all__ = [
     "KINDS",
@@ -510,91 +523,6 @@ def info_of(kind: str) -> ErrorInfo:
     return ErrorInfo(kind, row.retryable, row.summary, row.retry_with_larger_limits)
 
 
-# Anchored patterns for the host's own messages. fullmatch where the host wrote the whole
-# message; a prefix match (re.match) where worker text may follow.
-# A float as the host formats it: repr(float), so 0.5 but also 1e-05 and 1e+16.
-_NUM = r"\d+(?:\.\d+)?(?:e[+-]\d+)?"
-_FULL: Final[list[tuple[str, re.Pattern[str]]]] = [
-    ("timeout", re.compile(rf"command exceeded timeout={_NUM}s; worker killed")),
-    ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU in one command and was killed")),
-    ("cpu_limit", re.compile(rf"worker used more than {_NUM}s of CPU between commands and was killed")),
-    (
-        "host_wait",
-        re.compile(
-            rf"host callbacks kept the guest waiting for more than {_NUM}s in one command \(max_host_wait\); "
-            "worker killed"
-        ),
-    ),
-    ("memory_limit", re.compile(r"worker used \d+ bytes, over max_memory=\d+; killed")),
-    ("memory_limit", re.compile(r"worker ran out of its V8 heap \(sized from max_memory=\d+\) and was stopped")),
-    ("thread_limit", re.compile(r"worker started \d+ threads \(limit \d+\); killed")),
-    ("host_call_budget", re.compile(r"guest made more than max_host_calls=\d+ host calls")),
-]
-_ABANDONED: Final = re.compile(r"too many abandoned tool calls in this session")
-_PREFIX: Final[list[tuple[str, re.Pattern[str]]]] = [
-    ("guest_crashed", re.compile(r"worker died running guest code \(")),
-    ("protocol_violation", re.compile(r"worker broke protocol: ")),
-    ("protocol_violation", re.compile(r"worker sent a malformed frame \(")),
-    ("sandbox_unavailable", re.compile(r"worker failed to start: an OS sandbox is required but ")),
-    ("sandbox_unavailable", re.compile(r"worker failed to start: sandbox self-test failed: ")),
-    (
-        "limits_unmeasurable",
-        re.compile(r"(?:max_memory|cpu_limit|max_threads) cannot be enforced on this system \("),
-    ),
-]
-_CLOSED: Final = frozenset(
-    {
-        "runtime is closed",
-        "Runtime has been closed",
-        "Function has been closed",
-        "Stream has been closed",
-        "the session is closed",
-        "the session was closed",
-        "the session pool is closed",
-    }
-)
-# A JavaScriptError is "Evaluation failed: " + the guest's "Name: message". Only the Name
-# and the message (its start, or the whole of it for the sandbox's refusals) are read, and
-# every kind they can give is as non-retryable as js_error itself, with no larger limit that
-# would help, so a guest that writes such text gains nothing.
-_JS_INFLIGHT: Final = re.compile(r"(?:Error: )?more than \d+ host calls in flight\Z")
-# The worker's refusal of a value whose decoding would amplify (max_decode_ratio): a refused
-# value, as invalid_input as the host's own refusals of what it is given.
-_JS_DECODE: Final = re.compile(
-    r"(?:result|arguments to \S+\(\)) could not be converted: value would take about \d+ bytes of host memory "
-)
-# A host function's failure that the guest did not catch (pydeno/_base/errors.py guest_error
-# writes it): it raised something other than a ToolError. A guest that writes it itself gets
-# tool_failed, as non-retryable as js_error.
-HOST_FAILURE: Final = re.compile(
-    r"((?:host function )?\S+\(\)) failed on the host \((\w+)\)(; its details are hidden)?"
-)
-# The sandbox's own account of what deno's permission checks and module loader refuse (the
-# worker writes it, worker/main.ts and worker/modules.ts; guest text only as a quoted name).
-_QUOTED = r'"(?:[^"\\\n]|\\.)*"'
-DENIED: Final = re.compile(
-    r"no (network access|file access|environment variables|subprocesses|system information|native libraries"
-    rf"|operating system access|Deno namespace) in this sandbox(?:: {_QUOTED} was not (?:reached|read|written|run"
-    r"|loaded))?"
-)
-IMPORT_REFUSED: Final = re.compile(
-    rf"module ({_QUOTED}) cannot be imported in this sandbox: (npm packages are not available|jsr packages are not "
-    "available|remote modules are not available|files are not available|it was not added; only added modules, "
-    r"packages the host provided \(packages=\) and node: built-ins can be imported)|(npm) packages cannot be "
-    "imported in this sandbox"
-)
-_TOOL_KINDS: Final = {
-    "ToolBudgetError": "tool_budget",
-    "ToolNotFoundError": "tool_not_found",
-    "ToolError": "tool_failed",
-    "FetchRefused": "fetch_refused",
-    "FetchFailed": "fetch_failed",
-    "FetchTimeout": "fetch_timeout",
-    "UpstreamError": "upstream_failed",
-}
-_JS_TOOL: Final = re.compile("(" + "|".join(_TOOL_KINDS) + r")\b")
-
-
 def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterator[BaseException]:
     """exc's causes: __cause__, else the implicit __context__; cycles cut. ``handling`` stands
     in for both while exc has neither: it is the exception being handled where exc is being
@@ -630,9 +558,9 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
         return "cancelled"
     if isinstance(exc, RuntimeError):
         message = str(exc)
-        if message in _CLOSED:
+        if message in CLOSED:
             return "closed"
-        if _ABANDONED.fullmatch(message):
+        if ABANDONED.fullmatch(message):
             return "inflight_limit"
         return "unknown"
     if isinstance(exc, (TypeError, ValueError)):
@@ -645,10 +573,10 @@ def _message_kind(exc: BaseException, otherwise: str, via_agent: bool, handling:
     ``otherwise``; read only where the type is not enough, so a __str__ that raises costs the
     message kinds, never a kind the type alone decides."""
     message = str(exc)
-    for kind, pattern in _FULL:
+    for kind, pattern in FULL:
         if pattern.fullmatch(message):
             return "max_pause" if kind == "host_wait" and via_agent else kind
-    for kind, pattern in _PREFIX:
+    for kind, pattern in PREFIX:
         if pattern.match(message):
             return kind
     starting = otherwise == "worker_crashed" and message.startswith("worker failed to start: ")
@@ -661,18 +589,18 @@ def _javascript_kind(exc: BaseException) -> str:
     name = getattr(exc, "name", "") or ""
     message = getattr(exc, "message", "") or ""
     for candidate in (name, message):
-        found = _JS_TOOL.match(candidate)
+        found = JS_TOOL.match(candidate)
         if found:
-            return _TOOL_KINDS[found.group(1)]
+            return TOOL_KINDS[found.group(1)]
     if HOST_FAILURE.match(message):
         return "tool_failed"
     if DENIED.fullmatch(message):
         return "sandbox_denied"
     if IMPORT_REFUSED.fullmatch(message):
         return "import_refused"
-    if _JS_INFLIGHT.match(message):
+    if JS_INFLIGHT.match(message):
         return "inflight_limit"
-    if _JS_DECODE.match(message):
+    if JS_DECODE.match(message):
         return "invalid_input"
     return "js_error"
 

@@ -17,7 +17,6 @@ OVER: Final = {
     "_tools/schema.py": "reshaped by the tool model, issue 33",
     "_code_mode/core.py": "reshaped by the tool model, issue 33",
     "_base/errors.py": "the host's failure factories to leave the exception classes, issue 33",
-    "_base/kinds.py": "the catalog's data to leave the classifier, issue 33",
 }
 
 
