@@ -20,6 +20,7 @@ __all__ = [
     "Condition",
     "Lock",
     "Pipes",
+    "acquire_now",
     "blocking",
     "closing",
     "exclusive",
@@ -44,6 +45,12 @@ closing = contextlib.closing
 # Calls from several threads are serialised; a host function that evaluates on the same
 # runtime (through a JsFunction, say) runs inside the command that called it.
 Lock = threading.RLock
+
+
+def acquire_now(lock: threading.RLock) -> bool:
+    """Take lock if no other thread holds it (this one may: it re-enters), else return False
+    at once; the anyio backend has the same function."""
+    return lock.acquire(blocking=False)
 
 
 def exclusive(lock: threading.RLock) -> threading.RLock:
