@@ -597,9 +597,8 @@ class ExecutionResult:
         return str(text)
 
     def to_dict(self, *, max_chars: int | None = None) -> dict[str, Any]:
-        """The result as JSON-ready data; values JSON has no form for are tagged objects
-        (``{"$type": "bytes", "base64": ...}``, ``undefined``, ``date``, ``function``,
-        ``number`` for NaN and the infinities).
+        """The result as JSON-ready data; values JSON has no form for are objects tagged
+        ``"$type"`` (pydeno/_runtime/json_values.py; docs/values.md lists the tags).
 
         ``max_chars`` bounds the whole: ``to_json(max_chars=n)`` is at most ``n`` characters.
         What does not fit is cut (``stdout``, ``stderr``, ``error.message``, the last

@@ -1,8 +1,8 @@
 """The command line, run for real: the ``pydeno`` console script and ``python -m pydeno``.
 
 Every case is a subprocess (Python plus, for an eval, one worker: about half a second), so
-the table stays short; the value rendering and the page renderer are checked in process, in
-tests/unit/test_cli_in_process.py.
+the table stays short; the page renderer is checked in process, in
+tests/unit/test_cli_in_process.py, and the values' JSON in tests/unit/test_json_values.py.
 """
 
 from __future__ import annotations

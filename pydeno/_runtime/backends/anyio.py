@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ __all__ = [
     "Pipes",
     "acquire_now",
     "blocking",
+    "blocking_function",
     "closing",
     "exclusive",
     "resolve_within",
@@ -179,6 +181,16 @@ class Background:
             group, self._group = self._group, None
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
+
+
+def blocking_function(fn: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """fn as a host function that runs in a worker thread, so that what blocks in it (a
+    network request) does not hold the event loop; a cancelled call is left to finish there."""
+
+    async def call(*args: Any) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+
+    return call
 
 
 async def blocking(fn: Callable[[], T]) -> T:

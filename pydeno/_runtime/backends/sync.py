@@ -22,6 +22,7 @@ __all__ = [
     "Pipes",
     "acquire_now",
     "blocking",
+    "blocking_function",
     "closing",
     "exclusive",
     "resolve_within",
@@ -142,6 +143,11 @@ def _await_sync(awaitable: Awaitable[Any]) -> Any:
     if not ok:
         raise value
     return value
+
+
+def blocking_function(fn: Callable[..., T]) -> Callable[..., T]:
+    """fn itself: a blocking driver runs a host function in the calling thread."""
+    return fn
 
 
 def blocking(fn: Callable[[], T]) -> T:
