@@ -78,3 +78,14 @@ def test_the_exception_tree_in_the_errors_docstring_matches_the_classes() -> Non
 def test_the_exception_tree_in_the_docs_matches_the_classes() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "error-reference.md").read_text(encoding="utf-8")
     assert _tree(text.split("```")[1], "") == _classes()
+
+
+def test_the_docs_hello_frame_has_the_protocol_tables_items() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    shown = re.findall(r"HELLO `\[0, ([^\]]*)\]`", text)
+    assert shown == [", ".join(protocol.WORKER_FRAMES[protocol.W_HELLO])]
+
+
+def test_the_api_page_documents_every_exception_class() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    assert set(_classes()) <= set(re.findall(r"^::: pydeno\.(\w+)", text, re.MULTILINE))
