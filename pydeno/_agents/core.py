@@ -26,7 +26,6 @@ import contextlib
 import datetime
 import hashlib
 import hmac
-import json
 import math
 import secrets
 import struct
@@ -50,6 +49,7 @@ from .._base.errors import (
 )
 from .._base.values import Undefined, undefined
 from .._runtime.function import JsFunction
+from .._runtime.json_values import value_json
 from .._tools.bridge import ToolBridge
 
 __all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "decode_journal", "runtime_options"]
@@ -553,7 +553,7 @@ class PausedToolCall:
         self.answered = False
 
     def __repr__(self) -> str:
-        args = json.dumps(self.args, default=repr)
+        args = value_json(self.args)
         return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
 
     def resume(self, value: Any = UNANSWERED, *, error: BaseException | str | None = None) -> Any:
