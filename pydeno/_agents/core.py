@@ -14,7 +14,6 @@ session's start. Both are recorded in the journal.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +29,7 @@ from .._base.errors import (
     closed_error,
     guest_error,
 )
+from .._runtime.json_values import value_json
 from .._tools.bridge import ToolBridge
 from .journal import CallRecord, Journal, RunRecord, check_key, encode, seal_journal, snapshot
 
@@ -249,7 +249,7 @@ class PausedToolCall:
         self.answered = False
 
     def __repr__(self) -> str:
-        args = json.dumps(self.args, default=repr)
+        args = value_json(self.args)
         return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
 
     def resume(self, value: Any = UNANSWERED, *, error: BaseException | str | None = None) -> Any:

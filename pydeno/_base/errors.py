@@ -2,7 +2,8 @@
 
 Every exception pydeno raises on purpose is one of these, a documented builtin
 (``TypeError``/``ValueError`` for a bad argument, ``RuntimeError`` for a misuse such as a
-paused run), or cancellation::
+paused run), or cancellation (tests/unit/test_prose_copies.py checks this tree against the
+classes)::
 
     PydenoError                 base of everything below
     ├── JavaScriptError         the guest threw or failed to compile (.name, .message, .stack)
@@ -17,10 +18,17 @@ paused run), or cancellation::
     ├── SessionLimitError       an owner reached its cap of live sessions or stored bytes
     ├── StoreError              a journal store could not be read or written
     │   └── StoreBusy           ... because another process held it locked past busy_timeout
+    ├── PackageError            an npm package could not be had for the guest (nothing ran)
+    │   ├── PackageUnresolved   ... no such package or version, or the registry unreachable
+    │   └── PackageRefused      ... its bundle does not match the lock, or needs what is never granted
     ├── ActorDied               a Ray actor running the sandbox died
     ├── ToolError               a host tool failed (raise it from a tool; the guest sees its name)
     │   ├── ToolBudgetError     the tool-call budget is spent
-    │   └── ToolNotFoundError   what the tool was asked for does not exist
+    │   ├── ToolNotFoundError   what the tool was asked for does not exist
+    │   ├── FetchRefused        HttpFetch refused a guest's request before sending it
+    │   ├── FetchFailed         ... sent it, but got no usable answer
+    │   ├── FetchTimeout        ... sent it, but it did not finish within the timeout
+    │   └── UpstreamError       an upstream MCP server a tool forwards to failed
     ├── JournalError            an agent journal is malformed, too large or not authentic
     │   └── ReplayDivergence    replaying a journal asked for different tool calls
     ├── SnapshotAuthenticationError   a signed snapshot failed authentication

@@ -57,27 +57,15 @@ Subcommands are recognised only as the first argument (``pydeno doctor``, ``pyde
 
 Values as JSON
 --------------
-A value JSON can hold prints as itself (object keys in the guest's order; integers of any
-size, BigInts included, as exact digits, so a consumer may lose precision past 2**53). The
-rest, with the rule that makes the choice:
-
-* ``undefined`` -> ``null``, as ``JSON.stringify`` writes it inside an array.
-* NaN, Infinity, -Infinity -> ``null``, as ``JSON.stringify`` writes them; ``-0`` -> ``-0.0``.
-* a Date (an aware UTC ``datetime``) -> its ISO string ``"2024-01-02T03:04:05.678Z"``,
-  exactly ``Date.prototype.toJSON``.
-* bytes (Uint8Array, ArrayBuffer) -> ``{"$bytes": "<standard base64>"}``: JSON has no bytes
-  and ``JSON.stringify`` of a Uint8Array (an object of indices) cannot be told from data.
-* a Set -> an array, sorted by each element's JSON text (Python sets keep no order).
-* a function (a ``JsFunction`` handle) -> the string ``"<function>"``; it cannot be called
-  once the process exits.
-* an Error object (a ``JavaScriptError`` value) -> ``{"$error": {"name": ..., "message": ...,
-  "stack": ...}}``, with ``cause``, ``errors`` and ``properties`` where it has them.
-* a Map key that is not a string -> a string: a Date's ISO string, anything else the JSON
-  text of the key (``1`` -> ``"1"``, ``true`` -> ``"true"``, ``null`` -> ``"null"``,
-  NaN -> ``"NaN"``). Keys that collide that way keep the last value.
-
-A guest can return ``{"$bytes": ...}`` or ``"<function>"`` itself; output that must be
-unambiguous should come from values JSON holds. The JSON is UTF-8 whatever the locale.
+The value prints in the one JSON dialect pydeno uses for values outside Python, the same as
+Code Mode's ``ExecutionResult.to_dict()`` and the MCP server (pydeno/_runtime/json_values.py;
+docs/values.md, "Values as JSON", lists every tag). A value JSON can hold prints as itself
+(object keys in the guest's order; integers of any size, BigInts included, as exact digits);
+anything else is an object tagged ``"$type"``: ``{"$type": "bytes", "base64": ...}``,
+``{"$type": "undefined"}``, ``{"$type": "date", "iso": ...}`` and so on. Earlier, the CLI
+wrote a dialect of its own (``{"$bytes": ...}``, ``null`` for undefined and NaN, a Date as a
+bare string, a Set as an array, ``"<function>"``, ``{"$error": ...}``, a Map's other keys as
+strings); it writes this one now. The JSON is UTF-8 whatever the locale.
 
 ``pydeno errors``
 -----------------
@@ -120,9 +108,7 @@ it exits 2 saying how to install it.
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
-import datetime as _dt
 import json
 import math
 import re
@@ -132,18 +118,17 @@ from typing import Any, Final, cast
 
 from .._base import checks
 from .._base.docs_links import docs_page, note_for
-from .._base.errors import JavaScriptError, PydenoError, error_fields
+from .._base.errors import JavaScriptError, PydenoError
 from .._base.kinds import Catalog, classify_error
 from .._base.options import SANDBOX_MODES, RuntimeKwargs, RuntimeOptions
-from .._base.values import Undefined
 from .._runtime._sync import Runtime
-from .._runtime.function import JsFunction
+from .._runtime.json_values import jsonable
 from .._runtime.sandbox_status import sandbox_status
 from .._runtime.syntax import place_text, placed, top_level_return
 from .._version import PROJECT, __version__, about, extra_missing, mixed_install
 from .pages import error_row, error_table, kind_page, nearest_kinds
 
-__all__ = ["main", "parse_size", "to_json_value"]
+__all__ = ["main", "parse_size"]
 
 EXIT_OK: Final = 0
 EXIT_JS_ERROR: Final = 1
@@ -159,55 +144,6 @@ OPTIONS: Final[dict[str, str]] = {
 }
 
 # -- values as JSON --------------------------------------------------------------------
-
-FUNCTION_TEXT: Final = "<function>"
-
-
-def _iso(value: _dt.datetime) -> str:
-    """Date.prototype.toJSON's text: UTC, milliseconds, ``Z``."""
-    utc = value.astimezone(_dt.UTC) if value.tzinfo is not None else value
-    return utc.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _key(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, _dt.datetime):
-        return _iso(key)
-    if isinstance(key, float):
-        return json.dumps(key)  # NaN, Infinity, -Infinity, 1.5, -0.0
-    return _compact(to_json_value(key))
-
-
-def to_json_value(value: Any) -> Any:
-    """value (as an eval returns it) as something :func:`json.dumps` writes as strict JSON;
-    the module docstring gives the rules."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Undefined):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(item) for item in value]
-    if isinstance(value, dict):
-        return {_key(k): to_json_value(v) for k, v in value.items()}
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, _dt.datetime):
-        return _iso(value)
-    if isinstance(value, (set, frozenset)):
-        return sorted((to_json_value(item) for item in value), key=_compact)
-    if isinstance(value, JsFunction):
-        return FUNCTION_TEXT
-    if isinstance(value, JavaScriptError):
-        return {"$error": {key: to_json_value(part) for key, part in error_fields(value).items()}}
-    # No other type comes back from an eval; never fail on output all the same.
-    return repr(value)
 
 
 def _write_json(value: Any, *, indent: int | None = None) -> None:
@@ -266,9 +202,8 @@ exit codes:
   1  the JavaScript threw or failed to compile: the error on stderr
   2  any other failure: its kind, hint and docs page on stderr (or a bad argument)
 
-Values JSON cannot hold: undefined, NaN and Infinity -> null; a Date -> its ISO string;
-bytes -> {"$bytes": base64}; a Set -> a sorted array; a function -> "<function>";
-an Error -> {"$error": {name, message, stack, ...}}.
+Values JSON cannot hold come as objects tagged "$type": {"$type": "bytes",
+"base64": ...}, {"$type": "undefined"}, {"$type": "date", "iso": ...}, ... (docs/values.md).
 The guest's console output goes to stderr. Code that starts with "-" or is literally
 "doctor", "errors" or "mcp" goes through stdin ("pydeno -") or after "--".
 """
@@ -403,7 +338,7 @@ def _evaluate(argv: Sequence[str]) -> int:
         code = sys.stdin.buffer.read().decode("utf-8") if args.code == "-" else args.code
         options["on_console"] = _console
         with Runtime(**options) as rt:
-            value = to_json_value(rt.eval(code, lang=args.lang))
+            value = jsonable(rt.eval(code, lang=args.lang))
     except KeyboardInterrupt:
         print("pydeno: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -7,11 +7,8 @@ run a program; everything an execution decides lives here, once.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import datetime
 import json
-import math
 import re
 import threading
 import time
@@ -25,13 +22,12 @@ from .._base.errors import (
     ToolError,
     ToolNotFoundError,
     TypeCheckError,
-    error_fields,
     guest_error,
 )
 from .._base.kinds import Catalog, classify_error
 from .._base.packages import Packages, checker_inputs, declarations, prompt_line
-from .._base.values import Undefined
-from .._runtime.function import JsFunction
+from .._runtime.json_values import dumps as _dumps
+from .._runtime.json_values import jsonable, value_json
 from .._runtime.syntax import compile_failure, locate, place_error, top_level_return
 from .._tools.bridge import budget_message, check_namespaces
 from .._tools.schema import doc_comment, object_body, ts_name, ts_of
@@ -601,9 +597,8 @@ class ExecutionResult:
         return str(text)
 
     def to_dict(self, *, max_chars: int | None = None) -> dict[str, Any]:
-        """The result as JSON-ready data; values JSON has no form for are tagged objects
-        (``{"$type": "bytes", "base64": ...}``, ``undefined``, ``date``, ``function``,
-        ``number`` for NaN and the infinities).
+        """The result as JSON-ready data; values JSON has no form for are objects tagged
+        ``"$type"`` (pydeno/_runtime/json_values.py; docs/values.md lists the tags).
 
         ``max_chars`` bounds the whole: ``to_json(max_chars=n)`` is at most ``n`` characters.
         What does not fit is cut (``stdout``, ``stderr``, ``error.message``, the last
@@ -693,10 +688,6 @@ class ExecutionResult:
 MIN_RESULT_CHARS: Final = 1000
 
 
-def _dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, allow_nan=False)
-
-
 def _marker(whole: str, preview: str) -> dict[str, Any]:
     return {"$type": "truncated", "chars": len(whole), "preview": preview}
 
@@ -767,72 +758,6 @@ def _fit(data: dict[str, Any], value_json: str, limit: int, size: Callable[[str]
             out[key] = piece
     out["truncated"] = sorted(cut)
     return out
-
-
-def value_json(value: Any) -> str:
-    """``json.dumps(jsonable(value))``, without first building the copy that jsonable makes
-    of a value JSON can hold as it is (most values): the encoder asks jsonable only for what
-    it cannot write itself, and a non-finite number anywhere takes the whole slow road."""
-    # The encoder writes a key that is not a string (a Map's 1, null or true) as a string,
-    # which can collide with a string key ("1"): such a value takes the slow road too.
-    if _string_keys(value):
-        try:
-            return json.dumps(value, ensure_ascii=False, allow_nan=False, default=jsonable)
-        except (TypeError, ValueError):  # a non-finite number
-            pass
-    return _dumps(jsonable(value))
-
-
-def _string_keys(value: Any) -> bool:
-    """Whether every dict in value (lists and tuples walked) has only str keys."""
-    stack = [value]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is dict:
-            for key in item:
-                if type(key) is not str:
-                    return False
-            children = item.values()
-        elif kind is list or kind is tuple:
-            children = item
-        else:
-            continue
-        for child in children:
-            kind = type(child)
-            if kind is dict or kind is list or kind is tuple:
-                push(child)
-    return True
-
-
-def jsonable(value: Any) -> Any:
-    """value with what JSON cannot hold as tagged objects (see ExecutionResult.to_dict)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return {"$type": "number", "value": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        if all(type(k) is str for k in value):
-            return {k: jsonable(v) for k, v in value.items()}
-        # A Map with keys JSON objects cannot hold (1, null, true, ...): every entry kept,
-        # each key as the value it is, where an object would turn 1 and "1" into one key.
-        return {"$type": "map", "entries": [[jsonable(k), jsonable(v)] for k, v in value.items()]}
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"$type": "bytes", "base64": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Undefined):
-        return {"$type": "undefined"}
-    if isinstance(value, datetime.datetime):
-        return {"$type": "date", "iso": value.isoformat()}
-    if isinstance(value, JsFunction):
-        return {"$type": "function"}
-    if isinstance(value, JavaScriptError):
-        return {"$type": "error", **{key: jsonable(part) for key, part in error_fields(value).items()}}
-    return {"$type": type(value).__name__}
 
 
 def check_output_chars(value: Any) -> int:

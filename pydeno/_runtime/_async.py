@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Unpack, cast
 
-import anyio
-
 from .._base.checks import Lang, NeedsAsyncWith, code_text, is_typescript, module_specifier, source_text
 from .._base.determinism import prelude
 from .._base.errors import JavaScriptError
@@ -61,12 +59,8 @@ class _Queue:
 
     async def __aenter__(self) -> None:
         lock = self._lock
-        # unasync: if lock.acquire(blocking=False):
-        # unasync:     return
-        # The backend's lock is free, or this task holds it already (re-entered).  # async-only
-        if not lock._lock.locked() or lock._owner == anyio.get_current_task().id:  # async-only
-            await lock.__aenter__()  # async-only
-            return  # async-only
+        if await backend.acquire_now(lock):
+            return
         started = time.perf_counter()
         await lock.__aenter__()
         self._record(time.perf_counter() - started)
@@ -450,6 +444,13 @@ class AsyncSteps:
 
     def has_function(self, name: str) -> bool:
         return name in self._rt._sup.functions
+
+    async def install(self, name: str, fn: Callable[..., Any], script: str, *, blocks: bool = False) -> None:
+        """Bind fn as the host function name, then evaluate script, the guest code built on
+        it (a ToolBridge's ``tools``, HttpFetch's ``fetch``): one path for both flavours, made
+        by the twins. blocks: fn waits on I/O, so an async runtime runs it in a thread."""
+        await self._rt.bind_function(name, backend.blocking_function(fn) if blocks else fn)
+        await self._rt.eval(script)
 
     def function_names(self) -> list[str]:
         """The names of the host functions bound so far."""

@@ -61,7 +61,7 @@ class _Queue:
 
     def __enter__(self) -> None:
         lock = self._lock
-        if lock.acquire(blocking=False):
+        if backend.acquire_now(lock):
             return
         started = time.perf_counter()
         lock.__enter__()
@@ -438,6 +438,13 @@ class Steps:
 
     def has_function(self, name: str) -> bool:
         return name in self._rt._sup.functions
+
+    def install(self, name: str, fn: Callable[..., Any], script: str, *, blocks: bool = False) -> None:
+        """Bind fn as the host function name, then evaluate script, the guest code built on
+        it (a ToolBridge's ``tools``, HttpFetch's ``fetch``): one path for both flavours, made
+        by the twins. blocks: fn waits on I/O, so an async runtime runs it in a thread."""
+        self._rt.bind_function(name, backend.blocking_function(fn) if blocks else fn)
+        self._rt.eval(script)
 
     def function_names(self) -> list[str]:
         """The names of the host functions bound so far."""

@@ -161,19 +161,9 @@ class ToolBridge:
     def attach(self, rt: AsyncRuntime) -> Awaitable[None]: ...
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install ``tools`` in rt (a coroutine to await for an AsyncRuntime)."""
-        from .._runtime._async import AsyncRuntime
-
         if rt._steps.has_function(HOST_FUNCTION):
             raise RuntimeError("a ToolBridge is already attached to this runtime")
-        if isinstance(rt, AsyncRuntime):
-            return self._attach_async(rt)
-        rt.bind_function(HOST_FUNCTION, Dispatcher(self.dispatch))
-        rt.eval(self.install_script())
-        return None
-
-    async def _attach_async(self, rt: AsyncRuntime) -> None:
-        await rt.bind_function(HOST_FUNCTION, Dispatcher(self.dispatch))
-        await rt.eval(self.install_script())
+        return rt._steps.install(HOST_FUNCTION, Dispatcher(self.dispatch), self.install_script())
 
     # -- calls -----------------------------------------------------------------------
     def charge(self, name: Any) -> None:

@@ -1,8 +1,8 @@
 """The command line, run for real: the ``pydeno`` console script and ``python -m pydeno``.
 
 Every case is a subprocess (Python plus, for an eval, one worker: about half a second), so
-the table stays short; the value rendering and the page renderer are checked in process, in
-tests/unit/test_cli_in_process.py.
+the table stays short; the page renderer is checked in process, in
+tests/unit/test_cli_in_process.py, and the values' JSON in tests/unit/test_json_values.py.
 """
 
 from __future__ import annotations
@@ -30,9 +30,12 @@ RICH_CODE = (
     ' s: new Set([3, "a", 1]), f: x => x, m: new Map([[1, 2], [null, 4], [new Date(0), 5], [NaN, 6]]), e: "é"})'
 )
 RICH_JSON = (
-    '{"a": 1, "b": [null, null, -0.0, 1000000000000000000000000000000, null], "d": "1970-01-01T00:00:00.001Z",'
-    ' "u": {"$bytes": "AQL/"}, "s": ["a", 1, 3], "f": "<function>",'
-    ' "m": {"1": 2, "null": 4, "1970-01-01T00:00:00.000Z": 5, "NaN": 6}, "e": "é"}\n'
+    '{"a": 1, "b": [{"$type": "undefined"}, {"$type": "number", "value": "NaN"}, -0.0, 1000000000000000000000000000000,'
+    ' {"$type": "number", "value": "Infinity"}], "d": {"$type": "date", "iso": "1970-01-01T00:00:00.001000+00:00"},'
+    ' "u": {"$type": "bytes", "base64": "AQL/"}, "s": {"$type": "set", "values": ["a", 1, 3]},'
+    ' "f": {"$type": "function"}, "m": {"$type": "map", "entries": [[1, 2], [null, 4],'
+    ' [{"$type": "date", "iso": "1970-01-01T00:00:00+00:00"}, 5],'
+    ' [{"$type": "number", "value": "NaN"}, 6]]}, "e": "é"}\n'
 )
 MEMORY_HOG = "const a = []; while (true) a.push(new Uint8Array(1e6).fill(1))"
 
@@ -71,7 +74,7 @@ class Case:
 CASES = {
     "value": Case(("[1, 2].map(x => x * 3)",), 0, stdout="[3, 6]\n", stderr=""),
     "promise": Case(("Promise.resolve('done')",), 0, stdout='"done"\n', stderr=""),
-    "undefined": Case(("undefined",), 0, stdout="null\n", stderr=""),
+    "undefined": Case(("undefined",), 0, stdout='{"$type": "undefined"}\n', stderr=""),
     "rich-value": Case((RICH_CODE,), 0, stdout=RICH_JSON, stderr=""),
     "js-error": Case(
         ("null.x",),
@@ -173,7 +176,7 @@ def test_json_success() -> None:
     result = run("--json", "[1, 'a', undefined]")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.count("\n") == 1
-    assert json.loads(result.stdout) == {"ok": True, "value": [1, "a", None]}
+    assert json.loads(result.stdout) == {"ok": True, "value": [1, "a", {"$type": "undefined"}]}
 
 
 @pytest.mark.slow

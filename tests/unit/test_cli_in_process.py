@@ -5,11 +5,7 @@ command line run for real is tests/features/test_cli.py."""
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,34 +23,6 @@ def test_the_page_matches_the_generated_docs(kind: str) -> None:
     comment, blank, body = generated.split("\n", 2)
     assert comment.startswith("<!-- Generated") and blank == ""
     assert kind_page(kind) == body
-
-
-UTC = dt.UTC
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, None),
-        (pydeno.undefined, None),
-        (True, True),
-        (2**70, 2**70),
-        (1.5, 1.5),
-        (math.nan, None),
-        (-math.inf, None),
-        (b"\x00\xff", {"$bytes": "AP8="}),
-        (dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=UTC), "2024-01-02T03:04:05.678Z"),
-        (dt.datetime(1, 1, 1, tzinfo=UTC), "0001-01-01T00:00:00.000Z"),
-        ({3, "b", 1, None}, ["b", 1, 3, None]),
-        ([pydeno.undefined, {"k": math.inf}], [None, {"k": None}]),
-        ({1: "a", None: "b", 2.5: "c", math.nan: "d"}, {"1": "a", "null": "b", "2.5": "c", "NaN": "d"}),
-        ({dt.datetime(1970, 1, 1, tzinfo=UTC): 1}, {"1970-01-01T00:00:00.000Z": 1}),
-    ],
-)
-def test_values_as_json(value: Any, expected: Any) -> None:
-    rendered = _cli.to_json_value(value)
-    assert rendered == expected
-    json.dumps(rendered, allow_nan=False)
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,7 @@ _VALUES = st.recursive(
 @example({None: None, "null": None})
 @example({1: "a", "1": "b"})
 def test_the_value_text_is_exactly_the_json_of_its_tagged_form(value: Any) -> None:
-    from pydeno._code_mode.core import _dumps, jsonable, value_json
+    from pydeno._runtime.json_values import dumps as _dumps
+    from pydeno._runtime.json_values import jsonable, value_json
 
     assert value_json(value) == _dumps(jsonable(value))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
@@ -19,7 +20,9 @@ __all__ = [
     "Condition",
     "Lock",
     "Pipes",
+    "acquire_now",
     "blocking",
+    "blocking_function",
     "closing",
     "exclusive",
     "resolve_within",
@@ -61,6 +64,16 @@ class Lock:
         if self._depth == 0:
             self._owner = None
             self._lock.release()
+
+
+async def acquire_now(lock: Lock) -> bool:
+    """Take lock if no other task holds it (this one may: it re-enters), else return False
+    without waiting; the sync backend has the same function. Taking it passes anyio's
+    checkpoint as entering does, so a cancelled task still stops there."""
+    if lock._lock.locked() and lock._owner != anyio.get_current_task().id:
+        return False
+    await lock.__aenter__()
+    return True
 
 
 class Pipes:
@@ -168,6 +181,16 @@ class Background:
             group, self._group = self._group, None
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)
+
+
+def blocking_function(fn: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]]:
+    """fn as a host function that runs in a worker thread, so that what blocks in it (a
+    network request) does not hold the event loop; a cancelled call is left to finish there."""
+
+    async def call(*args: Any) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+
+    return call
 
 
 async def blocking(fn: Callable[[], T]) -> T:

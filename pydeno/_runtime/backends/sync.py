@@ -20,7 +20,9 @@ __all__ = [
     "Condition",
     "Lock",
     "Pipes",
+    "acquire_now",
     "blocking",
+    "blocking_function",
     "closing",
     "exclusive",
     "resolve_within",
@@ -44,6 +46,12 @@ closing = contextlib.closing
 # Calls from several threads are serialised; a host function that evaluates on the same
 # runtime (through a JsFunction, say) runs inside the command that called it.
 Lock = threading.RLock
+
+
+def acquire_now(lock: threading.RLock) -> bool:
+    """Take lock if no other thread holds it (this one may: it re-enters), else return False
+    at once; the anyio backend has the same function."""
+    return lock.acquire(blocking=False)
 
 
 def exclusive(lock: threading.RLock) -> threading.RLock:
@@ -135,6 +143,11 @@ def _await_sync(awaitable: Awaitable[Any]) -> Any:
     if not ok:
         raise value
     return value
+
+
+def blocking_function(fn: Callable[..., T]) -> Callable[..., T]:
+    """fn itself: a blocking driver runs a host function in the calling thread."""
+    return fn
 
 
 def blocking(fn: Callable[[], T]) -> T:

@@ -254,19 +254,9 @@ class HttpFetch:
     def attach(self, rt: Runtime | AsyncRuntime) -> Awaitable[None] | None:
         """Install the guest's ``fetch(url, init?)`` in rt (a coroutine to await for an
         AsyncRuntime)."""
-        from ..._runtime._async import AsyncRuntime
-
         if rt._steps.has_function(HOST_FUNCTION):
             raise RuntimeError("an HttpFetch is already attached to this runtime")
-        if isinstance(rt, AsyncRuntime):
-            return self._attach_async(rt)
-        rt.bind_function(HOST_FUNCTION, self._guest_call)
-        rt.eval(INSTALL)
-        return None
-
-    async def _attach_async(self, rt: AsyncRuntime) -> None:
-        await rt.bind_function(HOST_FUNCTION, self._guest_call_async)
-        await rt.eval(INSTALL)
+        return rt._steps.install(HOST_FUNCTION, self._guest_call, INSTALL, blocks=True)
 
     def tool(self, name: str = "fetch", *, description: str | None = None) -> Tool:
         """This fetch as a Code Mode tool: ``tools.<name>({url, method?, headers?, body?})``
@@ -308,13 +298,6 @@ class HttpFetch:
     # -- the host functions --------------------------------------------------------------------
     def _guest_call(self, url: Any = None, init: Any = None) -> dict[str, Any]:
         return self._run(self._guest_request(url, init)).wire()
-
-    async def _guest_call_async(self, url: Any = None, init: Any = None) -> dict[str, Any]:
-        import anyio.to_thread
-
-        request = self._guest_request(url, init)
-        answer = await anyio.to_thread.run_sync(self._run, request, abandon_on_cancel=True)
-        return answer.wire()
 
     def _guest_request(self, url: Any, init: Any) -> _Request:
         if init is None:

@@ -10,9 +10,11 @@ Everything the worker sends is untrusted: a frame that is too long, not msgpack,
 the shapes below, or that names a request, call or function the host never issued raises
 :class:`ProtocolError`, after which the driver kills the worker.
 
-Worker -> host::
+Worker -> host (the items are protocol.py's WORKER_FRAMES; tests/unit/test_prose_copies.py
+checks this list against it)::
 
-    [0, protocol, deno_version, v8_version]     HELLO, once, first
+    [0, protocol, deno_version, v8_version, breaches]  HELLO, once, first; breaches: what
+                                                got through the sandbox self-test
     [1, request_id, value]                      RESULT of an eval/call/bind
     [2, request_id, name, message, stack, []]   ERROR of an eval/call/bind; [value] in place
                                                 of [] when what was thrown is not an Error
@@ -28,7 +30,7 @@ allowance, and an ERROR for the request drops the parts received so far.
 Before a frame is decoded, what decoding it would build is charged against its allowance of
 host memory (pydeno/host/wire/budget.py); a frame over it is refused without building anything.
 
-Host -> worker::
+Host -> worker (HOST_FRAMES)::
 
     [1, request_id, code]                       EVAL
     [2, request_id, function_id, args]          CALL a JsFunction
@@ -36,7 +38,12 @@ Host -> worker::
     [4, call_id, ok, value | [name, message]]   REPLY to a HOSTCALL
     [5, request_id, name]                       BIND a host function as a guest global
     [6]                                         TERMINATE: stop and exit
-    [10, request_id, name, module]              WASM: compile module (bin) and bind it as name
+    [7, request_id, code]                       EVAL_TS: an eval of TypeScript
+    [8, request_id, specifier, source]          MODULE the guest may import
+    [9, request_id, source]                     EVAL_MODULE: run module code
+    [10, request_id, specifier, requires, source]  PACKAGE: a bundled npm package
+    [11, request_id, name, module]              WASM: compile module (bin) and bind it as name
+    [12, request_id, code]                      EVAL_PROGRAM: a Code Mode program
 """
 
 from __future__ import annotations

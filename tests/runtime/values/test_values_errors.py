@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 import pydeno
-from pydeno._cli import main as cli
+from pydeno._runtime.json_values import jsonable
 from pydeno.host.wire.budget import frame_cost
 from pydeno.host.wire.codec import Codec, ValueRefused
 from pydeno.host.wire.protocol import EXT_ERROR, EXT_SET
@@ -613,6 +613,10 @@ def test_code_mode_shows_an_error_value_to_the_model_with_its_name_message_stack
 
 
 def test_the_command_line_prints_an_error_value_as_an_error_object() -> None:
-    assert cli.to_json_value(pydeno.JavaScriptError("RangeError", "r", "RangeError: r", properties={"code": 7})) == {
-        "$error": {"name": "RangeError", "message": "r", "stack": "RangeError: r", "properties": {"code": 7}}
+    assert jsonable(pydeno.JavaScriptError("RangeError", "r", "RangeError: r", properties={"code": 7})) == {
+        "$type": "error",
+        "name": "RangeError",
+        "message": "r",
+        "stack": "RangeError: r",
+        "properties": {"code": 7},
     }
