@@ -238,8 +238,7 @@ class Runtime(NeedsWith):
         mode. What blocks in that (staging the worker's files, the fork, joining its cgroup)
         runs off the event loop in the async driver."""
         sup = self._sup
-        sup.check_open()
-        if sup.hello is not None:
+        if sup.ready():
             return
         try:
             if sup.process is None:

@@ -46,7 +46,6 @@ from ..wire.core import (
     ForceKill,
     HostWait,
     Idle,
-    Notice,
     Request,
     Running,
     State,
@@ -174,7 +173,8 @@ class Supervisor:
         try:
             self._hold_to_sandbox()
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def _hold_to_sandbox(self) -> None:
         mode = self.core.options.sandbox
@@ -267,6 +267,14 @@ class Supervisor:
     def check_open(self) -> None:
         self.core.check_open()
 
+    def ready(self) -> bool:
+        """Whether the worker shook hands; raise if the runtime is closed. (One call on
+        every command's way in.)"""
+        core = self.core
+        if core.state is State.CLOSED:
+            core.check_open()
+        return core.connection.hello is not None
+
     def startup_deadline(self) -> float:
         return self.core.startup_deadline()
 
@@ -282,7 +290,8 @@ class Supervisor:
         try:
             return self.core.request(request, timeout, internal=internal)
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def step(self, command: Command | None) -> tuple[HostCall, Callable[..., Any]] | bytes | object | None:
         """Apply what the worker sent until something needs the driver: None once command
@@ -295,7 +304,7 @@ class Supervisor:
                 if command is None:
                     if core.connection.hello is not None:
                         return None
-                elif core.done(command):
+                elif command.rid in core.connection.outcomes:
                     return None
                 item = core.pump()
                 if item is NEED_DATA:
@@ -304,14 +313,16 @@ class Supervisor:
                     target = core.begin_host_call(item)
                     return target if isinstance(target, bytes) else (item, target)
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def answer(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
         """The reply to a host call (Core.finish_host_call)."""
         try:
             return self.core.finish_host_call(call, result, error)
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def host_call_left(self) -> float:
         return self.core.host_call_left()
@@ -320,14 +331,16 @@ class Supervisor:
         try:
             self.core.host_call_overran(call)
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def remaining(self, command: Command | None, startup_deadline: float = math.inf) -> float:
         """Seconds to wait at most before looking again; raise past a deadline."""
         try:
             return self.core.remaining(command, startup_deadline)
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def answer_expected(self) -> bool:
         return self.core.answer_expected()
@@ -347,7 +360,8 @@ class Supervisor:
             self.failed(failure)
             raise failure from None
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def abandon(self, command: Command, exc: BaseException) -> None:
         """A command's step failed or was interrupted (Core.abandon): it ends, and if that
@@ -445,31 +459,30 @@ class Supervisor:
         """Apply the core's notices, in order: called right after every call into the core
         that may queue one, in the thread that made it, so the monitor's view of commands,
         host waits and terminations is exact."""
-        for notice in self.core.take_notices():
-            self._notice(notice)
-
-    def _notice(self, notice: Notice) -> None:
-        watch, process = self.watch, self.process
-        if isinstance(notice, Running):
-            if watch is not None:
-                watch.command_started()
-            if not self.signals_confined and process is not None and process.poll() is not None:
-                # Where guest code could signal its own worker, only this look tells a death
-                # from outside while idle from one during the command.
-                self.died_idle = True
-        elif isinstance(notice, Idle):
-            if watch is not None:
-                watch.command_finished()
-        elif isinstance(notice, HostWait):
-            if watch is not None:
-                watch.host_wait_deadline = notice.deadline
-                if notice.verdict is not None:
-                    watch.host_wait_verdict = notice.verdict
-        elif isinstance(notice, ForceKill):
-            if watch is not None:
-                watch.force_kill_at(notice.deadline, notice.verdict)
-        elif isinstance(notice, Closed):
-            self._end(notice.by_call)
+        notices = self.core.notices
+        while notices:
+            notice = notices.popleft()
+            watch, process = self.watch, self.process
+            if isinstance(notice, Running):
+                if watch is not None:
+                    watch.command_started()
+                if not self.signals_confined and process is not None and process.poll() is not None:
+                    # Where guest code could signal its own worker, only this look tells a
+                    # death from outside while idle from one during the command.
+                    self.died_idle = True
+            elif isinstance(notice, Idle):
+                if watch is not None:
+                    watch.command_finished()
+            elif isinstance(notice, HostWait):
+                if watch is not None:
+                    watch.host_wait_deadline = notice.deadline
+                    if notice.verdict is not None:
+                        watch.host_wait_verdict = notice.verdict
+            elif isinstance(notice, ForceKill):
+                if watch is not None:
+                    watch.force_kill_at(notice.deadline, notice.verdict)
+            elif isinstance(notice, Closed):
+                self._end(notice.by_call)
 
     def _end(self, by_call: bool) -> None:
         """The runtime closed: stop watching its worker and end it."""
@@ -563,7 +576,8 @@ class Supervisor:
         try:
             return self._diagnose()
         finally:
-            self._apply()
+            if self.core.notices:
+                self._apply()
 
     def _diagnose(self) -> Exception:
         process = self.process_open()

@@ -228,10 +228,15 @@ class Closed:
 
 
 Notice = Running | Idle | HostWait | ForceKill | Closed
+# The two notices every command queues carry nothing: one of each serves them all.
+_RUNNING: Final = Running()
+_IDLE: Final = Idle()
 
 
 # -- what a command asks of the worker ------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per command, and a frozen dataclass sets each field through
+# object.__setattr__, a cost the warm path pays for nothing (nobody keeps a request).
+@dataclass(slots=True)
 class Eval:
     """Evaluate code; typescript: strip its types first; program: a Code Mode program."""
 
@@ -240,31 +245,31 @@ class Eval:
     program: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AddModule:
     specifier: str
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AddPackage:
     specifier: str
     requires: tuple[str, ...]
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EvalModule:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadWasm:
     name: str
     module: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Bind:
     """Bind fn as the guest global name (checked by Core.bind_check first)."""
 
@@ -272,7 +277,7 @@ class Bind:
     fn: Callable[..., Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Call:
     """Call the guest function handle function_id with args."""
 
@@ -394,7 +399,7 @@ class Core:
             self.notices.append(Closed(by_call))
 
     def check_open(self) -> None:
-        if self.closed:
+        if self.state is State.CLOSED:
             raise closed_error("runtime is closed", self.closed_by)
 
     # -- values ----------------------------------------------------------------------
@@ -428,7 +433,7 @@ class Core:
         deadline = math.inf if limit is None else self.clock() + limit
         command = Command(rid, limit, deadline, data, internal)
         if not self.commands:
-            self.notices.append(Running())
+            self.notices.append(_RUNNING)
         self.commands.append(command)
         return command
 
@@ -447,7 +452,7 @@ class Core:
             if command.internal:
                 self.internal_done += 1
             if not self.commands:
-                self.notices.append(Idle())
+                self.notices.append(_IDLE)
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command: its value, or raise its error."""
