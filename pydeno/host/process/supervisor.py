@@ -264,9 +264,6 @@ class Supervisor:
         """The host calls the guest made so far (the core's count)."""
         return self.core.host_calls
 
-    def check_open(self) -> None:
-        self.core.check_open()
-
     def ready(self) -> bool:
         """Whether the worker shook hands; raise if the runtime is closed. (One call on
         every command's way in.)"""

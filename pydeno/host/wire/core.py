@@ -371,11 +371,6 @@ class Core:
     def closed(self) -> bool:
         return self.state is State.CLOSED
 
-    @property
-    def ready(self) -> bool:
-        """The worker shook hands and the runtime is open."""
-        return self.state is State.READY or self.state is State.TERMINATING
-
     def _move(self, to: State) -> None:
         """The one place the lifecycle moves."""
         if to not in _MOVES[self.state]:
@@ -459,11 +454,6 @@ class Core:
         self.end(command)
         return self.connection.take(command.rid)
 
-    def done(self, command: Command) -> bool:
-        """Whether the worker has answered the command."""
-        return command.rid in self.connection.outcomes
-
-    # -- events ----------------------------------------------------------------------
     def pump(self) -> HostCall | _NeedData | None:
         """Apply buffered events until one needs the driver: a host call to run, None when
         a request completed (the driver checks whether it was its own), or NEED_DATA."""
