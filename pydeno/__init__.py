@@ -10,7 +10,6 @@ import logging
 
 from ._agents._async import AsyncAgentSandbox
 from ._agents._sync import AgentSandbox
-from ._agents.core import PausedToolCall
 from ._agents.sessions._async import AsyncSessionPool
 from ._agents.sessions._sync import SessionPool
 from ._agents.sessions.store import JournalStore, MemoryJournalStore, SQLiteJournalStore
@@ -48,7 +47,7 @@ from ._base.packages import Packages
 from ._base.values import Undefined, undefined
 from ._code_mode._async import AsyncCodeMode
 from ._code_mode._sync import CodeMode
-from ._code_mode.core import ExecutionResult
+from ._code_mode.result import ExecutionResult
 from ._pools._async import AsyncSandboxPool
 from ._pools._sync import SandboxPool
 from ._pools.retry._async import run_with_retry_async
@@ -58,6 +57,7 @@ from ._runtime._async import AsyncRuntime
 from ._runtime._sync import Runtime
 from ._runtime.function import JsFunction
 from ._runtime.sandbox_status import LayerStatus, SandboxStatus, sandbox_status
+from ._tools.approval import PausedToolCall
 from ._tools.bridge import ToolBridge
 from ._tools.fetch.client import HttpFetch
 from ._tools.mcp import mcp_tools

@@ -27,7 +27,9 @@ from ._base.checks import NeedsAsyncWith
 from ._base.errors import ToolError
 from ._base.options import RuntimeKwargs, check_option_names
 from ._code_mode._async import AsyncCodeMode
-from ._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, ApprovePolicy, as_tools
+from ._code_mode.api import as_tools
+from ._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS
+from ._tools.approval import ApprovePolicy
 from ._tools.mcp import js_name
 from ._tools.tool import Tool
 from ._version import missing_extra

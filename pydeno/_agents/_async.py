@@ -21,7 +21,8 @@ from .._base.options import RuntimeKwargs, check_option_names
 from .._runtime._async import AsyncRuntime
 from .._runtime.backends import anyio as backend
 from .._runtime.stepping import GuestCall, Pending
-from .core import Action, PausedToolCall, SessionDriver
+from .._tools.approval import PausedToolCall
+from .core import Action, SessionDriver
 from .journal import DEFAULT_MAX_JOURNAL_BYTES, Journal, RunRecord, decode_journal
 
 __all__ = ["AsyncAgentSandbox"]

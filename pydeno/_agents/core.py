@@ -18,7 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from .._base.determinism import check_clock, check_seed
 from .._base.determinism import prelude as determinism_prelude
@@ -29,11 +29,11 @@ from .._base.errors import (
     closed_error,
     guest_error,
 )
-from .._runtime.json_values import value_json
+from .._tools.approval import ASK_EACH, UNANSWERED, PausedToolCall
 from .._tools.bridge import ToolBridge
 from .journal import CallRecord, Journal, RunRecord, check_key, encode, seal_journal, snapshot
 
-__all__ = ["Action", "PausedToolCall", "SessionCore", "SessionDriver", "runtime_options"]
+__all__ = ["Action", "SessionCore", "SessionDriver", "runtime_options"]
 
 # --- the session ----------------------------------------------------------------------------
 
@@ -99,12 +99,13 @@ class SessionCore:
         if self.replaying is not None:
             return self._replayed(display, call_args)
         try:
-            self.bridge.charge(name)
+            tool = self.bridge.charge(name)
         except ToolError as exc:
             self.record(display, call_args, exc)
             return Action("answer", display, call_args, error=exc)
         self._call_args = call_args
-        if pause:
+        # start() asks the caller about each call, as Code Mode's approve="ask" does.
+        if pause and ASK_EACH.decide(tool, call_args) == "ask":
             self.pending = (display, call_args)
             return Action("pause", display, snapshot(call_args))
         return Action("run", display, snapshot(call_args))
@@ -223,46 +224,6 @@ class SessionCore:
             }
         )
         return seal_journal(key, kind, body)
-
-
-class _Unanswered:
-    """resume() called without a value."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNANSWERED"
-
-
-UNANSWERED: Final = _Unanswered()
-
-
-class PausedToolCall:
-    """A run stopped at a tool call, waiting for the caller: ``.name``, ``.args``; answer it
-    with ``.resume(value=...)`` or ``.resume(error=...)`` (awaited for an async sandbox), which
-    returns the run's next step: its result, or the next PausedToolCall."""
-
-    def __init__(self, owner: Any, name: str, args: list[Any]) -> None:
-        self._owner = owner
-        self.name = name
-        self.args = args
-        self.answered = False
-
-    def __repr__(self) -> str:
-        args = value_json(self.args)
-        return f"PausedToolCall(tools.{self.name}(*{args[:200]}))"
-
-    def resume(self, value: Any = UNANSWERED, *, error: BaseException | str | None = None) -> Any:
-        """Answer the call: value is what the tool returns to the guest, or error what it
-        throws (a str becomes a ToolError with that message). With neither, an agent
-        session answers ``None`` and a Code Mode runs the tool (the call is approved)."""
-        if isinstance(error, str):
-            error = ToolError(error)
-        if error is not None and not isinstance(error, Exception):
-            raise TypeError(f"error must be an exception or a str, got {type(error).__name__}")
-        if value is not UNANSWERED and error is not None:
-            raise TypeError("resume() takes a value or an error, not both")
-        return self._owner._resume(self, value, error)
 
 
 def runtime_options(runtime_kwargs: Mapping[str, Any], max_pause: Any) -> tuple[dict[str, Any], int | None, int | None]:

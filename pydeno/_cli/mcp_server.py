@@ -52,7 +52,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from .._base.errors import CheckoutTimeout
 from .._base.kinds import Catalog
 from .._code_mode._async import AsyncCodeMode
-from .._code_mode.core import ExecutionResult
+from .._code_mode.result import ExecutionResult
 from .._pools._async import AsyncSandboxPool
 from .._version import __version__
 from .mcp_config import SESSION_HEADER, TOOL_NAME, ServerConfig

@@ -14,7 +14,9 @@ from mcp import types
 from .._base.checks import optional_size
 from .._base.options import DEFAULT_MAX_MEMORY
 from .._base.packages import prompt_line
-from .._code_mode.core import DEFAULT_MAX_OUTPUT_CHARS, Execution, ExecutionResult, ToolSet, _cut_text
+from .._code_mode.api import CodeModeTools
+from .._code_mode.core import Execution
+from .._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS, ExecutionResult, _cut_text
 from .mcp_config import DEFAULT_MAX_RESULT_BYTES, TOOL_NAME, ServerConfig
 
 
@@ -192,7 +194,7 @@ def call_arguments(arguments: Any, max_code_bytes: int) -> tuple[str, float | No
 
 def refused(exc: BaseException) -> ExecutionResult:
     """The result of a call that never ran: the reason, classified like any other failure."""
-    return Execution(ToolSet([], max_tool_calls=None, approve=None), DEFAULT_MAX_OUTPUT_CHARS).result(error=exc)
+    return Execution(CodeModeTools([], max_tool_calls=None, approve=None), DEFAULT_MAX_OUTPUT_CHARS).result(error=exc)
 
 
 def _utf8(text: str) -> int:

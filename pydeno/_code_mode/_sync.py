@@ -4,36 +4,27 @@ Code Mode: a model writes a program against typed tool APIs; it gets back a resu
 
 ``AsyncCodeMode`` (this file) drives an :class:`~pydeno.AsyncRuntime` under asyncio or
 trio; ``CodeMode`` (pydeno/_code_mode/_sync.py, generated from this file) drives a
-:class:`~pydeno.Runtime`. The tools, their declarations, what an execution records and the
-result live in :mod:`pydeno._code_mode.core`; this driver starts the worker, installs ``tools``
-and runs programs. One worker serves a Code Mode's executions, one at a time; a worker that
-dies is replaced at the next execution.
+:class:`~pydeno.Runtime`. What a program may call and its declarations live in
+:mod:`pydeno._code_mode.api`, what an execution records in :mod:`pydeno._code_mode.core`;
+this driver starts the worker, installs ``tools`` and runs programs. One worker serves a
+Code Mode's executions, one at a time; a worker that dies is replaced at the next execution.
 """
 
 from __future__ import annotations
 
 from typing import Any, Unpack
 
-from .._agents.core import UNANSWERED, PausedToolCall
 from .._base.checks import NeedsWith, code_text, optional_seconds
 from .._base.errors import JavaScriptError, ToolError, closed_error
 from .._base.options import RuntimeKwargs, checked_options, console_handler
 from .._runtime._sync import Runtime
 from .._runtime.backends import sync as backend
 from .._runtime.stepping import GuestCall, Pending
+from .._tools.approval import UNANSWERED, ApprovePolicy, PausedToolCall
 from .._tools.bridge import HOST_FUNCTION, Dispatcher, install_script
-from .core import (
-    _OPEN,
-    DEFAULT_MAX_OUTPUT_CHARS,
-    ApprovePolicy,
-    Execution,
-    ExecutionResult,
-    PendingCall,
-    ToolSet,
-    check_output_chars,
-    program,
-    type_errors,
-)
+from .api import CodeModeTools, type_errors
+from .core import _OPEN, Execution, PendingCall, program
+from .result import DEFAULT_MAX_OUTPUT_CHARS, ExecutionResult, check_output_chars
 
 __all__ = ["CodeMode"]
 
@@ -64,7 +55,7 @@ class CodeMode(NeedsWith):
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
         packages = runtime_kwargs.get("packages")
-        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
+        self._tools = CodeModeTools(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
         self.max_output_chars = check_output_chars(max_output_chars)
         options: dict[str, Any] = dict(runtime_kwargs)
         console = options.pop("on_console", None)

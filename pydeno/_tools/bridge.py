@@ -12,24 +12,21 @@ gets the same answer) and runs the tool. What the guest receives when a tool fai
   has ``expose_host_errors=True``;
 * a result that cannot cross the wire: a ``TypeError`` saying so (the worker lives on).
 
-Tools may be plain or async functions. ``describe_tools()`` and ``typescript()`` describe
-them for a model's prompt, from their signatures, docstrings and type hints.
+Tools may be plain or async functions, each made a positional :class:`~pydeno.Tool`
+(see pydeno/_tools/tool.py), or ``Tool`` objects. ``describe_tools()`` and ``typescript()``
+describe them for a model's prompt, from their signatures, docstrings and type hints, by the
+one emitter Code Mode uses (pydeno/_tools/typescript.py).
 """
 
 from __future__ import annotations
 
-import datetime
-import inspect
 import json
-import re
-import threading
-import types
-import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
 from .._base.checks import optional_count
-from .._base.errors import ToolBudgetError, ToolError, ToolNotFoundError
+from .tool import Tool, check_name, positional_tool
+from .toolset import ToolSet, budget_message
 
 if TYPE_CHECKING:
     from .._runtime._async import AsyncRuntime
@@ -39,7 +36,6 @@ __all__ = ["ToolBridge"]
 
 # The one host function behind every tool; the installer takes it off the global object.
 HOST_FUNCTION: Final = "__pydeno_tool_call"
-_NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 
 # Runs once per runtime, before any guest code that uses tools. LEFT is the budget still
 # available (null: none), NAMES the tools' names.
@@ -96,10 +92,6 @@ _INSTALL: Final = """(() => {
 })()"""
 
 
-def budget_message(limit: int) -> str:
-    return f"the tool-call budget of {limit} calls is spent"
-
-
 def install_script(names: list[str], left: int | None, limit: int) -> str:
     """The guest code that defines ``tools`` over the names, with LEFT calls of the budget
     of LIMIT still available to the guest's own counter (None: no counter)."""
@@ -112,48 +104,51 @@ def install_script(names: list[str], left: int | None, limit: int) -> str:
 
 
 class ToolBridge:
-    """``ToolBridge(tools, max_calls=None)``: ``tools`` maps names (JavaScript identifiers) to
-    functions; ``max_calls`` bounds how many tool calls the guest may make in total.
+    """``ToolBridge(tools, max_calls=None)``: ``tools`` maps names (JavaScript identifiers,
+    or several joined by dots for a namespace) to functions, which the guest calls with
+    positional arguments, or to :class:`~pydeno.Tool` objects, which it calls with one object
+    of named arguments, checked against their schema; ``max_calls`` bounds how many tool calls
+    the guest may make in total.
 
     ``attach(rt)`` installs ``tools`` in a runtime (``await bridge.attach(rt)`` for an
     :class:`~pydeno.AsyncRuntime`). One bridge's budget is shared by every runtime it is
     attached to.
     """
 
-    def __init__(self, tools: Mapping[str, Callable[..., Any]], max_calls: int | None = None) -> None:
+    def __init__(self, tools: Mapping[str, Callable[..., Any] | Tool], max_calls: int | None = None) -> None:
         if not isinstance(tools, Mapping):
             raise TypeError(f"tools must be a mapping of name to function, got {type(tools).__name__}")
+        made: list[Tool] = []
         for name, fn in tools.items():
-            if not isinstance(name, str) or not all(_NAME.match(part) for part in name.split(".")):
-                raise ValueError(
-                    f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $), "
-                    "or several joined by dots for a namespace"
-                )
-            if not callable(fn):
-                raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
-        check_namespaces(tools)
-        max_calls = optional_count("max_calls", max_calls, 0)
-        self._tools = dict(tools)
-        # Once, not per call: a tool's signature does not change.
-        self._signatures = {name: _signature(fn) for name, fn in self._tools.items()}
-        self.max_calls = max_calls
-        self._spent = 0
-        self._lock = threading.Lock()
+            if isinstance(fn, Tool):
+                if fn.name != name:
+                    raise ValueError(f"the tool named {fn.name!r} is listed as {name!r}: list it under its own name")
+                made.append(fn)
+            else:
+                made.append(positional_tool(check_name(name), fn))
+        self._set = ToolSet(made, max_calls=optional_count("max_calls", max_calls, 0))
+        self._budget = self._set.budget()
+
+    @property
+    def max_calls(self) -> int | None:
+        return self._set.max_calls
 
     @property
     def calls_made(self) -> int:
         """Tool calls that reached the host so far (refused ones included)."""
-        return self._spent
+        return self._budget.spent
 
     @property
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._set.tools)
+
+    def tool(self, name: str) -> Tool:
+        return self._set.tools[name]
 
     # -- installing ------------------------------------------------------------------
     def install_script(self) -> str:
         """The guest code that defines ``tools``, with the budget left now."""
-        left = None if self.max_calls is None else max(0, self.max_calls - self._spent)
-        return install_script(self.names, left, self.max_calls or 0)
+        return install_script(self.names, self._budget.left, self.max_calls or 0)
 
     @overload
     def attach(self, rt: Runtime) -> None: ...
@@ -166,71 +161,35 @@ class ToolBridge:
         return rt._steps.install(HOST_FUNCTION, Dispatcher(self.dispatch), self.install_script())
 
     # -- calls -----------------------------------------------------------------------
-    def charge(self, name: Any) -> None:
-        """Count one call to name against the budget; raise the ToolBudgetError or
-        ToolNotFoundError the guest should get instead."""
-        with self._lock:
-            if self.max_calls is not None and self._spent >= self.max_calls:
-                raise ToolBudgetError(budget_message(self.max_calls))
-            self._spent += 1
-        if not isinstance(name, str) or name not in self._tools:
-            raise ToolNotFoundError(f"there is no tool named {name!r}")
+    def charge(self, name: Any) -> Tool:
+        """Count one call to name against the budget: the tool, or the ToolBudgetError or
+        ToolNotFoundError the guest should get instead (an unknown name is charged too)."""
+        self._budget.charge()
+        return self._set.get(name)
 
     def charge_spent(self, calls: int) -> None:
         """Count calls made elsewhere (a restored session's, whose runs were not kept)."""
-        with self._lock:
-            self._spent += calls
+        self._budget.add(calls)
 
     def run(self, name: str, args: Any) -> Any:
-        """Run a charged call with the guest's arguments, checked against the tool's signature
-        first (an awaitable for an async tool)."""
-        if not isinstance(args, list):
-            raise ToolError(f"tools.{name}() was called with malformed arguments")
-        signature = self._signatures[name]
-        if signature is not None:
-            try:
-                signature.bind(*args)
-            except TypeError as exc:
-                raise ToolError(f"tools.{name}(): {exc}") from None
-        return self._tools[name](*args)
+        """Run a charged call with the guest's arguments, checked against the tool first (an
+        awaitable for an async tool)."""
+        tool = self._set.tools[name]
+        return tool.invoke(tool.arguments(args))
 
     def dispatch(self, name: Any, args: Any) -> Any:
         """The host function behind ``tools``: charge the call and run it."""
-        self.charge(name)
-        return self.run(name, args)
+        tool = self.charge(name)
+        return tool.invoke(tool.arguments(args))
 
     # -- descriptions ----------------------------------------------------------------
     def describe_tools(self) -> list[dict[str, Any]]:
         """Each tool's name, description and parameters, for a model's prompt."""
-        return [_describe(name, fn) for name, fn in self._tools.items()]
+        return self._set.signatures()
 
     def typescript(self) -> str:
         """TypeScript declarations of ``tools``, for a model writing guest code."""
-        lines = ["declare const tools: {"]
-        for name, fn in self._tools.items():
-            info = _describe(name, fn)
-            if info["description"]:
-                lines.append(f"  /** {info['description']} */")
-            # A rest parameter is never marked optional: TypeScript refuses "...args?".
-            params = ", ".join(
-                f"{p['name']}{'' if p['required'] or p['name'].startswith('...') else '?'}: {p['type']}"
-                for p in info["parameters"]
-            )
-            lines.append(f"  {name}({params}): Promise<{info['returns']}>;")
-        lines.append("};")
-        return "\n".join(lines)
-
-
-def check_namespaces(names: Mapping[str, object]) -> None:
-    """No name may be both a tool and a namespace of others (``a`` and ``a.b``): the guest's
-    ``tools`` object could hold only one of them. ToolBridge and Code Mode's tool set both
-    refuse such a set here."""
-    for name in names:
-        parts = name.split(".")
-        for i in range(1, len(parts)):
-            prefix = ".".join(parts[:i])
-            if prefix in names:
-                raise ValueError(f"tool name {prefix!r} is both a tool and the namespace of {name!r}")
+        return "\n".join(self._set.declarations())
 
 
 class Dispatcher:
@@ -248,87 +207,3 @@ class Dispatcher:
     @staticmethod
     def name_call(args: list[Any]) -> str | None:
         return f"tools.{args[0]}()" if args and isinstance(args[0], str) else None
-
-
-def _signature(tool: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(tool)
-    except (TypeError, ValueError):  # builtins without a signature: let the call decide
-        return None
-
-
-# --- descriptions ---------------------------------------------------------------------------
-
-_SIMPLE: Final[dict[Any, str]] = {
-    int: "number",
-    float: "number",
-    str: "string",
-    bool: "boolean",
-    bytes: "Uint8Array",
-    type(None): "null",
-    datetime.datetime: "Date",
-    Any: "unknown",
-}
-
-
-def ts_type(hint: Any) -> str:
-    """A TypeScript type for a Python type hint (``unknown`` where there is none)."""
-    if hint is inspect.Parameter.empty:
-        return "unknown"
-    if hint is None:
-        return "null"
-    if hint in _SIMPLE:
-        return _SIMPLE[hint]
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " | ".join(dict.fromkeys(ts_type(a) for a in args))
-    if origin is typing.Literal:
-        return " | ".join(json.dumps(a) for a in args)
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"{_paren(ts_type(args[0]))}[]"
-        return "[" + ", ".join(ts_type(a) for a in args) + "]" if args else "unknown[]"
-    if origin is list or hint in (list, tuple):
-        return f"{_paren(ts_type(args[0]) if args else 'unknown')}[]"
-    if origin in (set, frozenset) or hint in (set, frozenset):
-        return f"Set<{ts_type(args[0]) if args else 'unknown'}>"
-    if origin in (dict, Mapping) or hint is dict:
-        return f"Record<string, {ts_type(args[1]) if len(args) == 2 else 'unknown'}>"
-    return "unknown"
-
-
-def _paren(text: str) -> str:
-    return f"({text})" if " | " in text else text
-
-
-def _describe(name: str, fn: Callable[..., Any]) -> dict[str, Any]:
-    doc = inspect.getdoc(fn) or ""
-    description = doc.split("\n\n")[0].replace("\n", " ").strip()
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # noqa: BLE001 - unresolvable annotations: describe without types
-        hints = {}
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        parameters = []
-    described = []
-    for p in parameters:
-        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
-            continue  # the guest passes positional arguments only
-        described.append(
-            {
-                "name": p.name if p.kind is not p.VAR_POSITIONAL else f"...{p.name}",
-                "type": ts_type(hints.get(p.name, inspect.Parameter.empty))
-                + ("[]" if p.kind is p.VAR_POSITIONAL else ""),
-                "required": p.default is p.empty and p.kind is not p.VAR_POSITIONAL,
-            }
-        )
-    returns = hints.get("return", inspect.Parameter.empty)
-    return {
-        "name": name,
-        "description": description,
-        "parameters": described,
-        "returns": ts_type(returns),
-        "async": inspect.iscoroutinefunction(fn),
-    }

@@ -1,61 +1,58 @@
-"""JSON Schema for tools: from Python type hints, to TypeScript, and values to and from them.
+"""JSON Schema for tools: from Python type hints, and values to and from them.
 
-Three pure translations, no I/O:
+Pure translations, no I/O:
 
 * ``schema_of(hint, defs)``: the JSON Schema (draft 2020-12) of a Python type hint. Named
   types (``TypedDict``, dataclasses, enums, pydantic models) go into ``defs`` once and are
   referenced as ``#/$defs/<Name>``, so a schema stays small and a declaration file gets one
-  interface per type.
-* ``ts_of(schema, ...)``: the TypeScript type of a JSON Schema, for ``CodeMode.typescript()``.
+  interface per type. Its TypeScript is pydeno/_tools/typescript.py's.
 * ``build(hint, value)`` turns a validated argument into what the Python function declared
   (a dataclass or pydantic model from a plain object, an ``int`` from an integral number),
   and ``plain(value)`` turns what a tool returned into values the wire carries (dataclasses
   and models into plain objects).
 
-``Validator`` checks values against a schema as JSON means it: no NaN or Infinity satisfies
-a numeric schema, and an integer is one a JavaScript number states exactly.
-
 Hints that JSON cannot carry exactly (``bytes``, ``datetime``, ``set``, ``complex``) are
 refused with the hint named, at the moment a tool is made, not when a guest calls it; so is
 ``Annotated`` metadata whose bound the schema cannot state.
+
+A positional tool (a ``ToolBridge``'s function) takes and returns wire values, which are
+not JSON: its schemas are made with ``Defs(wire=True)``, where ``bytes``, ``datetime`` and
+sets are named by the ``x-wire`` keyword (``Uint8Array``, ``Date``, ``Set``), named types and
+hints without a schema are ``{}`` (any value), and nothing is refused. Such schemas describe;
+they are never used to validate.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import enum
-import fractions
-import functools
 import json
-import math
-import re
 import sys
 import types
 import typing
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import jsonschema.validators
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 __all__ = [
-    "MAX_SAFE_INTEGER",
+    "WIRE",
     "Defs",
     "SchemaError",
-    "Validator",
     "build",
+    "first_paragraph",
     "is_pydantic_field",
-    "overlong_integer",
     "plain",
-    "reason",
     "schema_of",
-    "ts_name",
-    "ts_of",
     "type_hints",
+    "with_default",
 ]
+
+# The keyword that names a wire type JSON Schema has no word for (see the module's text).
+WIRE: Final = "x-wire"
 
 
 class SchemaError(TypeError):
@@ -67,8 +64,9 @@ class Defs(dict[str, Any]):
     namespace string hints of local types resolve in (the frame that made the tool), and the
     field hints resolved so far, which ``build`` reuses on every call."""
 
-    def __init__(self, localns: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, localns: Mapping[str, Any] | None = None, *, wire: bool = False) -> None:
         super().__init__()
+        self.wire = wire
         self.owners: dict[str, Any] = {}
         self.localns = localns
         self.fields: dict[Any, dict[str, Any]] = {}
@@ -97,136 +95,6 @@ _SIMPLE: Final[dict[Any, dict[str, Any]]] = {
     Any: {},
     object: {},
 }
-
-# --- Validation -------------------------------------------------------------------------------
-
-# Number.MAX_SAFE_INTEGER: past it a JavaScript number stands for several integers at once.
-MAX_SAFE_INTEGER: Final = 2**53 - 1
-_NOT_FINITE: Final = "is not a finite number (JSON has no NaN or Infinity)"
-_BEYOND_SAFE: Final = (
-    "is not an exact integer: it is beyond Number.MAX_SAFE_INTEGER (2**53 - 1), where a JavaScript number "
-    "cannot tell neighbouring integers apart; pass a BigInt (e.g. 2n ** 60n) for a larger integer"
-)
-
-
-def js_number(value: float) -> str:
-    """A float as JavaScript writes it, for messages a program's author reads."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return repr(value)
-
-
-def _is_number(checker: Any, instance: Any) -> bool:
-    if isinstance(instance, float):
-        return math.isfinite(instance)
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _is_integer(checker: Any, instance: Any) -> bool:
-    # An int is exact whatever its size (a BigInt arrives as one); a float only when it is a
-    # whole number a JavaScript number cannot confuse with its neighbours.
-    if isinstance(instance, float):
-        return instance.is_integer() and abs(instance) <= MAX_SAFE_INTEGER
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _finite_first(keyword: str) -> Any:
-    """A numeric keyword that refuses NaN and Infinity, which jsonschema's own skips or lets
-    through (NaN compares false with every bound)."""
-    original = Draft202012Validator.VALIDATORS[keyword]
-
-    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-        if isinstance(instance, float) and not math.isfinite(instance):
-            yield ValidationError(f"{js_number(instance)} {_NOT_FINITE}")
-            return
-        yield from original(validator, value, instance, schema)
-
-    return check
-
-
-def _multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    # jsonschema divides an int by a float step before it guards against overflow: a BigInt
-    # past the float range would raise OverflowError instead of being checked. Exactly, then.
-    if isinstance(instance, int) and not isinstance(instance, bool) and isinstance(step, float) and step:
-        try:
-            instance / step
-        except OverflowError:
-            if (fractions.Fraction(instance) / fractions.Fraction(step)).denominator != 1:
-                yield ValidationError(f"{instance!r} is not a multiple of {step}")
-            return
-    yield from _finite_multiple_of(validator, step, instance, schema)
-
-
-def overlong_integer(value: Any) -> str | None:
-    """The JSON path of the first int in value with more digits than Python turns into text
-    (``sys.get_int_max_str_digits()``), which no message or JSON could show: None if none."""
-    limit = sys.get_int_max_str_digits()
-    if not limit:
-        return None
-    stack: list[tuple[str, Any]] = [("$", value)]
-    while stack:
-        path, item = stack.pop()
-        if type(item) is int:
-            if item.bit_length() > limit * 3 and abs(item) >= _power_of_ten(limit):
-                return path
-        elif isinstance(item, dict):
-            stack.extend((f"{path}.{k}", v) for k, v in reversed(item.items()))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
-    return None
-
-
-@functools.cache
-def _power_of_ten(digits: int) -> int:
-    power: int = 10**digits
-    return power
-
-
-_finite_multiple_of: Final = _finite_first("multipleOf")
-
-
-def _type(validator: Any, expected: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    names = [expected] if isinstance(expected, str) else expected
-    if (
-        isinstance(instance, float)
-        and isinstance(names, list)
-        and not any(validator.is_type(instance, n) for n in names)
-    ):
-        if not math.isfinite(instance) and ("number" in names or "integer" in names):
-            yield ValidationError(f"{js_number(instance)} {_NOT_FINITE}")
-            return
-        if "integer" in names and instance.is_integer():
-            yield ValidationError(f"{js_number(instance)} {_BEYOND_SAFE}")
-            return
-    yield from Draft202012Validator.VALIDATORS["type"](validator, expected, instance, schema)
-
-
-Validator: Final[Any] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    validators={
-        "type": _type,
-        **{k: _finite_first(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
-        "multipleOf": _multiple_of,
-    },
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"number": _is_number, "integer": _is_integer}),
-)
-"""Draft 2020-12 as JSON means it: NaN and Infinity satisfy no numeric schema (no schema form
-opts in), and ``integer`` is an int, or a whole float within Number.MAX_SAFE_INTEGER."""
-
-
-def reason(error: ValidationError) -> str:
-    """error's message, or, for a union no member of which takes a non-finite number or an
-    inexact integer, the member's reason that says why (jsonschema's own says only that none
-    matched)."""
-    if error.validator in ("anyOf", "oneOf") and isinstance(error.instance, float):
-        for sub in error.context or ():
-            if not sub.relative_path and sub.message.endswith((_NOT_FINITE, _BEYOND_SAFE)):
-                return sub.message
-    return error.message
 
 
 def type_hints(obj: Any, localns: Mapping[str, Any] | None, *, extras: bool = True) -> dict[str, Any]:
@@ -277,6 +145,10 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
     if hint in _SIMPLE:
         return dict(_SIMPLE[hint])
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if defs.wire:
+        found = _wire_schema(hint, origin, args, defs)
+        if found is not None:
+            return found
     if origin is typing.Annotated:
         return _annotated(args[0], args[1:], defs)
     if origin in (typing.Union, types.UnionType):
@@ -316,6 +188,25 @@ def schema_of(hint: Any, defs: Defs) -> dict[str, Any]:
         f"{_hint_name(hint)} has no exact JSON Schema; tools take and return str, int, float, bool, None, "
         "list, tuple, dict[str, ...], Literal, Optional/Union, Enum, TypedDict, dataclasses and pydantic models"
     )
+
+
+_WIRE_NAMED: Final[dict[Any, str]] = {bytes: "Uint8Array", datetime.datetime: "Date"}
+
+
+def _wire_schema(hint: Any, origin: Any, args: tuple[Any, ...], defs: Defs) -> dict[str, Any] | None:
+    """What a wire value's hint is where JSON's would differ or be refused; None: as JSON."""
+    if hint in _WIRE_NAMED:
+        return {WIRE: _WIRE_NAMED[hint]}
+    if origin in (set, frozenset) or hint in (set, frozenset):
+        return {WIRE: "Set", "items": schema_of(args[0] if args else Any, defs)}
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return {"type": "object", "additionalProperties": schema_of(args[1] if len(args) == 2 else Any, defs)}
+    if origin in (typing.Union, types.UnionType, typing.Literal, typing.Annotated, tuple, list, Sequence):
+        return None
+    if hint is tuple or hint is list or hint is Sequence:
+        return None
+    # Named types arrive as the plain values they are sent as: the guest sees any value.
+    return {}
 
 
 # --- Annotated metadata -----------------------------------------------------------------------
@@ -700,126 +591,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return plain(dict(value))
     return value
-
-
-# --- TypeScript -------------------------------------------------------------------------------
-
-_IDENT: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
-
-
-def ts_name(name: str) -> str:
-    """A TypeScript type name made of ``name``'s words (``search_issues`` -> ``SearchIssues``)."""
-    words = re.split(r"[^A-Za-z0-9]+", name)
-    out = "".join(w[:1].upper() + w[1:] for w in words if w)
-    return out if out and not out[0].isdigit() else f"T{out}"
-
-
-def _key(name: str) -> str:
-    return name if _IDENT.match(name) else json.dumps(name)
-
-
-def doc_comment(text: str | None, indent: str) -> list[str]:
-    """A JSDoc block for text (nothing for none); ``*/`` in the text cannot end it."""
-    if not text:
-        return []
-    lines = text.replace("*/", "*\\/").splitlines() or [text]
-    if len(lines) == 1:
-        return [f"{indent}/** {lines[0]} */"]
-    return [f"{indent}/**", *(f"{indent} * {line}".rstrip() for line in lines), f"{indent} */"]
-
-
-def schema_notes(schema: Mapping[str, Any]) -> str | None:
-    """A schema's description and constraints as a comment's text."""
-    parts: list[str] = []
-    if isinstance(schema.get("description"), str):
-        parts.append(schema["description"])
-    notes = []
-    for key in (
-        "format",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "minProperties",
-        "maxProperties",
-        "default",
-    ):
-        if key in schema:
-            notes.append(
-                f"@{key} {json.dumps(schema[key])}" if key != "default" else f"@default {json.dumps(schema[key])}"
-            )
-    if schema.get("examples"):
-        notes.append(f"@example {json.dumps(schema['examples'][0])}")
-    if schema.get("deprecated") is True:
-        notes.append("@deprecated")
-    parts.extend(notes)
-    return "\n".join(parts) or None
-
-
-def ts_of(schema: Any, refs: Mapping[str, str], indent: str = "") -> str:
-    """The TypeScript type of a JSON Schema; ``refs`` maps ``$ref`` targets to type names."""
-    if schema is True or schema == {}:
-        return "unknown"
-    if schema is False:
-        return "never"
-    if not isinstance(schema, Mapping):
-        return "unknown"
-    if "$ref" in schema:
-        return refs.get(schema["$ref"], "unknown")
-    if "const" in schema:
-        return json.dumps(schema["const"])
-    if "enum" in schema and isinstance(schema["enum"], list):
-        return " | ".join(json.dumps(v) for v in schema["enum"]) or "never"
-    for key, joiner in (("anyOf", " | "), ("oneOf", " | "), ("allOf", " & ")):
-        if isinstance(schema.get(key), list) and schema[key]:
-            return joiner.join(_paren(ts_of(s, refs, indent)) for s in schema[key])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return " | ".join(ts_of({**schema, "type": k}, refs, indent) for k in kind) or "never"
-    if kind == "string":
-        return "string"
-    if kind in ("integer", "number"):
-        return "number"
-    if kind == "boolean":
-        return "boolean"
-    if kind == "null":
-        return "null"
-    if kind == "array":
-        if isinstance(schema.get("prefixItems"), list):
-            return "[" + ", ".join(ts_of(s, refs, indent) for s in schema["prefixItems"]) + "]"
-        return f"{_paren(ts_of(schema.get('items', True), refs, indent))}[]"
-    if kind == "object" or "properties" in schema:
-        return object_body(schema, refs, indent)
-    return "unknown"
-
-
-def object_body(schema: Mapping[str, Any], refs: Mapping[str, str], indent: str) -> str:
-    """The ``{ ... }`` of an object schema, one member per line with its comment."""
-    properties = schema.get("properties") or {}
-    required = set(schema.get("required") or [])
-    extra = schema.get("additionalProperties", True)
-    if not properties:
-        if extra is False:
-            return "Record<string, never>"
-        return f"Record<string, {ts_of(extra, refs, indent)}>"
-    inner = indent + "  "
-    lines = ["{"]
-    for name, sub in properties.items():
-        lines.extend(doc_comment(schema_notes(sub) if isinstance(sub, Mapping) else None, inner))
-        mark = "" if name in required else "?"
-        lines.append(f"{inner}{_key(name)}{mark}: {ts_of(sub, refs, inner)};")
-    if extra not in (False, None) and extra is not True and extra != {}:
-        lines.append(f"{inner}[key: string]: {ts_of(extra, refs, inner)} | undefined;")
-    lines.append(f"{indent}}}")
-    return "\n".join(lines)
-
-
-def _paren(text: str) -> str:
-    return f"({text})" if (" | " in text or " & " in text) and not text.startswith("{") else text

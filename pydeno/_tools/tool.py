@@ -6,7 +6,7 @@ object; the function then receives that object as its one argument) or made from
 function's signature and type hints (each parameter a property; the function is called with
 them as keyword arguments, dataclasses and pydantic models built from their plain form).
 Arguments are checked against the schema on the host before the function runs, by
-``jsonschema`` (draft 2020-12, as JSON means it: see ``schema.Validator``); results against
+``jsonschema`` (draft 2020-12, as JSON means it: see ``validation.Validator``); results against
 the output schema, when there is one, after. A refused call raises :class:`~pydeno.ToolError`
 with the field and the reason, which is what the guest catches.
 
@@ -30,19 +30,17 @@ from .._base.errors import ToolError
 from .schema import (
     Defs,
     SchemaError,
-    Validator,
     build,
     first_paragraph,
     is_pydantic_field,
-    overlong_integer,
     plain,
-    reason,
     schema_of,
     type_hints,
     with_default,
 )
+from .validation import Validator, overlong_integer, reason
 
-__all__ = ["Tool", "tool"]
+__all__ = ["Tool", "check_name", "check_namespaces", "positional_tool", "tool"]
 
 _SEGMENT: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 _SECTION: Final = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
@@ -54,13 +52,23 @@ def check_name(name: Any) -> str:
     """A tool's name: JavaScript identifiers joined by dots (``github.search_issues``)."""
     if not isinstance(name, str):
         raise TypeError(f"a tool name must be a str, got {type(name).__name__}")
-    for segment in name.split("."):
-        if not _SEGMENT.match(segment):
-            raise ValueError(
-                f"tool name {name!r} is not JavaScript identifiers joined by dots "
-                "(each part letters, digits, _ or $, not starting with a digit)"
-            )
+    if not all(_SEGMENT.match(segment) for segment in name.split(".")):
+        raise ValueError(
+            f"tool name {name!r} is not a JavaScript identifier (letters, digits, _ or $), "
+            "or several joined by dots for a namespace"
+        )
     return name
+
+
+def check_namespaces(names: Mapping[str, object]) -> None:
+    """No name may be both a tool and a namespace of others (``a`` and ``a.b``): the guest's
+    ``tools`` object could hold only one of them."""
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if prefix in names:
+                raise ValueError(f"tool name {prefix!r} is both a tool and the namespace of {name!r}")
 
 
 def _check_schema(name: str, which: str, schema: Any) -> Any:
@@ -156,12 +164,14 @@ class Tool:
         "_inputs",
         "_keywords",
         "_outputs",
+        "_signature",
         "description",
         "fn",
         "input_schema",
         "is_async",
         "name",
         "output_schema",
+        "positional",
         "read_only",
     )
 
@@ -177,13 +187,15 @@ class Tool:
     ) -> None:
         self.name = check_name(name)
         if not callable(fn):
-            raise TypeError(f"tool {name!r}: fn must be callable, got {type(fn).__name__}")
+            raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
         if description is not None and not isinstance(description, str):
             raise TypeError(f"tool {name!r}: description must be a str or None, got {type(description).__name__}")
         if not isinstance(read_only, bool):
             raise TypeError(f"tool {name!r}: read_only must be a bool, got {type(read_only).__name__}")
         self.fn = fn
         self.read_only = read_only
+        self.positional = False
+        self._signature: inspect.Signature | None = None
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
         self.description = description if description is not None else _description(fn)
         self._hints: dict[str, Any] = {}
@@ -285,8 +297,26 @@ class Tool:
     def __repr__(self) -> str:
         return f"<pydeno.Tool {self.name}{' (read-only)' if self.read_only else ''}>"
 
+    def arguments(self, args: Any) -> Any:
+        """The arguments of a guest's call (the list it passed) as this tool takes them: one
+        object of named arguments, or the list itself for a positional tool."""
+        if self.positional:
+            if not isinstance(args, list):
+                raise ToolError(f"tools.{self.name}() was called with malformed arguments")
+            return args
+        if not isinstance(args, list) or len(args) > 1:
+            raise ToolError(f"tools.{self.name}() takes one object of named arguments")
+        return args[0] if args else {}
+
     def validate(self, arguments: Any) -> None:
         """Raise ToolError saying which field is wrong and why, if arguments do not match."""
+        if self.positional:
+            if self._signature is not None:
+                try:
+                    self._signature.bind(*arguments)
+                except TypeError as exc:
+                    raise ToolError(f"tools.{self.name}(): {exc}") from None
+            return
         where = overlong_integer(arguments)
         if where is not None:
             # Before jsonschema, whose messages would fail to write such an int.
@@ -301,13 +331,18 @@ class Tool:
     def start(self, arguments: Any) -> Any:
         """Validate arguments and call the function: its result, or an awaitable of it."""
         self.validate(arguments)
+        if self.positional:
+            return self.fn(*arguments)
         if not self._keywords:
             return self.fn(arguments)
         built = {name: build(self._hints.get(name, Any), value, self._fields) for name, value in arguments.items()}
         return self.fn(**built)
 
     def finish(self, result: Any) -> Any:
-        """The result as the wire carries it, checked against the output schema."""
+        """The result as the wire carries it, checked against the output schema (a positional
+        tool's result goes as it is: its schema only describes it)."""
+        if self.positional:
+            return result
         result = plain(result)
         if self._outputs is not None:
             error = jsonschema.exceptions.best_match(self._outputs.iter_errors(result))
@@ -317,6 +352,67 @@ class Tool:
                     f"tools.{self.name}() returned a value its output schema refuses: {where}: {reason(error)}"
                 )
         return result
+
+    def invoke(self, arguments: Any) -> Any:
+        """Start the call and finish its result: the result, or an awaitable of it."""
+        result = self.start(arguments)
+        if self.positional:
+            return result
+        if self.is_async or hasattr(result, "__await__"):
+            return self._finish_later(result)
+        return self.finish(result)
+
+    async def _finish_later(self, result: Any) -> Any:
+        return self.finish(await result)
+
+
+def positional_tool(name: str, fn: Callable[..., Any]) -> Tool:
+    """A tool the guest calls with positional arguments, as a ``ToolBridge``'s are:
+    ``tools.add(1, 2)``. Its values are the wire's, not JSON: its schemas, made from fn's hints
+    (``Defs(wire=True)``), describe them for declarations, and a call is checked against fn's
+    signature only. Its input schema is an array: one item per parameter, titled with its
+    name, ``minItems`` the required ones, ``items`` the rest parameter (or false)."""
+    check_name(name)
+    if not callable(fn):
+        raise TypeError(f"tool {name!r} must be callable, got {type(fn).__name__}")
+    made = object.__new__(Tool)
+    made.name, made.fn, made.read_only, made.positional = name, fn, False, True
+    made.is_async = inspect.iscoroutinefunction(fn)
+    made.description = _description(fn)
+    made._keywords, made._inputs, made._outputs, made._fields = False, None, None, {}
+    try:
+        made._hints = type_hints(fn, None, extras=False)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: described without types
+        made._hints = {}
+    try:
+        made._signature = inspect.signature(fn)
+        parameters = list(made._signature.parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature: the call decides
+        made._signature, parameters = None, []
+    defs = Defs(wire=True)
+    items: list[dict[str, Any]] = []
+    rest: Any = False
+    needed = 0
+    for p in parameters:
+        if p.kind in (p.VAR_KEYWORD, p.KEYWORD_ONLY):
+            continue  # the guest passes positional arguments only
+        schema = {"title": p.name, **_wire_schema(made._hints.get(p.name, Any), defs)}
+        if p.kind is p.VAR_POSITIONAL:
+            rest = schema
+            continue
+        if p.default is p.empty:
+            needed += 1
+        items.append(schema)
+    made.input_schema = {"type": "array", "prefixItems": items, "minItems": needed, "items": rest}
+    made.output_schema = _wire_schema(made._hints.get("return", Any), defs)
+    return made
+
+
+def _wire_schema(hint: Any, defs: Defs) -> dict[str, Any]:
+    try:
+        return schema_of(hint, defs)
+    except SchemaError:
+        return {}
 
 
 @overload

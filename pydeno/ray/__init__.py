@@ -41,15 +41,11 @@ from typing import Any, Final, Unpack
 
 from .._base.checks import NeedsWith, code_text, count, optional_count, optional_seconds, seconds
 from .._base.options import RuntimeKwargs, checked_options
-from .._code_mode.core import (
-    DEFAULT_MAX_OUTPUT_CHARS,
-    ApprovePolicy,
-    Execution,
-    ExecutionResult,
-    ToolSet,
-    check_output_chars,
-)
+from .._code_mode.api import CodeModeTools
+from .._code_mode.core import Execution
+from .._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS, ExecutionResult, check_output_chars
 from .._pools.retry.policy import RetryPolicy, delay, gave_up, retry_policy
+from .._tools.approval import ApprovePolicy
 from .._version import extra_missing, missing_extra
 
 RAY_EXTRA_MISSING: Final = extra_missing("pydeno.ray", "ray")
@@ -375,7 +371,7 @@ class RayCodeMode(_RayPoolBase):
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
         packages = runtime_kwargs.get("packages")
-        self._tools = ToolSet(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
+        self._tools = CodeModeTools(tools, max_tool_calls=max_tool_calls, approve=approve, packages=packages)
         self.max_output_chars = check_output_chars(max_output_chars)
         self._expose = bool(runtime_kwargs.get("expose_host_errors", False))
         code_mode = {

@@ -33,7 +33,9 @@ import ray
 from .._base.errors import PydenoError, start_failed
 from .._base.options import RuntimeKwargs
 from .._code_mode._sync import CodeMode
-from .._code_mode.core import Execution, ExecutionResult, ToolSet
+from .._code_mode.api import CodeModeTools
+from .._code_mode.core import Execution
+from .._code_mode.result import ExecutionResult
 from .._pools._sync import SandboxPool
 from .._runtime._sync import Runtime
 from .._runtime.function import JsFunction
@@ -174,9 +176,9 @@ class SandboxActor:
         self._running = _Running()
         self._code_mode = code_mode
         pool_options = dict(options)
-        self._toolset: ToolSet | None = None
+        self._toolset: CodeModeTools | None = None
         if code_mode is not None:
-            self._toolset = ToolSet(
+            self._toolset = CodeModeTools(
                 code_mode["tools"],
                 max_tool_calls=code_mode["max_tool_calls"],
                 approve=code_mode["approve"],

@@ -209,7 +209,7 @@ def test_positional_only_parameters_cannot_be_a_tool() -> None:
 
 
 def test_a_tool_name_must_be_identifiers_joined_by_dots() -> None:
-    with pytest.raises(ValueError, match="is not JavaScript identifiers joined by dots"):
+    with pytest.raises(ValueError, match="is not a JavaScript identifier"):
         pydeno.Tool("github.search-issues", lambda: None)
 
 

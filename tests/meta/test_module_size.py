@@ -14,8 +14,6 @@ PACKAGE: Final = Path(__file__).resolve().parents[2] / "pydeno"
 MAX_LINES: Final = 700
 TWIN: Final = "_sync.py"
 OVER: Final = {
-    "_tools/schema.py": "reshaped by the tool model, issue 33",
-    "_code_mode/core.py": "reshaped by the tool model, issue 33",
     "_base/errors.py": "the host's failure factories to leave the exception classes, issue 33",
 }
 

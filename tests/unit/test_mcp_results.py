@@ -12,11 +12,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import pydeno
-from pydeno._code_mode.core import MIN_RESULT_CHARS, Execution, ExecutionResult, ToolSet
+from pydeno._code_mode.api import CodeModeTools
+from pydeno._code_mode.core import Execution
+from pydeno._code_mode.result import MIN_RESULT_CHARS, ExecutionResult
 
 
 def result_of(value: Any = None, *, stdout: str = "", error: BaseException | None = None) -> ExecutionResult:
-    execution = Execution(ToolSet([], max_tool_calls=None, approve=None), 20_000)
+    execution = Execution(CodeModeTools([], max_tool_calls=None, approve=None), 20_000)
     for line in stdout.splitlines():
         execution.console("log", line)
     return execution.result(value=value, error=error)
