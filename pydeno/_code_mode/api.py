@@ -12,12 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._base.checks import optional_count
-from .._base.errors import TypeCheckError
 from .._base.packages import Packages, checker_inputs, declarations, prompt_line
+from .._runtime.checking import type_errors as check_types
 from .._tools.approval import ApprovePolicy, check_policy
 from .._tools.tool import Tool
 from .._tools.toolset import ToolSet
-from ..host.process.typecheck import CheckFailed, check
 
 __all__ = ["CodeModeTools", "as_tools", "type_errors"]
 
@@ -113,17 +112,4 @@ def type_errors(tools: CodeModeTools, code: str, *, sandbox: str, timeout: float
     """The failure to report instead of running code: its type errors against the tools'
     declarations (a TypeCheckError), the checker's own failure, or None when it type-checks."""
     declared, files, imports = tools.checked_against()
-    try:
-        found = check(declared, code, sandbox=sandbox, timeout=timeout, files=files, imports=imports)
-    except CheckFailed as exc:
-        return exc
-    if not found:
-        return None
-    count_text = "1 type error" if len(found) == 1 else f"{len(found)} type errors"
-    message = f"the program did not type-check ({count_text}); nothing ran:\n" + "\n".join(d.text() for d in found)
-    return TypeCheckError(
-        message,
-        diagnostics=tuple(
-            {"code": d.code, "message": d.message, "file": d.file, "line": d.line, "column": d.column} for d in found
-        ),
-    )
+    return check_types(declared, code, files=files, imports=imports, sandbox=sandbox, timeout=timeout)

@@ -18,11 +18,11 @@ from typing import Any, Final, Literal, NoReturn, Protocol
 
 from .._base.errors import JavaScriptError, ToolError, TypeCheckError, guest_error
 from .._base.kinds import classify_error
+from .._runtime.checking import program_place
 from .._runtime.json_values import jsonable
 from .._runtime.syntax import compile_failure, locate, place_error, top_level_return
 from .._tools.approval import Approval
 from .._tools.tool import Tool
-from ..host.process.typecheck import PROGRAM
 from .api import CodeModeTools
 from .result import ExecutionResult, model_hint
 
@@ -256,8 +256,7 @@ class Execution:
             if place is not None:
                 line, column, excerpt = place.line, place.column, place.excerpt
         if isinstance(exc, TypeCheckError):
-            first = next((d for d in exc.diagnostics if d["file"] == PROGRAM), None)
-            line, column = (int(str(first["line"])), int(str(first["column"]))) if first else (None, None)
+            line, column = program_place(exc)
         error: dict[str, Any] = {
             "name": name,
             "message": message,

@@ -184,6 +184,14 @@ def test_every_exception_to_the_layers_is_still_an_import_of_a_layer_above() -> 
     assert EXCEPTIONS.keys() <= upward(graph()), "remove the exceptions the code no longer needs"
 
 
+def test_features_reach_a_worker_only_through_the_runtime_layer() -> None:
+    # Tools, pools, agents, Code Mode, the CLI and the public faces step a runtime through
+    # rt._steps (pydeno/_runtime/stepping.py): none imports the wire, the process or the core.
+    features = {name for name in modules() if (layer_of(name) or 0) > layer_of("pydeno._runtime._async")}  # type: ignore[operator]
+    reached = sorted((name, other) for name in features for other in graph()[name] if other.startswith("pydeno.host"))
+    assert reached == []
+
+
 def test_the_host_package_itself_imports_nothing() -> None:
     assert graph()["pydeno.host"] == set()
 
