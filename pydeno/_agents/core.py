@@ -22,13 +22,8 @@ from typing import Any, Literal
 
 from .._base.determinism import check_clock, check_seed
 from .._base.determinism import prelude as determinism_prelude
-from .._base.errors import (
-    JavaScriptError,
-    ReplayDivergence,
-    ToolError,
-    closed_error,
-    guest_error,
-)
+from .._base.errors import JavaScriptError, ReplayDivergence, ToolError, guest_error
+from .._base.failures import closed_error
 from .._tools.approval import ASK_EACH, UNANSWERED, PausedToolCall
 from .._tools.bridge import ToolBridge
 from .journal import CallRecord, Journal, RunRecord, check_key, encode, seal_journal, snapshot

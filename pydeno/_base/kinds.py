@@ -537,7 +537,7 @@ def _chain(exc: BaseException, handling: BaseException | None = None) -> Iterato
 
 
 def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None = None) -> str:
-    # A failure the host made names its kind (pydeno/_base/errors.py's factories).
+    # A failure the host made names its kind (pydeno/_base/failures.py's factories).
     authored = getattr(exc, "_authored_kind", None)
     if isinstance(authored, str) and authored in Catalog:
         return "max_pause" if authored == "host_wait" and via_agent else authored

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Unpack
 
 from .._base.checks import NeedsAsyncWith, code_text, optional_seconds
-from .._base.errors import JavaScriptError, ToolError, closed_error
+from .._base.errors import JavaScriptError, ToolError
+from .._base.failures import closed_error
 from .._base.options import RuntimeKwargs, checked_options, console_handler
 from .._runtime._async import AsyncRuntime
 from .._runtime.backends import anyio as backend

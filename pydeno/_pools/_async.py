@@ -33,7 +33,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Unpack
 
 from .._base.checks import NeedsAsyncWith
-from .._base.errors import PydenoError, start_failed
+from .._base.errors import PydenoError
+from .._base.failures import start_failed
 from .._base.kinds import classify_error
 from .._base.options import RuntimeKwargs, checked_options
 from .._base.stats import Stats

@@ -51,18 +51,18 @@ class _Queue:
     times each wait for it behind another caller's command: ``queue_wait_seconds``. Taking it
     unopposed, or again from inside the command that holds it, reads no clock."""
 
-    __slots__ = ("_lock", "_record")
+    __slots__ = ("_lock", "_record", "_take")
 
     def __init__(self, record: Callable[[float], None]) -> None:
         self._lock = backend.Lock()
+        self._take = backend.acquirer(self._lock)
         self._record = record
 
     async def __aenter__(self) -> None:
-        lock = self._lock
-        if await backend.acquire_now(lock):
+        if await self._take():
             return
         started = time.perf_counter()
-        await lock.__aenter__()
+        await self._lock.__aenter__()
         self._record(time.perf_counter() - started)
 
     async def __aexit__(self, *exc_info: Any) -> None:

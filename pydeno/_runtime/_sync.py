@@ -53,18 +53,18 @@ class _Queue:
     times each wait for it behind another caller's command: ``queue_wait_seconds``. Taking it
     unopposed, or again from inside the command that holds it, reads no clock."""
 
-    __slots__ = ("_lock", "_record")
+    __slots__ = ("_lock", "_record", "_take")
 
     def __init__(self, record: Callable[[float], None]) -> None:
         self._lock = backend.Lock()
+        self._take = backend.acquirer(self._lock)
         self._record = record
 
     def __enter__(self) -> None:
-        lock = self._lock
-        if backend.acquire_now(lock):
+        if self._take():
             return
         started = time.perf_counter()
-        lock.__enter__()
+        self._lock.__enter__()
         self._record(time.perf_counter() - started)
 
     def __exit__(self, *exc_info: Any) -> None:

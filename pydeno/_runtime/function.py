@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Protocol
 
-from .._base.errors import closed_error
+from .._base.failures import closed_error
 
 __all__ = ["FunctionOwner", "JsFunction", "function_id"]
 

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._base.errors import PydenoError, layer_refusal, selftest_refusal, unmeasurable_refusal
+from .._base.errors import PydenoError
+from .._base.failures import layer_refusal, selftest_refusal, unmeasurable_refusal
 from ..host.process import cgroup, platform, supervisor
 
 __all__ = ["LayerStatus", "SandboxStatus", "sandbox_status"]

@@ -30,7 +30,8 @@ from typing import Any, Final, Unpack
 import psutil
 import ray
 
-from .._base.errors import PydenoError, start_failed
+from .._base.errors import PydenoError
+from .._base.failures import start_failed
 from .._base.options import RuntimeKwargs
 from .._code_mode._sync import CodeMode
 from .._code_mode.api import CodeModeTools

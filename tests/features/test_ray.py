@@ -31,7 +31,7 @@ import ray
 
 import pydeno
 import pydeno.ray
-from pydeno._base import errors
+from pydeno._base import failures
 from pydeno._pools.core import PoolCore
 from pydeno._pools.retry.policy import gave_up
 
@@ -409,25 +409,25 @@ def _js(name: str, message: str) -> pydeno.JavaScriptError:
 # factory makes it).
 KIND_EXAMPLES: dict[str, Callable[[], BaseException]] = {
     "js_error": lambda: _js("TypeError", "Cannot read properties of null (reading 'x')"),
-    "timeout": lambda: errors.command_timed_out(0.5),
-    "cpu_limit": lambda: errors.cpu_in_command(0.25),
-    "memory_limit": lambda: errors.over_memory(612368384, 536870912),
-    "thread_limit": lambda: errors.over_threads(65, 64),
-    "worker_crashed": lambda: errors.worker_died("worker process died (killed by SIGKILL)"),
-    "guest_crashed": lambda: errors.guest_ended_worker(f"{errors.GUEST_DEATH} (exit code 0)"),
-    "terminated": errors.terminated,
-    "force_killed": lambda: errors.force_killed(1.0),
-    "host_wait": lambda: errors.host_wait_exceeded(0.2),
-    "max_pause": lambda: errors.host_wait_exceeded(0.2),
-    "host_call_budget": lambda: errors.host_calls_exceeded(5),
+    "timeout": lambda: failures.command_timed_out(0.5),
+    "cpu_limit": lambda: failures.cpu_in_command(0.25),
+    "memory_limit": lambda: failures.over_memory(612368384, 536870912),
+    "thread_limit": lambda: failures.over_threads(65, 64),
+    "worker_crashed": lambda: failures.worker_died("worker process died (killed by SIGKILL)"),
+    "guest_crashed": lambda: failures.guest_ended_worker(f"{failures.GUEST_DEATH} (exit code 0)"),
+    "terminated": failures.terminated,
+    "force_killed": lambda: failures.force_killed(1.0),
+    "host_wait": lambda: failures.host_wait_exceeded(0.2),
+    "max_pause": lambda: failures.host_wait_exceeded(0.2),
+    "host_call_budget": lambda: failures.host_calls_exceeded(5),
     "inflight_limit": lambda: _js("Error", "more than 4 host calls in flight"),
     "tool_budget": lambda: pydeno.ToolBudgetError("the tool-call budget of 1 calls is spent"),
     "tool_not_found": lambda: pydeno.ToolNotFoundError("there is no tool named 'x'"),
     "tool_failed": lambda: pydeno.ToolError("upstream refused"),
-    "protocol_violation": lambda: errors.protocol_broken("unexpected frame of kind 99", malformed=False),
-    "sandbox_unavailable": lambda: errors.layer_missing("landlock is unavailable: ENOSYS"),
-    "limits_unmeasurable": lambda: errors.limit_unmeasurable("max_memory"),
-    "closed": lambda: errors.closed_error("runtime is closed"),
+    "protocol_violation": lambda: failures.protocol_broken("unexpected frame of kind 99", malformed=False),
+    "sandbox_unavailable": lambda: failures.layer_missing("landlock is unavailable: ENOSYS"),
+    "limits_unmeasurable": lambda: failures.limit_unmeasurable("max_memory"),
+    "closed": lambda: failures.closed_error("runtime is closed"),
     "journal_invalid": lambda: pydeno.JournalError("journal is not authentic: wrong key"),
     "replay_divergence": lambda: pydeno.ReplayDivergence("replaying run 1: call 1 was tools.add()"),
     "snapshot_invalid": lambda: pydeno.SnapshotAuthenticationError("snapshot is not authentic"),
@@ -439,7 +439,7 @@ KIND_EXAMPLES: dict[str, Callable[[], BaseException]] = {
     "fetch_failed": lambda: pydeno.FetchFailed("fetch failed: GET http://127.0.0.1:1/: Connection refused"),
     "fetch_timeout": lambda: pydeno.FetchTimeout("fetch timed out after 0.2s: GET http://127.0.0.1:1/"),
     "upstream_failed": lambda: pydeno.UpstreamError("MCP server 'files' went away during tools.files.hang()"),
-    "deno_unavailable": lambda: errors.start_failed(
+    "deno_unavailable": lambda: failures.start_failed(
         "No such file or directory (/x/deno) [ENOENT]", FileNotFoundError(2, "x")
     ),
     "checkout_timeout": lambda: PoolCore(0, 1, 0.2).timeout(("checkout_timeout", 0.2)),
@@ -451,10 +451,10 @@ KIND_EXAMPLES: dict[str, Callable[[], BaseException]] = {
     "invalid_input": lambda: TypeError("code must be a str of JavaScript, got int"),
     "cancelled": asyncio.CancelledError,
     "unknown": lambda: KeyError("x"),
-    "sandbox_denied": lambda: errors.worker_reported(
+    "sandbox_denied": lambda: failures.worker_reported(
         "TypeError", 'no network access in this sandbox: "example.com:443" was not reached', "", max_message_bytes=2**20
     ),
-    "import_refused": lambda: errors.worker_reported(
+    "import_refused": lambda: failures.worker_reported(
         "TypeError", "npm packages cannot be imported in this sandbox", "", max_message_bytes=2**20
     ),
     "package_unresolved": lambda: pydeno.PackageUnresolved("package 'left-pad@9' could not be resolved: not found"),

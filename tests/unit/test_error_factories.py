@@ -10,7 +10,7 @@ from typing import Any, Final
 import pytest
 
 import pydeno
-from pydeno._base import errors
+from pydeno._base import failures
 
 # Arguments for each factory, as the host calls them; a factory with none here fails below.
 SAMPLES: Final[dict[str, tuple[tuple[Any, ...], dict[str, Any]]]] = {
@@ -28,13 +28,13 @@ SAMPLES: Final[dict[str, tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "limit_unmeasurable": (("max_memory",), {}),
     "handshake_timed_out": ((10.0,), {}),
     "worker_died": (("worker process died (killed by SIGKILL): worker used 1 bytes, over max_memory=0; killed",), {}),
-    "guest_ended_worker": ((f"{errors.GUEST_DEATH} (exit code 0): worker process died (killed by SIGKILL)",), {}),
+    "guest_ended_worker": ((f"{failures.GUEST_DEATH} (exit code 0): worker process died (killed by SIGKILL)",), {}),
     "start_failed": (("No such file or directory (/opt/deno) [ENOENT]",), {"cause": FileNotFoundError(2, "x")}),
     "closed_error": (("runtime is closed",), {}),
     "terminated": ((), {}),
     "force_killed": ((1.0,), {}),
 }
-FACTORIES: Final = {factory.__name__: factory for factory in errors.FACTORIES}
+FACTORIES: Final = {factory.__name__: factory for factory in failures.FACTORIES}
 
 
 def made(name: str) -> Any:
@@ -79,12 +79,12 @@ def test_a_failure_that_crossed_a_process_boundary_keeps_its_kind(name: str) -> 
 def test_the_kind_a_factory_names_is_read_before_the_message() -> None:
     # Text that quotes another host message (here, the worker's last stderr line) after the
     # prefix: the factory's kind decides, whatever the patterns would make of the whole text.
-    quoting = errors.worker_died("worker used 5 bytes, over max_memory=1; killed")
+    quoting = failures.worker_died("worker used 5 bytes, over max_memory=1; killed")
     assert quoting.kind == "worker_crashed"
     assert pydeno.classify_error(pydeno.WorkerCrashed(str(quoting))).kind == "memory_limit"
 
 
 def test_host_wait_through_an_agent_is_max_pause_either_way() -> None:
-    exc = errors.host_wait_exceeded(2.5)
+    exc = failures.host_wait_exceeded(2.5)
     assert pydeno.classify_error(exc, via_agent=True).kind == "max_pause"
     assert pydeno.classify_error(pydeno.RuntimeTimeout(str(exc)), via_agent=True).kind == "max_pause"

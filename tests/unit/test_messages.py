@@ -18,8 +18,7 @@ import pydeno
 import pydeno.pydantic_ai
 import pydeno.ray
 from pydeno._base import checks as _checks
-from pydeno._base import docs_links
-from pydeno._base import errors as _errors
+from pydeno._base import docs_links, failures
 from pydeno._base.options import RuntimeKwargs, RuntimeOptions
 from pydeno._cli import main as _cli
 from pydeno._cli.pages import kind_page
@@ -189,11 +188,11 @@ def test_a_byte_count_reads_in_binary_units_marked_about_when_not_exact(count: i
 
 
 def test_the_memory_limit_fix_gives_the_limit_in_bytes_and_mib_and_the_message_keeps_its_shape() -> None:
-    exc = _errors.over_memory(612368384, 536870912)
+    exc = failures.over_memory(612368384, 536870912)
     assert str(exc) == "worker used 612368384 bytes, over max_memory=536870912; killed"
     assert exc.hint == "raise max_memory= (now 536870912 = 512 MiB), or reduce what the code keeps alive"
     assert f"\nFix: {exc.hint}\n" in exc.__notes__[0]
-    heap = _errors.heap_exhausted(64 * 2**20)
+    heap = failures.heap_exhausted(64 * 2**20)
     assert str(heap) == "worker ran out of its V8 heap (sized from max_memory=67108864) and was stopped"
     assert heap.hint.startswith("raise max_memory= (now 67108864 = 64 MiB)")
 
@@ -301,28 +300,28 @@ def test_without_a_docs_site_an_error_points_at_the_command_that_prints_its_page
     metadata: Callable[..., list[int]],
 ) -> None:
     metadata(urls=("Source, https://example.org/src",))
-    exc = _errors.over_memory(612368384, 536870912)
+    exc = failures.over_memory(612368384, 536870912)
     assert exc.docs == "pydeno errors memory_limit"
     assert exc.__notes__[0].endswith("\nDocs: pydeno errors memory_limit")
 
 
 def test_with_a_docs_site_an_error_points_at_its_page_there_too(metadata: Callable[..., list[int]]) -> None:
     metadata(urls=("Source, https://example.org/src", "Documentation, https://pydeno.example/docs/"))
-    exc = _errors.command_timed_out(0.5)
+    exc = failures.command_timed_out(0.5)
     assert exc.docs == "pydeno errors timeout or https://pydeno.example/docs/errors/timeout/"
     assert exc.__notes__[0].endswith("\nDocs: pydeno errors timeout or https://pydeno.example/docs/errors/timeout/")
 
 
 def test_the_docs_site_of_another_distribution_named_pydeno_is_not_used(metadata: Callable[..., list[int]]) -> None:
     metadata(version="0.13.2", urls=("Documentation, https://elsewhere.example/",))
-    assert _errors.command_timed_out(0.5).docs == "pydeno errors timeout"
+    assert failures.command_timed_out(0.5).docs == "pydeno errors timeout"
 
 
 def test_the_metadata_is_read_once_and_only_when_an_error_is_explained(metadata: Callable[..., list[int]]) -> None:
     calls = metadata(urls=("Documentation, https://pydeno.example/",))
     assert calls == []
     for _ in range(3):
-        _errors.command_timed_out(0.5)
+        failures.command_timed_out(0.5)
     pydeno.classify_error(ValueError("x"))
     assert calls == [1]
 
@@ -334,7 +333,7 @@ def test_a_failing_metadata_lookup_leaves_the_command_pointer(monkeypatch: pytes
     monkeypatch.setattr(docs_links, "_installed_metadata", broken)
     docs_links.docs_site.cache_clear()
     try:
-        assert _errors.command_timed_out(0.5).docs == "pydeno errors timeout"
+        assert failures.command_timed_out(0.5).docs == "pydeno errors timeout"
     finally:
         docs_links.docs_site.cache_clear()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import pydeno
-from pydeno._base import errors as _errors
+from pydeno._base import failures
 from pydeno._base.kinds import Catalog
 from pydeno._cli.pages import kind_page
 from tests.support.model_checks import OPTION, MiB, lookup
@@ -38,14 +38,14 @@ def test_the_cli_prints_both_texts_of_a_kind(capsys: pytest.CaptureFixture[str])
 
 def test_each_limit_factory_tells_the_model_the_limit_value_and_never_the_option() -> None:
     cases: list[tuple[Exception, str]] = [
-        (_errors.command_timed_out(1.0), "(its limit is 1 s per run)"),
-        (_errors.cpu_in_command(0.5), "(its limit is 0.5 s of CPU per run)"),
-        (_errors.host_wait_exceeded(2.0), "(its limit is 2 s of waiting per run)"),
-        (_errors.over_memory(2 * 64 * MiB, 64 * MiB), "(its limit is 64 MiB)"),
-        (_errors.heap_exhausted(64 * MiB), "(its limit is 64 MiB)"),
-        (_errors.over_threads(70, 64), "(its limit is 64 threads)"),
-        (_errors.host_calls_exceeded(10), "(its limit is 10 calls per run)"),
-        (_errors.cpu_between_commands(0.25, 1.0), "more than 0.25 s of CPU"),
+        (failures.command_timed_out(1.0), "(its limit is 1 s per run)"),
+        (failures.cpu_in_command(0.5), "(its limit is 0.5 s of CPU per run)"),
+        (failures.host_wait_exceeded(2.0), "(its limit is 2 s of waiting per run)"),
+        (failures.over_memory(2 * 64 * MiB, 64 * MiB), "(its limit is 64 MiB)"),
+        (failures.heap_exhausted(64 * MiB), "(its limit is 64 MiB)"),
+        (failures.over_threads(70, 64), "(its limit is 64 threads)"),
+        (failures.host_calls_exceeded(10), "(its limit is 10 calls per run)"),
+        (failures.cpu_between_commands(0.25, 1.0), "more than 0.25 s of CPU"),
     ]
     for exc, value in cases:
         model_hint = exc.model_hint  # type: ignore[attr-defined]

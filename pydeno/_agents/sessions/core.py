@@ -31,7 +31,8 @@ from typing import Any, Final, Literal
 import msgpack
 
 from ..._base.checks import count, limit_text, optional_count, optional_seconds, optional_size, seconds
-from ..._base.errors import JournalError, LeaseTimeout, SessionLimitError, closed_error
+from ..._base.errors import JournalError, LeaseTimeout, SessionLimitError
+from ..._base.failures import closed_error
 
 __all__ = ["Entry", "LeaseBook", "check_owner", "check_session_id", "open_record", "other_owner", "seal", "shown"]
 

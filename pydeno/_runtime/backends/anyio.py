@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import anyio
@@ -20,7 +20,7 @@ __all__ = [
     "Condition",
     "Lock",
     "Pipes",
-    "acquire_now",
+    "acquirer",
     "blocking",
     "blocking_function",
     "closing",
@@ -66,7 +66,13 @@ class Lock:
             self._lock.release()
 
 
-async def acquire_now(lock: Lock) -> bool:
+def acquirer(lock: Lock) -> Callable[[], Awaitable[bool]]:
+    """What takes lock if no other task holds it, else returns False without waiting (see
+    _acquire_now); the sync backend has the same function."""
+    return functools.partial(_acquire_now, lock)
+
+
+async def _acquire_now(lock: Lock) -> bool:
     """Take lock if no other task holds it (this one may: it re-enters), else return False
     without waiting; the sync backend has the same function. Taking it passes anyio's
     checkpoint as entering does, so a cancelled task still stops there."""

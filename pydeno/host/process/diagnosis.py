@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._base.errors import (
+from ..._base.errors import PydenoError, WorkerCrashed
+from ..._base.failures import (
     GUEST_DEATH,
-    PydenoError,
-    WorkerCrashed,
     guest_ended_worker,
     heap_exhausted,
     layer_missing,

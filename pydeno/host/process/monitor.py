@@ -27,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..._base.errors import PydenoError, RuntimeTimeout, cpu_between_commands, cpu_in_command, over_memory, over_threads
+from ..._base.errors import PydenoError, RuntimeTimeout
+from ..._base.failures import cpu_between_commands, cpu_in_command, over_memory, over_threads
 from . import platform
 
 __all__ = ["INTERVAL", "QUIET_INTERVAL", "Usage", "Watch", "unwatch", "watch"]

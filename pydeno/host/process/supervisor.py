@@ -20,34 +20,30 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import math
 import threading
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..._base.errors import (
-    JavaScriptError,
-    closed_error,
-    limit_unmeasurable,
-    selftest_failed,
-)
+from ..._base.errors import JavaScriptError
+from ..._base.failures import closed_error, limit_unmeasurable, selftest_failed
 from ..._base.kinds import classify_error
 from ..._base.options import RuntimeOptions
 from ..._base.stats import Stats
 from ..wire.codec import MAX_DEPTH
 from ..wire.connection import Hello, HostCall
 from ..wire.core import (
+    CLOSED,
+    IDLE,
     NEED_DATA,
+    RUNNING,
     Closed,
     Command,
     Core,
     ForceKill,
     HostWait,
-    Idle,
     Request,
-    Running,
     State,
     closed_after,
 )
@@ -110,7 +106,14 @@ class Supervisor:
         make_function: Callable[[int], Any],
         function_id: Callable[[Any], int | None],
     ) -> None:
-        self.core = Core(options, make_function, function_id, time.monotonic, time.perf_counter_ns)
+        self.core = core = Core(options, make_function, function_id, time.monotonic, time.perf_counter_ns)
+        # The core's own questions, asked of it directly on the warm path: seconds to wait at
+        # most before looking again (raising past a deadline), whether an answer is due any
+        # moment, and a host call's time left. A deadline that passed fails the step it was
+        # asked in, whose abandon() or fail_startup() applies what that queued.
+        self.remaining: Callable[..., float] = core.remaining
+        self.answer_expected: Callable[[], bool] = core.answer_expected
+        self.host_call_left: Callable[[], float] = core.host_call_left
         self.process: WorkerProcess | None = None
         self.watch: Watch | None = None
         # Frames may come from two threads (terminate() and the command's own), and a frame
@@ -227,7 +230,8 @@ class Supervisor:
 
     def process_open(self) -> WorkerProcess:
         """The worker process of an open runtime; RuntimeError once it is closed."""
-        self.core.check_open()
+        if self.core.state is CLOSED:
+            self.core.check_open()
         if self.process is None:
             raise closed_error("runtime is closed", "the runtime has no worker")
         return self.process
@@ -268,7 +272,7 @@ class Supervisor:
         """Whether the worker shook hands; raise if the runtime is closed. (One call on
         every command's way in.)"""
         core = self.core
-        if core.state is State.CLOSED:
+        if core.state is CLOSED:
             core.check_open()
         return core.connection.hello is not None
 
@@ -284,11 +288,10 @@ class Supervisor:
 
     def request(self, request: Request, timeout: float | None = None, *, internal: bool = False) -> Command:
         """A new command: its id and bytes made and its charging begun in one step."""
-        try:
-            return self.core.request(request, timeout, internal=internal)
-        finally:
-            if self.core.notices:
-                self._apply()
+        command = self.core.request(request, timeout, internal=internal)
+        if self.core.notices:
+            self._apply()
+        return command
 
     def step(self, command: Command | None) -> tuple[HostCall, Callable[..., Any]] | bytes | object | None:
         """Apply what the worker sent until something needs the driver: None once command
@@ -296,22 +299,26 @@ class Supervisor:
         function to run (its time now counts as host wait), bytes to send (the refusal of a
         host call over max_inflight_host_calls), or NEED_DATA."""
         core = self.core
-        try:
-            while True:
-                if command is None:
-                    if core.connection.hello is not None:
-                        return None
-                elif command.rid in core.connection.outcomes:
-                    return None
-                item = core.pump()
-                if item is NEED_DATA:
-                    return NEED_DATA
-                if isinstance(item, HostCall):
-                    target = core.begin_host_call(item)
-                    return target if isinstance(target, bytes) else (item, target)
-        finally:
-            if self.core.notices:
-                self._apply()
+        connection = core.connection
+        while True:
+            if command is None:
+                if connection.hello is not None:
+                    break
+            elif command.rid in connection.outcomes:
+                break
+            item = core.pump()
+            if item is NEED_DATA:
+                if core.notices:
+                    self._apply()
+                return NEED_DATA
+            if type(item) is HostCall:
+                target = core.begin_host_call(item)
+                if core.notices:
+                    self._apply()
+                return target if isinstance(target, bytes) else (item, target)
+        if core.notices:
+            self._apply()
+        return None
 
     def answer(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
         """The reply to a host call (Core.finish_host_call)."""
@@ -321,26 +328,12 @@ class Supervisor:
             if self.core.notices:
                 self._apply()
 
-    def host_call_left(self) -> float:
-        return self.core.host_call_left()
-
     def host_call_overran(self, call: HostCall) -> None:
         try:
             self.core.host_call_overran(call)
         finally:
             if self.core.notices:
                 self._apply()
-
-    def remaining(self, command: Command | None, startup_deadline: float = math.inf) -> float:
-        """Seconds to wait at most before looking again; raise past a deadline."""
-        try:
-            return self.core.remaining(command, startup_deadline)
-        finally:
-            if self.core.notices:
-                self._apply()
-
-    def answer_expected(self) -> bool:
-        return self.core.answer_expected()
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command (Core.finish), read as the kernel saw it."""
@@ -460,14 +453,14 @@ class Supervisor:
         while notices:
             notice = notices.popleft()
             watch, process = self.watch, self.process
-            if isinstance(notice, Running):
+            if notice is RUNNING:
                 if watch is not None:
                     watch.command_started()
                 if not self.signals_confined and process is not None and process.poll() is not None:
                     # Where guest code could signal its own worker, only this look tells a
                     # death from outside while idle from one during the command.
                     self.died_idle = True
-            elif isinstance(notice, Idle):
+            elif notice is IDLE:
                 if watch is not None:
                     watch.command_finished()
             elif isinstance(notice, HostWait):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from ..._base.errors import start_failed
+from ..._base.failures import start_failed
 from ..wire.connection import clean_text
 from ..wire.protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
 from . import platform

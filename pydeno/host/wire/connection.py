@@ -55,7 +55,7 @@ from typing import Any, Final
 
 import msgpack
 
-from ..._base.errors import protocol_broken, worker_reported
+from ..._base.failures import protocol_broken, worker_reported
 from .budget import DecodeRefused, join_cost
 from .codec import Codec, ValueRefused
 from .protocol import (

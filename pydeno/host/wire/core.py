@@ -25,14 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 from ..._base.checks import bytes_text, limit_text, seconds
-from ..._base.errors import (
-    PydenoError,
-    RuntimeForceKilled,
-    RuntimeTimeout,
+from ..._base.errors import PydenoError, RuntimeForceKilled, RuntimeTimeout, guest_error
+from ..._base.failures import (
     closed_error,
     command_timed_out,
     force_killed,
-    guest_error,
     handshake_timed_out,
     host_calls_exceeded,
     host_wait_exceeded,
@@ -45,6 +42,7 @@ from .codec import Codec
 from .connection import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
 
 __all__ = [
+    "CLOSED",
     "CLOSED_BY_CALL",
     "NEED_DATA",
     "AddModule",
@@ -58,9 +56,11 @@ __all__ = [
     "EvalModule",
     "ForceKill",
     "HostWait",
+    "IDLE",
     "Idle",
     "LoadWasm",
     "Notice",
+    "RUNNING",
     "Request",
     "Running",
     "State",
@@ -189,6 +189,8 @@ _MOVES: Final = {
     State.TERMINATING: frozenset({State.CLOSED}),
     State.CLOSED: frozenset(),
 }
+# Read on every step of the warm path: a module name is one lookup, the enum's member two.
+CLOSED: Final = State.CLOSED
 
 
 # -- what the supervisor must apply, in order, right after the call that queued it ----------
@@ -228,9 +230,10 @@ class Closed:
 
 
 Notice = Running | Idle | HostWait | ForceKill | Closed
-# The two notices every command queues carry nothing: one of each serves them all.
-_RUNNING: Final = Running()
-_IDLE: Final = Idle()
+# The two notices every command queues carry nothing: one of each serves them all (and the
+# supervisor knows them by identity).
+RUNNING: Final = Running()
+IDLE: Final = Idle()
 
 
 # -- what a command asks of the worker ------------------------------------------------------
@@ -369,7 +372,7 @@ class Core:
 
     @property
     def closed(self) -> bool:
-        return self.state is State.CLOSED
+        return self.state is CLOSED
 
     def _move(self, to: State) -> None:
         """The one place the lifecycle moves."""
@@ -394,7 +397,7 @@ class Core:
             self.notices.append(Closed(by_call))
 
     def check_open(self) -> None:
-        if self.state is State.CLOSED:
+        if self.state is CLOSED:
             raise closed_error("runtime is closed", self.closed_by)
 
     # -- values ----------------------------------------------------------------------
@@ -406,31 +409,42 @@ class Core:
     def request(self, request: Request, timeout: float | None = None, *, internal: bool = False) -> Command:
         """Make a request and start charging it (its deadline and, for the outermost one,
         CPU): the command carries its id and the bytes to send. timeout None: the runtime's."""
-        self.check_open()
+        if self.state is CLOSED:
+            self.check_open()
         limit = self.options.timeout if timeout is None else seconds("timeout", timeout)
         connection = self.connection
-        match request:
-            case Eval(code, typescript, program):
-                rid, data = connection.eval(code, typescript=typescript, program=program)
-            case Call(function_id, args):
-                rid, data = connection.call(function_id, args)
-            case Bind(name, fn):
-                self.functions[name] = fn
-                rid, data = connection.bind(name)
-            case AddModule(specifier, source):
-                rid, data = connection.add_module(specifier, source)
-            case AddPackage(specifier, requires, source):
-                rid, data = connection.add_package(specifier, list(requires), source)
-            case EvalModule(source):
-                rid, data = connection.eval_module(source)
-            case LoadWasm(name, module):
-                rid, data = connection.load_wasm(name, module)
+        # An eval first, as most requests are: one type test instead of a pattern match.
+        if type(request) is Eval:
+            rid, data = connection.eval(request.code, typescript=request.typescript, program=request.program)
+        else:
+            rid, data = self._other(request)
         deadline = math.inf if limit is None else self.clock() + limit
         command = Command(rid, limit, deadline, data, internal)
         if not self.commands:
-            self.notices.append(_RUNNING)
+            self.notices.append(RUNNING)
         self.commands.append(command)
         return command
+
+    def _other(self, request: Request) -> tuple[int, bytes]:
+        """The id and bytes of a request other than an eval."""
+        connection = self.connection
+        match request:
+            case Call(function_id, args):
+                return connection.call(function_id, args)
+            case Bind(name, fn):
+                self.functions[name] = fn
+                return connection.bind(name)
+            case AddModule(specifier, source):
+                return connection.add_module(specifier, source)
+            case AddPackage(specifier, requires, source):
+                return connection.add_package(specifier, list(requires), source)
+            case EvalModule(source):
+                return connection.eval_module(source)
+            case LoadWasm(name, module):
+                return connection.load_wasm(name, module)
+            case Eval(code, typescript, program):
+                return connection.eval(code, typescript=typescript, program=program)
+        raise TypeError(f"not a request: {request!r}")
 
     def abandon(self, command: Command, exc: BaseException) -> None:
         """A command's step failed or was interrupted: stop charging it; if the caller
@@ -447,7 +461,7 @@ class Core:
             if command.internal:
                 self.internal_done += 1
             if not self.commands:
-                self.notices.append(_IDLE)
+                self.notices.append(IDLE)
 
     def finish(self, command: Command) -> Any:
         """The outcome of a completed command: its value, or raise its error."""
