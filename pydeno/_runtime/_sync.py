@@ -306,37 +306,37 @@ class Runtime(NeedsWith):
             raise
         return None
 
-    def _answer(self, command: Command, call: HostCall, result: Any = None, error: Exception | None = None) -> None:
+    def _answer(
+        self,
+        command: Command,
+        call: HostCall,
+        result: Any = None,
+        error: Exception | None = None,
+        *,
+        overran: bool = False,
+    ) -> None:
+        """Send the reply to call (its value, or error as the guest is shown it); a function
+        that overran the host-wait budget fails the command instead."""
         try:
-            self._send(self._sup.answer(call, result, error), command)
+            self._send(self._sup.answer(call, result, error, overran=overran), command)
         except BaseException as exc:
             self._sup.abandon(command, exc)
             raise
 
     def _call_host(self, command: Command, call: HostCall, target: Callable[..., Any]) -> None:
+        """Run a host call's function, awaited within the command's host-wait budget (one
+        that outlives it fails the command: the monitor has killed the worker by then), and
+        answer the guest."""
+        error: Exception | None = None
         try:
-            result = self._resolve_call(command, call, target(*call.args))
-        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.finish_host_call)
-            # (or, once the runtime has failed, raised by it: a host function past max_host_wait)
-            self._answer(command, call, error=exc)
+            finished, result = backend.resolve_within(self._sup.host_call_left(), target(*call.args))
+        except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.settle_host_call)
+            # (or, once the runtime has failed, raised by it: the command ends with it)
+            finished, result, error = True, None, exc
         except BaseException as exc:
             self._sup.abandon(command, exc)
             raise
-        else:
-            self._answer(command, call, result)
-
-    def _resolve_call(self, command: Command, call: HostCall, result: Any) -> Any:
-        """What a host function returned for call, awaited within the command's host-wait
-        budget: a function that outlives it fails the command (the monitor has killed the
-        worker by then), rather than hold it for as long as the function likes."""
-        finished, value = backend.resolve_within(self._sup.host_call_left(), result)
-        if not finished:
-            try:
-                self._sup.host_call_overran(call)
-            except BaseException as exc:
-                self._sup.abandon(command, exc)
-                raise
-        return value
+        self._answer(command, call, result, error, overran=not finished)
 
     def _receive(self, command: Command | None, startup_deadline: float) -> None:
         sup = self._sup
@@ -398,7 +398,11 @@ class Steps:
     def resolve(self, pending: Pending, call: GuestCall, result: Any) -> Any:
         """What a host function returned for call (awaited, if it is awaitable) within the
         command's host-wait budget: past it the command fails, as the monitor's kill says."""
-        return self._rt._resolve_call(cast(Command, pending), cast(HostCall, call), result)
+        rt = self._rt
+        finished, value = backend.resolve_within(rt._sup.host_call_left(), result)
+        if not finished:
+            rt._answer(cast(Command, pending), cast(HostCall, call), overran=True)
+        return value
 
     def eval(self, code: str, timeout: float | None = None, *, lang: Lang = "js", program: bool = False) -> Any:
         """eval, for a Code Mode program too (program=True: the host wrapped its code)."""

@@ -196,7 +196,7 @@ def test_a_host_call_names_its_function_and_the_reply_goes_back_by_its_id() -> N
     assert isinstance(call, HostCall) and (call.call_id, call.name, call.args) == (7, "lookup", ["a"])
     target = core.begin_host_call(call)
     assert callable(target) and not isinstance(target, bytes)
-    assert sent(core.finish_host_call(call, target(*call.args))) == [[H_REPLY, 7, True, 1]]
+    assert sent(core.settle_host_call(call, target(*call.args))) == [[H_REPLY, 7, True, 1]]
     core.feed(wire([W_RESULT, command.rid, 1]))
     assert core.pump() is None and core.finish(command) == 1
 
@@ -210,7 +210,7 @@ def test_the_time_a_host_function_takes_moves_the_guests_deadline_and_counts_as_
     assert isinstance(call, HostCall)
     core.begin_host_call(call)
     clock.now += 5.0
-    core.finish_host_call(call, None)
+    core.settle_host_call(call, None)
     assert command.host_wait == 5.0
     assert command.deadline == 1000.0 + 1.0 + 5.0
     assert core.remaining(command) == TICK
@@ -228,7 +228,7 @@ def test_max_host_wait_is_told_to_the_monitor_and_raised_once_spent() -> None:
     assert observer.told[-1] == ("host_wait_until", clock.now + 2.0, message)
     clock.now += 2.5
     with pytest.raises(pydeno.RuntimeTimeout, match=r"\Ahost callbacks kept the guest waiting") as info:
-        core.finish_host_call(call, None)
+        core.settle_host_call(call, None)
     assert info.value.kind == "host_wait"
     assert ("host_wait_until", None, None) in observer.told and core.closed
 
@@ -240,7 +240,7 @@ def test_more_host_calls_than_max_host_calls_end_the_runtime() -> None:
     core.feed(wire([W_HOSTCALL, 1, "f", []]))
     call = core.pump()
     assert isinstance(call, HostCall)
-    core.finish_host_call(call, None)
+    core.settle_host_call(call, None)
     core.feed(wire([W_HOSTCALL, 2, "f", []]))
     with pytest.raises(pydeno.WorkerCrashed) as info:
         core.pump()
@@ -272,7 +272,7 @@ def test_a_host_functions_exception_reaches_the_guest_with_its_details_hidden() 
     call = core.pump()
     assert isinstance(call, HostCall)
     core.begin_host_call(call)
-    reply = core.finish_host_call(call, error=KeyError("secret"))
+    reply = core.settle_host_call(call, error=KeyError("secret"))
     assert sent(reply) == [
         [
             H_REPLY,
@@ -398,7 +398,7 @@ def test_the_core_counts_commands_internal_ones_and_host_calls() -> None:
     call = core.pump()
     assert isinstance(call, HostCall)
     core.begin_host_call(call)
-    core.finish_host_call(call, None)
+    core.settle_host_call(call, None)
     core.feed(wire([W_RESULT, command.rid, None]))
     assert core.pump() is None and core.finish(command) is None
     internal = start_eval(core, internal=True)

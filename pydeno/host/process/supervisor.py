@@ -320,17 +320,13 @@ class Supervisor:
             self._apply()
         return None
 
-    def answer(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
-        """The reply to a host call (Core.finish_host_call)."""
+    def answer(
+        self, call: HostCall, result: Any = None, error: Exception | None = None, *, overran: bool = False
+    ) -> bytes:
+        """The reply to a host call, its time charged (Core.settle_host_call); raises the
+        command's failure if the function overran its host-wait budget."""
         try:
-            return self.core.finish_host_call(call, result, error)
-        finally:
-            if self.core.notices:
-                self._apply()
-
-    def host_call_overran(self, call: HostCall) -> None:
-        try:
-            self.core.host_call_overran(call)
+            return self.core.settle_host_call(call, result, error, overran=overran)
         finally:
             if self.core.notices:
                 self._apply()

@@ -22,7 +22,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from ..._base.checks import bytes_text, limit_text, seconds
 from ..._base.errors import PydenoError, RuntimeForceKilled, RuntimeTimeout, guest_error
@@ -558,30 +558,39 @@ class Core:
                 self.notices.append(HostWait(command.host_call_started + left, self._host_wait_error()))
         return self.functions[call.name]
 
-    def finish_host_call(self, call: HostCall, result: Any = None, error: Exception | None = None) -> bytes:
-        """Charge the call's time and build the reply to send: the result, or the error shown
-        to the guest. An error that is this runtime's own failure (a command the function
-        made on it broke it) is that of the calling command too, and is raised instead."""
-        self.end_host_call(call)
+    def settle_host_call(
+        self, call: HostCall, result: Any = None, error: Exception | None = None, *, overran: bool = False
+    ) -> bytes:
+        """Charge the time a host function took to host wait (not to the guest's deadline) and
+        build the reply to send: the result, or error as the guest is shown it. Raised instead:
+        the command's failure when the function overran the host-wait budget (the driver gave
+        up waiting; the monitor's kill says the same), or when error is this runtime's own
+        (a command the function made on it broke it)."""
+        command = self.commands[-1] if self.commands else None
+        max_host_wait = self.options.max_host_wait
+        if max_host_wait is not None:
+            self.notices.append(HostWait(None, None))
+        if command is not None and command.host_call_started is not None:
+            spent = self.clock() - command.host_call_started
+            command.host_call_started = None
+            command.host_wait += spent
+            command.deadline += spent
+            if max_host_wait is not None and command.host_wait > max_host_wait:
+                overran = True
+        if overran:
+            raise self.fail(self._host_wait_error())
         if error is None:
             return self.connection.reply(call.call_id, result)
         if self.closed and isinstance(error, PydenoError):
             raise error
-        return self.host_error_reply(call, error)
-
-    def end_host_call(self, call: HostCall) -> None:
-        """Charge the time a host function took to host wait, not to the guest's deadline."""
-        command = self.commands[-1] if self.commands else None
-        if self.options.max_host_wait is not None:
-            self.notices.append(HostWait(None, None))
-        if command is None or command.host_call_started is None:
-            return
-        spent = self.clock() - command.host_call_started
-        command.host_call_started = None
-        command.host_wait += spent
-        command.deadline += spent
-        if self.options.max_host_wait is not None and command.host_wait > self.options.max_host_wait:
-            raise self.fail(self._host_wait_error())
+        # A function that stands for others (the tool bridge's one host function) names the
+        # one the guest called.
+        name_call = getattr(self.functions.get(call.name), "name_call", None)
+        where = name_call(call.args) if callable(name_call) else None
+        if not isinstance(where, str):
+            where = f"host function {call.name}()"
+        name, message = guest_error(error, expose=self.options.expose_host_errors, where=where)
+        return self.connection.reply_error(call.call_id, name, message)
 
     def host_call_left(self) -> float:
         """Seconds the running host function may still take before the command's host-wait
@@ -591,26 +600,9 @@ class Core:
             return math.inf
         return command.host_call_started + self.options.max_host_wait - command.host_wait - self.clock()
 
-    def host_call_overran(self, call: HostCall) -> NoReturn:
-        """The driver gave up waiting for a host function at the host-wait budget: the
-        command fails as the monitor's kill of the worker says."""
-        self.end_host_call(call)
-        raise self.fail(self._host_wait_error())
-
     def _host_wait_error(self) -> RuntimeTimeout:
         assert self.options.max_host_wait is not None
         return host_wait_exceeded(self.options.max_host_wait)
-
-    def host_error_reply(self, call: HostCall, exc: BaseException) -> bytes:
-        """The reply that shows a host function's exception to the guest (see guest_error)."""
-        # A function that stands for others (the tool bridge's one host function) names
-        # the one the guest called.
-        name_call = getattr(self.functions.get(call.name), "name_call", None)
-        where = name_call(call.args) if callable(name_call) else None
-        if not isinstance(where, str):
-            where = f"host function {call.name}()"
-        name, message = guest_error(exc, expose=self.options.expose_host_errors, where=where)
-        return self.connection.reply_error(call.call_id, name, message)
 
     def sent(self) -> None:
         """A frame went out whole: look again at the pipe before sleeping (LOOK_NS)."""
