@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 from typing import Final
 
@@ -15,6 +14,8 @@ PROJECT: Final = "pydeno: supervised Deno worker processes"
 def about() -> dict[str, str]:
     """Who this is, for ``pydeno doctor``: the PyPI name ``pydeno`` belongs to another project,
     which installs under the same import name, so a user needs to see which one is loaded."""
+    import importlib.metadata  # read for the doctor only, never with the package
+
     facts = {"project": PROJECT, "version": __version__, "location": str(Path(__file__).resolve().parent)}
     try:
         installed = importlib.metadata.version("pydeno")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from fractions import Fraction
-from typing import Any, Final, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = [
     "SIZE_FORMS",
@@ -113,6 +115,8 @@ def parse_size(text: str) -> int:
     if found is None:
         raise SizeError(text)
     number, unit = found.groups()
+    from fractions import Fraction  # sizes given as text only: not with the package
+
     exact = Fraction(number) * (_UNITS[unit.lower()] if unit else 1)
     if exact.denominator != 1:
         raise SizeError(text, exact)

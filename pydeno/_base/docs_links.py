@@ -8,10 +8,13 @@ classifier's.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+from typing import TYPE_CHECKING
 
 from .._version import __version__
 from .kinds import ErrorInfo
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 __all__ = ["docs_page", "docs_site", "note_for"]
 
@@ -38,6 +41,10 @@ def docs_page(kind: str) -> str:
 
 def _installed_metadata() -> importlib.metadata.PackageMetadata | None:
     """The installed distribution's metadata (what tests replace to fake one)."""
+    # Read at the first error that needs it, not with the package: importing the metadata
+    # machinery costs an eval-only service more than its import of pydeno otherwise does.
+    import importlib.metadata
+
     try:
         return importlib.metadata.metadata("pydeno")
     except importlib.metadata.PackageNotFoundError:

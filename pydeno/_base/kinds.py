@@ -22,7 +22,7 @@ How a kind is chosen, in order:
 
 from __future__ import annotations
 
-import asyncio
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
@@ -552,9 +552,12 @@ def _kind_of(exc: BaseException, via_agent: bool, handling: BaseException | None
             return _javascript_kind(exc)
         if how == "message":
             return _message_kind(exc, str(kind), via_agent, handling)
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or _is_backend_timeout(exc):
+    # asyncio.TimeoutError is TimeoutError.
+    if isinstance(exc, TimeoutError) or _is_backend_timeout(exc):
         return "timeout"
-    if isinstance(exc, asyncio.CancelledError) or _is_backend_cancellation(exc):
+    # Looked up, not imported: no asyncio cancellation exists before asyncio is loaded.
+    asyncio = sys.modules.get("asyncio")
+    if (asyncio is not None and isinstance(exc, asyncio.CancelledError)) or _is_backend_cancellation(exc):
         return "cancelled"
     if isinstance(exc, RuntimeError):
         message = str(exc)

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -399,6 +398,8 @@ class _Resolver:
         entry = self.entries.get(spec.text)
         work = self.cache / "work"
         work.mkdir(parents=True, exist_ok=True)
+        import tempfile  # bundling only: not with the package
+
         with tempfile.TemporaryDirectory(dir=work, prefix="b-") as tmp:
             folder = Path(tmp)
             entry_file = folder / "entry.mjs"
@@ -553,6 +554,8 @@ def _bundler_failure(spec: Spec, stderr: str, locked: bool) -> Exception:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    import tempfile  # writing a lockfile only: not with the package
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -3,7 +3,6 @@ worker's pipes, no event loop and no thread hop on the warm path."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import inspect
@@ -103,6 +102,9 @@ def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
     has returned by now, and the monitor killed the worker at the budget meanwhile."""
     if not inspect.isawaitable(result):
         return True, result
+    # Loaded by the first async host function, not with the package.
+    import asyncio
+
     timeout = None if math.isinf(seconds) else max(seconds, 0.0)
 
     async def bounded() -> tuple[bool, Any]:
@@ -121,6 +123,7 @@ def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
 
 def _await_sync(awaitable: Awaitable[Any]) -> Any:
     """Run an async host function to completion from synchronous code."""
+    import asyncio
 
     async def main() -> Any:
         return await awaitable

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import re
@@ -46,7 +47,6 @@ from itertools import chain
 from typing import Any, Final
 
 import msgpack
-import msgspec
 
 from ..._base.errors import JavaScriptError
 from ..._base.values import undefined
@@ -172,7 +172,15 @@ _JSON_CONTAINERS: Final = (dict, list, tuple)
 JSON_LANE_BYTES: Final = 1024
 _SAFE_INT: Final = 2**53 - 1
 # Strict RFC 8259 JSON, valid UTF-8 only; 1.5-2 times as fast as json.loads on large payloads.
-_decode_json: Final = msgspec.json.Decoder().decode
+
+
+@functools.cache
+def _json_decoder() -> tuple[Callable[[bytes], Any], type[Exception]]:
+    """The JSON lane's decoder and its error, loaded with the first frame that uses the lane
+    (a large plain value), not with the package."""
+    import msgspec
+
+    return msgspec.json.Decoder().decode, msgspec.DecodeError
 
 
 def json_exact(value: Any, limit: int) -> bool:
@@ -529,16 +537,17 @@ class Codec:
         known = shape[1] if shape is not None and shape[0] == len(data) else None
         # Deeper than unpack's limit, it is refused wherever it sits in the frame.
         limit = self.max_depth + 2
+        decode, undecodable = _json_decoder()
         try:
-            value = _decode_json(data)
-        except (msgspec.DecodeError, RecursionError):
+            value = decode(data)
+        except (undecodable, RecursionError):
             value = _REFUSED
             # JSON.stringify escapes a lone surrogate as \udXXX, which msgspec refuses: as
             # U+FFFD, which the host makes of it anyway, the text decodes with msgspec still,
             # at the length and in the shape charged.
             if b"\\ud" in data or b"\\uD" in data:
-                with contextlib.suppress(msgspec.DecodeError, RecursionError):
-                    value = _decode_json(_LONE_SURROGATE.sub(_replacement, data))
+                with contextlib.suppress(undecodable, RecursionError):
+                    value = decode(_LONE_SURROGATE.sub(_replacement, data))
         if value is not _REFUSED:
             if type(value) not in (list, dict):
                 return value
