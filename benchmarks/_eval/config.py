@@ -17,6 +17,8 @@ CHILD_TIMEOUT_S = 900.0
 SECTION_UNITS = {
     "warm_eval": "us",
     "host_call": "us",
+    "host_call_await": "us",
+    "await_eval": "us",
     "big_result": "ms",
     "cold_start": "ms",
     "cold_start_off": "ms",
@@ -44,6 +46,11 @@ TIMED_SECTIONS = tuple(SECTION_UNITS)
 
 WARM_CODE = "1+1"
 HOST_CALL_CODE = "add(1, 2)"
+# The forms users write: the README teaches a host call with await, and agents and Code Mode
+# always use it. The peer's eval has no top-level await, so its side has no such figure: ours
+# are held against its plain forms, which is never the flattering choice.
+HOST_CALL_AWAIT_CODE = "await add(1, 2)"
+AWAIT_CODE = "await Promise.resolve(2)"
 BIG_LEN = 20_000
 BIG_CODE = "Array.from({length: 20000}, (_, i) => ({id: i, name: 'x' + i}))"
 # The same build, with only its length crossing: what the guest's own part of BIG_CODE costs.

@@ -42,9 +42,12 @@ def merge_rounds(runs: list[dict[str, Any]]) -> dict[str, Any]:
             merged[name] = summary_ns(pooled, unit)
             # Pooling hides a side that is fast in one process and slow in the next (the
             # peer's in-process runtime is bimodal here); keep each round's p50 to show it.
-            merged[name][f"p50_per_round_{unit}"] = [
-                run[name][f"p50_{unit}"] for run in runs if isinstance(run.get(name), dict)
-            ]
+            per_round = [run[name][f"p50_{unit}"] for run in runs if isinstance(run.get(name), dict)]
+            merged[name][f"p50_per_round_{unit}"] = per_round
+            # The fastest round's p50: the like-for-like figure of a side whose rounds are
+            # bimodal (the peer in-process has a fast mode and a slow one; see the README).
+            if per_round:
+                merged[name][f"fastest_round_p50_{unit}"] = min(per_round)
     for key, headline in MEDIAN_ROUND_SECTIONS.items():
         measured = [run[key] for run in runs if isinstance(run.get(key), dict) and headline in run[key]]
         merged.pop(key, None)

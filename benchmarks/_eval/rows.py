@@ -6,7 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .config import DENSITY_WORKERS, HOST_CALL_CODE, IDLE_POOL_SIZE, OVERSUBSCRIBED_RUNTIMES, POOL_SIZE, WARM_CODE
+from .config import (
+    AWAIT_CODE,
+    DENSITY_WORKERS,
+    HOST_CALL_AWAIT_CODE,
+    HOST_CALL_CODE,
+    IDLE_POOL_SIZE,
+    OVERSUBSCRIBED_RUNTIMES,
+    POOL_SIZE,
+    WARM_CODE,
+)
 
 # The issue whose targets --check-targets holds a run to; earlier issues' targets are shown too.
 CURRENT_ISSUE = "issue 20"
@@ -47,6 +56,7 @@ class Row:
 
 
 ISSUE7, ISSUE20, CODE_MODE_ISSUE, SETUP_ISSUE = "issue 7", CURRENT_ISSUE, "Code Mode issue", "issue 32"
+ISSUE34 = "issue 34"
 ROWS = (
     Row("warm_eval_p50", f"warm eval({WARM_CODE!r}) p50", "warm_eval", "p50_us", "us", targets=(Target(0.4, ISSUE7),)),
     Row("warm_eval_p99", f"warm eval({WARM_CODE!r}) p99", "warm_eval", "p99_us", "us"),
@@ -60,6 +70,15 @@ ROWS = (
         over=("peer_inprocess", "warm_eval", "p50_us"),
     ),
     Row(
+        "warm_eval_vs_inprocess_fast",
+        "warm eval p50, against the peer in-process's fastest round",
+        "warm_eval",
+        "p50_us",
+        "us",
+        targets=(Target(3.0, ISSUE34),),
+        over=("peer_inprocess", "warm_eval", "fastest_round_p50_us"),
+    ),
+    Row(
         "host_call_p50",
         f"host call eval({HOST_CALL_CODE!r}) p50",
         "host_call",
@@ -68,6 +87,24 @@ ROWS = (
         targets=(Target(0.2, ISSUE20), Target(0.4, ISSUE7)),
     ),
     Row("host_call_p99", f"host call eval({HOST_CALL_CODE!r}) p99", "host_call", "p99_us", "us"),
+    Row(
+        "host_call_await_p50",
+        f"ours: host call eval({HOST_CALL_AWAIT_CODE!r}) p50, against the peer's {HOST_CALL_CODE!r}",
+        "host_call_await",
+        "p50_us",
+        "us",
+        targets=(Target(0.2, ISSUE34),),
+        over=("peer", "host_call", "p50_us"),
+    ),
+    Row(
+        "await_eval_p50",
+        f"ours: eval({AWAIT_CODE!r}) p50, over our warm eval({WARM_CODE!r})",
+        "await_eval",
+        "p50_us",
+        "us",
+        targets=(Target(1.5, ISSUE34),),
+        over=("ours", "warm_eval", "p50_us"),
+    ),
     Row("warm_eval_async_p50", "ours: warm eval, AsyncRuntime (asyncio) p50", "warm_eval_async", "p50_us", "us"),
     Row("host_call_async_p50", "ours: host call, AsyncRuntime (asyncio) p50", "host_call_async", "p50_us", "us"),
     Row(

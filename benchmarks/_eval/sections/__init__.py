@@ -13,6 +13,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("warm_eval", warm.warm_eval),
     Section("warm_eval_unmonitored", warm.warm_eval_unmonitored, OURS),
     Section("host_call", warm.host_call),
+    Section("await_forms", warm.await_forms, OURS),
     Section("cpu_per_eval", warm.cpu_per_eval),
     Section("async_driver", warm.async_driver, OURS),
     Section("rss", warm.rss),

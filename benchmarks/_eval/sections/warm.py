@@ -9,7 +9,7 @@ import time
 from _common.cpu import by_thread_name, cpu_used
 from _common.procfs import process_rss
 
-from ..config import HOST_CALL_CODE, WARM_CODE
+from ..config import AWAIT_CODE, HOST_CALL_AWAIT_CODE, HOST_CALL_CODE, WARM_CODE
 from ..context import Context
 from ..runtimes import WrongValue, add, time_evals
 
@@ -53,6 +53,16 @@ def host_call(ctx: Context) -> None:
     time_evals(rt, HOST_CALL_CODE, 3, ctx.params.warmup)
     gc.collect()
     ctx.record("host_call", time_evals(rt, HOST_CALL_CODE, 3, ctx.params.iterations))
+
+
+def await_forms(ctx: Context) -> None:
+    # Ours only (the peer's eval has no top-level await): a host call as the README writes
+    # it, and an eval that awaits, on the warm runtime.
+    rt = ctx.warm_runtime()
+    for name, code, expected in (("host_call_await", HOST_CALL_AWAIT_CODE, 3), ("await_eval", AWAIT_CODE, 2)):
+        time_evals(rt, code, expected, ctx.params.warmup)
+        gc.collect()
+        ctx.record(name, time_evals(rt, code, expected, ctx.params.iterations))
 
 
 def cpu_per_eval(ctx: Context) -> None:
