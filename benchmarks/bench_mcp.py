@@ -11,7 +11,11 @@ Measured in one run, on this machine:
   JSON-RPC round trip over two pipes, and the result's two forms), and through a fresh
   ``AsyncSandboxPool`` checkout per execution (what the pooled server adds);
 * **ten clients**: ten clients, each its own server session, calling as fast as they can
-  for a fixed number of calls: calls per second over all of them, both modes.
+  for a fixed number of calls: calls per second over all of them, both modes;
+* **launch**: from starting ``pydeno mcp`` to the answer of its first ``tools/call`` (after
+  ``initialize``), both modes, p50 of several launches; the client is a few lines of JSON-RPC
+  written to the server's stdin, so only the server's start is timed. Beside it, the floor
+  of its design: a bare ``python -c "import mcp"``, the SDK's own import.
 
 The reference peer has no MCP server, so there is no ratio here: the figures are ours, and
 the overhead is against our own library call. Writes ``benchmarks/results/bench_mcp.json``.
@@ -25,12 +29,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -133,6 +140,74 @@ async def parallel(session: bool, clients: int, calls_each: int) -> dict[str, fl
     return {"clients": clients, "calls": total, "seconds": elapsed, "calls_per_s": total / elapsed}
 
 
+def _line(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _answer(proc: subprocess.Popen[bytes], rid: int) -> dict[str, Any]:
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit("pydeno mcp ended before it answered")
+        message = json.loads(line)
+        if message.get("id") == rid:
+            return dict(message)
+
+
+def launch(session: bool) -> float:
+    """Seconds from starting the server to the answer of its first tools/call."""
+    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pydeno", "mcp", *(["--session"] if session else [])],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        hello = {
+            "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        }
+        _line(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        _answer(proc, 1)
+        _line(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = {"name": "run_javascript", "arguments": {"code": PROGRAM}}
+        _line(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        answer = _answer(proc, 2)
+        elapsed = time.perf_counter() - started
+        if answer.get("result", {}).get("structuredContent", {}).get("value") != 2:
+            raise SystemExit(f"the first tools/call gave a wrong answer: {answer!r}")
+        return elapsed
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def sdk_import() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import mcp"], check=True)
+    return time.perf_counter() - started
+
+
+def launches(runs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, measure in (
+        ("pooled", lambda: launch(False)),
+        ("session", lambda: launch(True)),
+        ("sdk_import", sdk_import),
+    ):
+        measure()  # the first start of a kind fills caches (bytecode, staged worker files)
+        out[name] = summary([measure() for _ in range(runs)])
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     calls, warmup = (60, 10) if args.quick else (300, 30)
     each = 10 if args.quick else 40
@@ -145,6 +220,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     out["parallel_pooled"] = await parallel(False, 10, each // 4)
     out["overhead_session_ms"] = out["mcp_session"]["p50_ms"] - out["bare_code_mode"]["p50_ms"]
     out["overhead_pooled_ms"] = out["mcp_pooled"]["p50_ms"] - out["bare_pool_checkout"]["p50_ms"]
+    out["launch_to_first_call"] = await anyio.to_thread.run_sync(launches, 3 if args.quick else 7)
     return out
 
 
@@ -161,6 +237,9 @@ def report(out: dict[str, Any]) -> str:
         f"   (server overhead {out['overhead_pooled_ms']:.2f} ms)",
         f"10 clients, --session               {out['parallel_session']['calls_per_s']:8.1f} calls/s",
         f"10 clients, fresh worker per call   {out['parallel_pooled']['calls_per_s']:8.1f} calls/s",
+        f"launch to first tools/call p50      {out['launch_to_first_call']['pooled']['p50_ms']:8.1f} ms"
+        f"   (--session {out['launch_to_first_call']['session']['p50_ms']:.1f} ms;"
+        f" the SDK's bare import {out['launch_to_first_call']['sdk_import']['p50_ms']:.1f} ms)",
     ]
     return "\n".join(lines)
 

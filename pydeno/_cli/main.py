@@ -560,6 +560,11 @@ def _mcp(argv: Sequence[str]) -> int:
     options = _runtime_options(parser, args, ("max_memory", "cpu_limit", "sandbox"))
     if args.timeout is not None:
         _check_options(parser, {**options, "timeout": args.timeout})
+    # The SDK's import is most of a launch: the zygote that forks confined workers gets
+    # ready in its own process meanwhile, so the first call does not wait for it too.
+    from .._runtime.prestart import prestart
+
+    prestart(str(options.get("sandbox", "require")))
     try:
         from .mcp_server import ServerConfig, serve
     except ImportError as exc:
