@@ -394,6 +394,16 @@ def mcp_table(data: Mapping[str, Any]) -> str:
         part = data.get(key) or {}
         rate = part.get("calls_per_s")
         lines.append(f"| {part.get('clients', '?')} clients, {label} | {_MISSING if rate is None else f'{rate:.0f}'} |")
+    launch = data.get("launch_to_first_call") or {}
+    if launch:
+        lines += [
+            "",
+            "| from starting `pydeno mcp` to its first `tools/call` answered | p50 | p90 | p99 |",
+            "|---|---|---|---|",
+            f"| a fresh worker per call | {_percentiles(launch.get('pooled'))} |",
+            f"| `--session` | {_percentiles(launch.get('session'))} |",
+            f"| the floor: the SDK's own import (`import mcp`) | {_percentiles(launch.get('sdk_import'))} |",
+        ]
     return "\n".join(lines) + "\n\n" + _machine_line(data) + "\n"
 
 
