@@ -142,9 +142,6 @@ class ToolBridge:
     def names(self) -> list[str]:
         return list(self._set.tools)
 
-    def tool(self, name: str) -> Tool:
-        return self._set.tools[name]
-
     # -- installing ------------------------------------------------------------------
     def install_script(self) -> str:
         """The guest code that defines ``tools``, with the budget left now."""
