@@ -244,7 +244,8 @@ class AsyncRuntime(NeedsAsyncWith):
                 self._startup_deadline = sup.startup_deadline()
             # The handshake, which no host call can interrupt.
             while sup.step(None) is NEED_DATA:
-                await self._receive(None, self._startup_deadline)
+                while not await self._receive(None, self._startup_deadline):
+                    pass
             await backend.blocking(sup.started)
             options = sup.options
             # What the options ask of a fresh worker before its first command.
@@ -294,7 +295,9 @@ class AsyncRuntime(NeedsAsyncWith):
         try:
             while (step := sup.step(command)) is not None:
                 if step is NEED_DATA:
-                    await self._receive(command, math.inf)
+                    # Stepped again only once bytes came: nothing else can change what it finds.
+                    while not await self._receive(command, math.inf):
+                        pass
                 elif isinstance(step, bytes):
                     await self._send(step, command)  # a host call refused: too many in flight
                 else:
@@ -336,21 +339,24 @@ class AsyncRuntime(NeedsAsyncWith):
             raise
         await self._answer(command, call, result, error, overran=not finished)
 
-    async def _receive(self, command: Command | None, startup_deadline: float) -> None:
+    async def _receive(self, command: Command | None, startup_deadline: float) -> bool:
+        """Read what the worker sent, or wait a while for it: whether bytes came. Raises past
+        a deadline (the command's, the start-up's, a termination's grace)."""
         sup = self._sup
         process = sup.process_open()
         if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             sup.remaining(command, startup_deadline)
             await self._pipes.after_data()  # async-only
-            return
+            return True
         wait = sup.remaining(command, startup_deadline)
         if sup.answer_expected():
             # An answer is due any moment: look again (the async driver lets other tasks run
             # first; the sync one looks at once, a loop bounded by the core's window).
             await self._pipes.look_again()  # async-only
-            return
+            return False
         await self._pipes.readable(process, wait)
+        return False
 
     async def _send(self, data: bytes, command: Command | None) -> None:
         sup = self._sup

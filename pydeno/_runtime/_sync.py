@@ -246,7 +246,8 @@ class Runtime(NeedsWith):
                 self._startup_deadline = sup.startup_deadline()
             # The handshake, which no host call can interrupt.
             while sup.step(None) is NEED_DATA:
-                self._receive(None, self._startup_deadline)
+                while not self._receive(None, self._startup_deadline):
+                    pass
             backend.blocking(sup.started)
             options = sup.options
             # What the options ask of a fresh worker before its first command.
@@ -296,7 +297,9 @@ class Runtime(NeedsWith):
         try:
             while (step := sup.step(command)) is not None:
                 if step is NEED_DATA:
-                    self._receive(command, math.inf)
+                    # Stepped again only once bytes came: nothing else can change what it finds.
+                    while not self._receive(command, math.inf):
+                        pass
                 elif isinstance(step, bytes):
                     self._send(step, command)  # a host call refused: too many in flight
                 else:
@@ -338,19 +341,22 @@ class Runtime(NeedsWith):
             raise
         self._answer(command, call, result, error, overran=not finished)
 
-    def _receive(self, command: Command | None, startup_deadline: float) -> None:
+    def _receive(self, command: Command | None, startup_deadline: float) -> bool:
+        """Read what the worker sent, or wait a while for it: whether bytes came. Raises past
+        a deadline (the command's, the start-up's, a termination's grace)."""
         sup = self._sup
         process = sup.process_open()
         if sup.ingest(process.read()):
             # A worker that never stops sending (console output, say) still has a deadline.
             sup.remaining(command, startup_deadline)
-            return
+            return True
         wait = sup.remaining(command, startup_deadline)
         if sup.answer_expected():
             # An answer is due any moment: look again (the async driver lets other tasks run
             # first; the sync one looks at once, a loop bounded by the core's window).
-            return
+            return False
         self._pipes.readable(process, wait)
+        return False
 
     def _send(self, data: bytes, command: Command | None) -> None:
         sup = self._sup
