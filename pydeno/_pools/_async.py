@@ -24,12 +24,14 @@ WARNING, with its ``kind``); setups that failed are counted as ``setup_failures`
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import inspect
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from typing import Any, Unpack
 
 from .._base.checks import NeedsAsyncWith
@@ -95,6 +97,9 @@ class AsyncSandboxPool(NeedsAsyncWith):
         self._figures_lock = threading.Lock()
         self._workers: set[AsyncRuntime] = set()
         self._retired = Stats()
+        # The teardowns of workers closed after their checkout (killed at once, reaped in the
+        # background): close() waits for them, so no worker outlives the pool.
+        self._ending: set[Future[None]] = set()
         self._background = backend.Background(self._replenish, "pydeno-pool")
         # unasync: self._background.start()
 
@@ -114,7 +119,8 @@ class AsyncSandboxPool(NeedsAsyncWith):
         try:
             yield rt
         finally:
-            await self._retire(rt)
+            # The block's caller does not wait for the kernel to tear the worker down.
+            await self._retire(rt, wait=False)
             with backend.shielded():
                 async with self._cond:
                     self._core.release(rt)
@@ -260,9 +266,17 @@ class AsyncSandboxPool(NeedsAsyncWith):
         """Raise if what setup left on rt cannot serve this pool's checkouts (a subclass's
         rule: a session pool's)."""
 
-    async def _retire(self, rt: AsyncRuntime) -> None:
-        """Close a worker, and keep its figures (once) in the pool's."""
-        await rt.close()
+    async def _retire(self, rt: AsyncRuntime, *, wait: bool = True) -> None:
+        """Close a worker, and keep its figures (once) in the pool's. ``wait=False``: it is
+        killed now and reaped in the background; close() waits for that."""
+        if wait:
+            await rt.close()
+        else:
+            ending = rt._steps.retire()
+            if ending is not None:
+                with self._figures_lock:
+                    self._ending.add(ending)
+                ending.add_done_callback(self._ended)
         with self._figures_lock:
             if rt in self._workers:
                 self._workers.discard(rt)
@@ -278,7 +292,15 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 self._cond.notify_all()
             for rt in workers:
                 await self._retire(rt)
+            with self._figures_lock:
+                ending = list(self._ending)
+            if ending:
+                await backend.blocking(lambda: concurrent.futures.wait(ending))
         self._background.join()
+
+    def _ended(self, ending: Future[None]) -> None:
+        with self._figures_lock:
+            self._ending.discard(ending)
 
     @property
     def closed(self) -> bool:

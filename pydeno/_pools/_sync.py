@@ -26,12 +26,14 @@ WARNING, with its ``kind``); setups that failed are counted as ``setup_failures`
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any, Unpack
 
 from .._base.checks import NeedsWith
@@ -96,6 +98,9 @@ class SandboxPool(NeedsWith):
         self._figures_lock = threading.Lock()
         self._workers: set[Runtime] = set()
         self._retired = Stats()
+        # The teardowns of workers closed after their checkout (killed at once, reaped in the
+        # background): close() waits for them, so no worker outlives the pool.
+        self._ending: set[Future[None]] = set()
         self._background = backend.Background(self._replenish, "pydeno-pool")
         self._background.start()
 
@@ -115,7 +120,8 @@ class SandboxPool(NeedsWith):
         try:
             yield rt
         finally:
-            self._retire(rt)
+            # The block's caller does not wait for the kernel to tear the worker down.
+            self._retire(rt, wait=False)
             with backend.shielded(), self._cond:
                 self._core.release(rt)
                 self._cond.notify_all()
@@ -259,9 +265,17 @@ class SandboxPool(NeedsWith):
         """Raise if what setup left on rt cannot serve this pool's checkouts (a subclass's
         rule: a session pool's)."""
 
-    def _retire(self, rt: Runtime) -> None:
-        """Close a worker, and keep its figures (once) in the pool's."""
-        rt.close()
+    def _retire(self, rt: Runtime, *, wait: bool = True) -> None:
+        """Close a worker, and keep its figures (once) in the pool's. ``wait=False``: it is
+        killed now and reaped in the background; close() waits for that."""
+        if wait:
+            rt.close()
+        else:
+            ending = rt._steps.retire()
+            if ending is not None:
+                with self._figures_lock:
+                    self._ending.add(ending)
+                ending.add_done_callback(self._ended)
         with self._figures_lock:
             if rt in self._workers:
                 self._workers.discard(rt)
@@ -277,7 +291,15 @@ class SandboxPool(NeedsWith):
                 self._cond.notify_all()
             for rt in workers:
                 self._retire(rt)
+            with self._figures_lock:
+                ending = list(self._ending)
+            if ending:
+                backend.blocking(lambda: concurrent.futures.wait(ending))
         self._background.join()
+
+    def _ended(self, ending: Future[None]) -> None:
+        with self._figures_lock:
+            self._ending.discard(ending)
 
     @property
     def closed(self) -> bool:

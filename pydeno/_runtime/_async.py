@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Unpack, cast
 
 from .._base.checks import Lang, NeedsAsyncWith, code_text, is_typescript, module_specifier, source_text
@@ -426,6 +427,11 @@ class AsyncSteps:
     def outcome(self, pending: Pending) -> Any:
         """The completed command's value, or raise its error."""
         return self._rt._sup.finish(cast(Command, pending))
+
+    def retire(self) -> Future[None] | None:
+        """Close the runtime of a worker its owner is done with: killed now, its teardown
+        finished in the background; the future says when (Supervisor.retire)."""
+        return self._rt._sup.retire()
 
     async def warm_up(self, code: str) -> None:
         """Evaluate code the host runs for itself (a pool's warm-up): a command stats() does

@@ -24,6 +24,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Final
 
 from ..._base.errors import JavaScriptError
@@ -136,6 +137,9 @@ class Supervisor:
         self._kill_recorded = False
         # Held while spawn() runs (from a thread, for the async driver), so close() can wait.
         self._spawning = threading.Lock()
+        # retire(): the worker's teardown finishes in the spawner's thread; its future.
+        self._retiring = False
+        self._ending: Future[None] | None = None
 
     # -- lifetime --------------------------------------------------------------------
     def spawn(self) -> WorkerProcess:
@@ -214,6 +218,20 @@ class Supervisor:
         # A spawn under way sees the runtime closed as it ends, and kills what it started.
         with self._spawning:
             pass
+
+    def retire(self) -> Future[None] | None:
+        """Close the runtime of a worker that was started and is done with (a pool's, after
+        its checkout): the worker is killed now, and its teardown (the reap, descriptors,
+        cgroup) finishes in the spawner's thread; the future says when (None: nothing was
+        left to end)."""
+        self._retiring = True
+        try:
+            self.core.close(by_call=True)
+            self._apply()
+        finally:
+            self._retiring = False
+        ending, self._ending = self._ending, None
+        return ending
 
     def discard(self) -> None:
         """Close the runtime and end its worker without waiting for a spawn under way (the
@@ -480,7 +498,7 @@ class Supervisor:
         if process is not None:
             if by_call:
                 self._closed_normally(process)
-            process.close()
+            self._ending = process.close(wait=not self._retiring)
 
     def _closed_normally(self, process: WorkerProcess) -> None:
         """close() ended the runtime: a worker that had died before (the monitor killed it

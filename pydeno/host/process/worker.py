@@ -242,11 +242,21 @@ class WorkerProcess:
         never hit; a child of this process keeps its pid until its owner reaps it."""
         signal_kill(self.popen)
 
-    def close(self) -> None:
-        """Kill, reap and close every descriptor."""
+    def close(self, *, wait: bool = True) -> Future[None] | None:
+        """Kill, reap and close every descriptor. With ``wait=False`` only the kill is sent
+        now: the kernel's teardown of the process (the reap waits on it), the descriptors and
+        the cgroup are seen to in the spawner's thread, and the future says when; the worker
+        can run nothing more either way."""
         if self.closed:
-            return
+            return None
         self.closed = True
+        if not wait:
+            self.signal_kill()
+            return self._spawner.later(self._finish_close)
+        self._finish_close()
+        return None
+
+    def _finish_close(self) -> None:
         self.kill()
         self.drain_stderr()
         reap(self.popen)
