@@ -791,3 +791,37 @@ def test_async_run_with_retry_refuses_both_a_factory_and_a_pool(backend: str) ->
             assert pool._core.requests == 0
 
     run(backend, main)
+
+
+def test_a_checkout_ends_before_its_workers_teardown_and_close_waits_for_every_teardown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The real teardown, held back until the test lets it go: the checkout's end must not
+    # wait for it, and the pool's close() must.
+    gate = threading.Event()
+    torn_down: list[int] = []
+    original = WorkerProcess._finish_close
+
+    def held(self: WorkerProcess) -> None:
+        gate.wait(30)
+        original(self)
+        torn_down.append(self.pid)
+
+    monkeypatch.setattr(WorkerProcess, "_finish_close", held)
+    with pydeno.SandboxPool(size=1) as pool:
+        with pool.checkout() as rt:
+            assert rt.eval("1 + 1") == 2
+            process = rt._sup.process
+            assert process is not None
+            pid = process.pid
+        assert rt.closed and torn_down == []
+        with pytest.raises(pydeno.ClosedError):
+            rt.eval("1")
+        closer = threading.Thread(target=pool.close)
+        closer.start()
+        closer.join(0.5)
+        assert closer.is_alive(), "close() returned before the checked-out worker was torn down"
+        gate.set()
+        closer.join(30)
+        assert not closer.is_alive() and pid in torn_down
+    assert not psutil.pid_exists(pid)
