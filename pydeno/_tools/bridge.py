@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
 from .._base.checks import optional_count
-from .tool import Tool, check_name, positional_tool
+from .tool import Tool, positional_tool
 from .toolset import ToolSet, budget_message
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class ToolBridge:
                     raise ValueError(f"the tool named {fn.name!r} is listed as {name!r}: list it under its own name")
                 made.append(fn)
             else:
-                made.append(positional_tool(check_name(name), fn))
+                made.append(positional_tool(name, fn))
         self._set = ToolSet(made, max_calls=optional_count("max_calls", max_calls, 0))
         self._budget = self._set.budget()
 

@@ -174,9 +174,8 @@ def _base(t: Tool) -> str:
     return ts_name(t.name.replace(".", "_"))
 
 
-def _types(t: Tool, lines: list[str]) -> dict[str, str]:
-    """Declare the named types, input and output of t (a tool of named arguments), adding
-    their lines; the names its schemas' references stand for."""
+def _refs(t: Tool) -> dict[str, str]:
+    """The type names t's schemas' references stand for (a positional tool has none)."""
     refs: dict[str, str] = {}
     if t.positional:
         return refs
@@ -184,6 +183,16 @@ def _types(t: Tool, lines: list[str]) -> dict[str, str]:
     for schema in (t.input_schema, t.output_schema or {}):
         for name in schema.get("$defs") or {}:
             refs.setdefault(f"#/$defs/{name}", f"{base}_{ts_name(name)}")
+    return refs
+
+
+def _types(t: Tool, lines: list[str]) -> dict[str, str]:
+    """Declare the named types, input and output of t (a tool of named arguments), adding
+    their lines; the names its schemas' references stand for."""
+    refs = _refs(t)
+    if t.positional:
+        return refs
+    base = _base(t)
     emitted = set()
     for schema in (t.input_schema, t.output_schema or {}):
         for name, sub in (schema.get("$defs") or {}).items():
@@ -275,7 +284,7 @@ def _returns(t: Tool, refs: Mapping[str, str]) -> str:
 def signature(t: Tool) -> dict[str, Any]:
     """One tool for a prompt: its name, description, parameters (name, TypeScript type,
     required) and return type."""
-    refs = _types(t, [])
+    refs = _refs(t)
     return {
         "name": t.name,
         "description": t.description or "",
