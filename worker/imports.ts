@@ -25,7 +25,7 @@ import { compileError, scriptPosition } from "./typescript.ts";
 
 
 /** One change to the text: [start, end) of it becomes `to`. */
-type Change = { start: number; end: number; to: string };
+export type Change = { start: number; end: number; to: string };
 
 function put(list: any[], value: any): void {
   ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
@@ -178,7 +178,7 @@ export function convertImports(code: string, script: string, program: boolean, t
 
 /** The text with the changes (in order, none overlapping) made, and the edits of those that
  * changed a length. Lines as V8 counts them: \n, \r\n, \r, U+2028 and U+2029 end one. */
-function applied(code: string, changes: Change[]): [string, Edit[]] {
+export function applied(code: string, changes: Change[]): [string, Edit[]] {
   const edits: Edit[] = [];
   let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
   for (let k = 0; k < changes.length; k++) {

@@ -3,16 +3,16 @@
 // converts values, and reports. Nothing here is trusted by the host: guest code shares
 // this isolate and can forge anything this file could write.
 //
-// Start-up order matters: capture every intrinsic and Deno facility we need, connect the
-// inspector session used for top-level-await evaluation, revoke the one permission it
-// needed, hide Deno/process from the guest, and only then announce readiness.
+// Start-up order matters: capture every intrinsic and Deno facility we need, revoke every
+// permission, hide Deno/process from the guest, and only then announce readiness.
 
 // deno-lint-ignore-file no-explicit-any
-import { Session } from "node:inspector";
 import { CodecError, holesReadUndefined, isErrorValue, Reader, Writer } from "./codec.ts";
 import {
   addModule,
+  asWritten,
   editedName,
+  isRewritten,
   exportsOf,
   hasModules,
   mapModuleStack,
@@ -23,8 +23,17 @@ import {
 } from "./modules.ts";
 import { addPackage, loaded } from "./packages.ts";
 import { convertImports } from "./imports.ts";
+import { type Names, rewrite, type Rewrite } from "./repl.ts";
 import type { Strip } from "./intrinsics.ts";
-import { compileError, compileFailure, EVAL_SCRIPT, mapStack, stripped, toJavaScript } from "./typescript.ts";
+import {
+  compileError,
+  compileFailure,
+  EVAL_SCRIPT,
+  mapStack,
+  scriptPosition,
+  stripped,
+  toJavaScript,
+} from "./typescript.ts";
 import {
   CONSOLE_LEVELS,
   DENO_PERMISSIONS,
@@ -88,6 +97,13 @@ const readSync = (b: Uint8Array): number => coreReadSync(STDIN_RID, b);
 const readAsync = (b: Uint8Array): Promise<number> => coreRead(STDIN_RID, b);
 const writeSync = (b: Uint8Array): number => coreWriteSync(STDOUT_RID, b);
 const drainTicks: () => void = core.runNextTicks;
+const compileFunction: (source: string, specifier: string, options: any, params: string[]) => [any, any] =
+  core.compileFunction;
+const destructureError: (e: any) => any = core.destructureError;
+// V8's gc() (the host starts it with --expose-gc): the worker's, not the guest's. V8 makes
+// the global non-configurable, so it stays, undefined.
+const collectGarbage: ((options: any) => void) | undefined = (globalThis as any).gc;
+(globalThis as any).gc = undefined;
 const eventLoopHasMoreWork: () => boolean = core.eventLoopHasMoreWork;
 const queueNextTick: (tick: any) => void = core.queueNextTick;
 const exit: (code: number) => never = D.exit;
@@ -158,14 +174,6 @@ function classicScriptSafe(): boolean {
 }
 const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("/") + 1);
 
-// --- The inspector session: REPL-mode evaluation for top-level await --------------------
-// V8's REPL mode is the only way to run a script with top-level await whose let/const
-// persist. It is reachable only through the inspector, which needs sys:inspector; we
-// connect, then revoke the permission before the first guest command.
-const session = new Session();
-session.connect();
-D.permissions.revokeSync({ name: "sys", kind: "inspector" });
-
 // --- The sandbox self-test ----------------------------------------------------------------
 // Only when the host applied OS layers (config.selftest). The launcher has already tried, under
 // every layer deno inherits, to read, list and create files, to listen and connect, to start a
@@ -225,75 +233,10 @@ if (kept.length) {
   coreWriteSync(2, new TextEncoder().encode(`${WORKER_PREFIX}the ${kept[0]} permission is still granted\n`));
   exit(EXIT_PERMISSION_KEPT);
 }
-const post: (method: string, params: any, cb?: (err: any, res: any) => void) => void =
-  session.post.bind(session);
-
-// The inspector hands back remote objects; to get the real value into this closure a
-// global is unavoidable. Its name is random and each hand-over needs a one-time token, so
-// a guest that finds it can only hand us values while no token is live, which we ignore.
-const STASH = `__pydeno_stash_${randomHex()}`;
-let stashToken = "";
-let stashed: any = undefined;
-ObjectDefineProperty(globalThis, STASH, {
-  __proto__: null,
-  value: function (value: any, token: string) {
-    if (token !== "" && token === stashToken) { stashed = value; stashToken = ""; }
-  },
-  enumerable: false, writable: false, configurable: false,
-} as PropertyDescriptor);
-
-function inspectorCall(method: string, params: any): Promise<any> {
-  return new PromiseCtor((resolve, reject) => {
-    post(method, params, (err: any, res: any) => (err ? reject(err) : resolve(res)));
-  });
-}
-
-async function fetchRemote(remote: any): Promise<any> {
-  if (remote.objectId === undefined) {
-    if (ObjectHasOwn(remote, "unserializableValue")) {
-      const u: string = remote.unserializableValue;
-      if (u === "NaN") return NaN;
-      if (u === "Infinity") return Infinity;
-      if (u === "-Infinity") return -Infinity;
-      if (u === "-0") return -0;
-      if (StringSlice(u, -1) === "n") return BigInt(StringSlice(u, 0, -1));
-    }
-    return remote.type === "undefined" ? undefined : remote.value;
-  }
-  const token = randomHex();
-  stashToken = token;
-  stashed = undefined;
-  await inspectorCall("Runtime.callFunctionOn", {
-    objectId: remote.objectId,
-    functionDeclaration: `function (t) { "use strict"; globalThis.${STASH}(this, t); }`,
-    arguments: [{ value: token }],
-    silent: true,
-  });
-  const value = stashed;
-  stashed = undefined;
-  stashToken = "";
-  return value;
-}
-
-// The inspector awaits a REPL evaluation's promise through a weak handle. If the guest
-// awaits a promise nothing can ever settle, that promise becomes garbage, and the inspector
-// reports "Promise was collected" from inside the garbage collector, where Deno's session
-// callback may not run JavaScript: deno panics ("Invoke in DisallowJavascriptExecutionScope")
-// and the command ends as a crash instead of running into its deadline. The first promise
-// an evaluation creates is that promise; a promise hook catches it and replEval keeps it.
-// Deno cannot remove a promise hook, and one costs a call per promise created (promise-heavy
-// code runs up to 1.5x slower under jitless V8), so it is installed on the first REPL-mode
-// eval, through the captured core function, and only runtimes that use top-level await pay.
-const setPromiseHooks: (...hooks: any[]) => void = core.setPromiseHooks;
-let capturePromise = false;
-let capturedPromise: any = undefined;
-let hookInstalled = false;
-
-// The inspector loads node:process on its first message, and that load reads the Deno
-// global. Loading it up front costs every worker ~10 ms of start-up and some MiB, although
-// only runtimes that use top-level await or live long enough to need a memory collection
-// ever send a message; so the first such eval or collection loads it, with the global back
-// for exactly that synchronous load and a message that runs no guest code. Guest code could
+// node:process reads the Deno global as it loads, and Deno's node: modules load it. Loading
+// it up front costs every worker some milliseconds of start-up and some MiB, although only
+// runtimes that use TypeScript or a node: module need it; so the first such use loads it,
+// with the global back for exactly that synchronous load, which runs no guest code. Guest code could
 // observe that moment only through accessors it planted on shared prototypes; what it would
 // see is the Deno namespace with every permission revoked, whose execPath() says "deno" and
 // which has no main module (see guardWorkers): the load finds no host path there to hand on.
@@ -305,7 +248,6 @@ function loadNodeProcess(): void {
   const had = ObjectGetOwnPropertyDescriptor(globalThis, "Deno");
   try {
     ObjectDefineProperty(globalThis, "Deno", { __proto__: null, value: D, writable: true, enumerable: false, configurable: true } as PropertyDescriptor);
-    post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
     // node:process is importable from here on; its argv names this file, and so where the
     // host keeps the worker.
     if (nodeProcessGetter !== undefined) {
@@ -314,54 +256,11 @@ function loadNodeProcess(): void {
       ObjectDefineProperty(nodeProcess, "argv", { __proto__: null, value: argv, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
       delete (globalThis as any).process;
     }
-  } catch { /* the REPL eval that follows reports what is broken */ } finally {
+  } catch { /* what needed it reports what is broken */ } finally {
     try {
       if (had === undefined) delete (globalThis as any).Deno;
       else ObjectDefineProperty(globalThis, "Deno", had);
     } catch { /* a guest that made Deno non-configurable keeps its own */ }
-  }
-}
-
-/** Evaluates code in REPL mode; resolves [value] or rejects with the thrown value (a code
- * that does not compile: a SyntaxError at its place in the script named `script`). */
-async function replEval(code: string, script: string): Promise<any> {
-  loadNodeProcess();
-  if (!hookInstalled) {
-    hookInstalled = true;
-    setPromiseHooks((promise: any) => {
-      if (capturePromise) { capturePromise = false; capturedPromise = promise; }
-    }, undefined, undefined, undefined);
-  }
-  // Set by the executor below, so it lives in this function's context while it awaits.
-  let kept: any = undefined;
-  const res = await new PromiseCtor<any>((resolve, reject) => {
-    capturePromise = true;
-    capturedPromise = undefined;
-    try {
-      post("Runtime.evaluate", {
-        expression: code, replMode: true, awaitPromise: true, objectGroup: "pydeno", silent: true,
-      }, (err: any, r: any) => (err ? reject(err) : resolve(r)));
-    } finally {
-      capturePromise = false;
-      kept = capturedPromise;
-      capturedPromise = undefined;
-      // The guest code may put index properties on Object.prototype, which must go before
-      // Deno's tick plumbing meets them: that runs before the inspector's answer reaches
-      // this function, but after a reaction to the evaluation's promise.
-      if (kept !== undefined) PromiseThen(kept, tidyPrototypes, tidyPrototypes);
-    }
-  });
-  void kept; // the inspector has answered: the evaluation's promise may go now
-  try {
-    if (res.exceptionDetails !== undefined) {
-      const details = res.exceptionDetails, ex = details.exception;
-      const thrown = ex === undefined ? new ErrorCtor(details.text) : await fetchRemote(ex);
-      if (!didNotCompile(details)) throw thrown;
-      throw placedError(thrown, script, details, script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "");
-    }
-    return await fetchRemote(res.result);
-  } finally {
-    post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
   }
 }
 
@@ -373,10 +272,9 @@ async function replEval(code: string, script: string): Promise<any> {
 // And the read loop below seldom yields to the event loop, so V8's memory reducer, which trims
 // the heap of an isolate gone quiet, never runs. So every MEMORY_LOOK_EVERY commands, between
 // two of them, the worker looks at its resident memory, and once that has grown past an
-// allowance, asks the inspector for a collection: HeapProfiler.collectGarbage, V8's
-// low-memory collection, which also empties the compilation cache and gives freed pages back
-// to the system. It runs as a V8 task, so the read loop takes turns of the event loop until it
-// has run. A collection costs time in proportion to what is alive, so each allowance is also
+// allowance, asks V8 for a collection of all it can (gc's "last resort", what V8 does when told
+// memory is low), which also empties the compilation cache and gives freed pages back to the
+// system. A collection costs time in proportion to what is alive, so each allowance is also
 // never less than half of what the last collection left alive above what the first one left.
 //
 // The collection also shrinks the young generation to its least, and over the next few hundred
@@ -386,7 +284,7 @@ async function replEval(code: string, script: string): Promise<any> {
 // that regrowth, or the worker would collect again and again for nothing: the host sizes it
 // from the young generation it asked for (pydeno/host/process/spec.py). But for evals of new code
 // it is too wide: on top of what the first collection touches once (about 3 MiB of deno's code
-// and of node:process, which the inspector loads on its first message), the worker then swung
+// and of what a long life has loaded), the worker then swung
 // up to 3 MiB above the low point, and read more than 5 MiB above where it started for much of
 // its life (up to half of the readings with sandbox="off", whose first reading comes before
 // deno's asynchronous read path has run; fewer after the sandbox's self-test, which has run
@@ -401,7 +299,6 @@ const MEMORY_GROWTH: number = config.memory_growth ?? 5 * 1048576; // bytes
 const NEW_CODE_GROWTH = 256 * 1024; // bytes
 const NEW_CODE_EVALS = 256;
 const SETTLE_LOOKS = 2;
-const COLLECT_WAIT_LOOKS = 4; // looks a collection may stay unanswered before it is given up
 let commandsToLook = MEMORY_LOOK_EVERY;
 let rssFirst = -1; // at the first look
 let rssFloor = -1; // after the last collection, or the least seen since
@@ -413,16 +310,15 @@ let heapFirst = -1; // the live heap the first collection left
 let newCode = 0; // evals of code unlike the one before, since the last collection
 const LAST_CODE_CHARS = 4096;
 let lastCode = "";
-let collectAsked = false;
-let collectLooks = 0;
+// What gc() reads, without a prototype: the guest may have put getters on Object.prototype.
+const LAST_RESORT = ObjectCreate(null, {
+  type: { __proto__: null, value: "major" } as PropertyDescriptor,
+  execution: { __proto__: null, value: "sync" } as PropertyDescriptor,
+  flavor: { __proto__: null, value: "last-resort" } as PropertyDescriptor,
+});
 
 function lookAtMemory(): void {
   commandsToLook = MEMORY_LOOK_EVERY;
-  if (collectAsked) {
-    // A collection nobody answers would keep every read asynchronous.
-    if (++collectLooks > COLLECT_WAIT_LOOKS) collectAsked = false;
-    return;
-  }
   let rss: number;
   try { rss = memoryUsage().rss; } catch { return; }
   if (rssFirst < 0) rssFirst = rss;
@@ -430,19 +326,17 @@ function lookAtMemory(): void {
   if (rssFloor < 0 || rss < rssFloor) { rssFloor = rss; return; }
   if (rss - rssFloor <= rssAllowance &&
       (rssSettled < 0 || newCode < NEW_CODE_EVALS || rss - rssSettled <= settledAllowance)) return;
-  collectAsked = true;
-  collectLooks = 0;
   try {
-    loadNodeProcess();
-    post("HeapProfiler.collectGarbage", {}, collected);
+    if (collectGarbage === undefined) throw new ErrorCtor("no gc");
+    collectGarbage(LAST_RESORT);
   } catch {
-    collectAsked = false;
     rssFloor = rss;
+    return;
   }
+  collected();
 }
 
 function collected(): void {
-  collectAsked = false;
   newCode = 0;
   rssSettled = -1;
   settling = SETTLE_LOOKS;
@@ -932,13 +826,15 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
 
 /** Evaluates code as the script named `script`: its value, or a promise of it. */
 function evaluate(code: string, script: string): any {
-  // A TypeScript eval's JavaScript runs under its own name, so that its frames map back.
-  const repl = script === EVAL_SCRIPT ? code : code + "\n//# sourceURL=" + script;
-  if (RegExpExec(AWAIT_RE, code) !== null) return replEval(repl, script);
   // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
   // poisoned array iteration or put accessors on indices of Object/Array.prototype would
-  // garble its answer, so such a guest takes the REPL route, which does not use it.
-  if (!classicScriptSafe()) return replEval(repl, script);
+  // garble its answer, so such a guest's evals take the rewritten route, which does not read
+  // it (see replEvaluate).
+  const safe = classicScriptSafe();
+  if (!safe || RegExpExec(AWAIT_RE, code) !== null) {
+    const rw = rewritten(code);
+    if (rw.awaits || !safe) return replEvaluate(code, script, rw);
+  }
   // One script name for every plain JavaScript eval: V8's compilation cache, keyed on source
   // and origin, then serves repeated source. New code is what leaves compiled scripts behind
   // (see "Memory over a long life"); only a short source is kept to compare the next with: a
@@ -951,61 +847,272 @@ function evaluate(code: string, script: string): any {
     throw new ErrorCtor(
       "the value of this eval was lost: the code replaced array iteration or put an index property on " +
         "Object.prototype or Array.prototype, which Deno's evaluation reads after the code runs " +
-        "(its other effects stand; evals that use await are not affected)",
+        "(its other effects stand; the evals after it are not affected)",
     );
   }
   if (outcome[1] !== null) {
-    if (outcome[1].isCompileError === true) return compilePlace(code, script, outcome[1].thrown);
+    if (outcome[1].isCompileError === true) {
+      return compilePlace(code, script, outcome[1].thrown);
+    }
     throw outcome[1].thrown;
   }
   return outcome[0];
 }
 
-// --- Where code that does not compile fails ---------------------------------------------------
-// V8 gives a classic script's compile error no frame and JavaScript no way to read its place.
-// The inspector's answer to an evaluation that does not compile carries it; so, only once a
-// compilation has failed, the same source is handed to it again, as a global eval with
-// side effects refused: it fails to compile the same way, and nothing runs.
-
-/** Whether an inspector evaluation failed to compile: a SyntaxError in the script it made,
- * thrown where this worker called it, none of whose frames is in that script (code that ran
- * and threw has one there, whatever its stack says; a rejection from elsewhere, such as a
- * module that would not load, names no script or no frames). */
-function didNotCompile(details: any): boolean {
-  try {
-    if (details.exception?.className !== "SyntaxError" || typeof details.scriptId !== "string") return false;
-    const frames = details.stackTrace?.callFrames;
-    const n = frames?.length ?? 0;
-    if (n === 0) return false;
-    for (let i = 0; i < n; i++) if (frames[i].scriptId === details.scriptId) return false;
-    return typeof details.lineNumber === "number" && typeof details.columnNumber === "number";
-  } catch { return false; }
+const SyntaxErrorCtor = SyntaxError;
+function put(list: any[], value: any): void {
+  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
 }
 
-/** thrown (V8's SyntaxError for code that did not compile) as a SyntaxError at the place the
- * inspector's exceptionDetails name (from 0), in the script named `script`. */
-function placedError(thrown: any, script: string, details: any, more = ""): any {
-  let message = "";
-  try { message = StringFn(thrown.message); } catch { return thrown; }
-  return compileError(message, script, details.lineNumber + 1, details.columnNumber + 1, more);
+// --- Top-level await ---------------------------------------------------------------------------
+// repl.ts rewrites such an eval into an async arrow function's body. The worker declares what
+// it names (vars and functions before it runs, lexical names as they are declared) with small
+// classic scripts of its own, and hands values to and from them through one object of its own,
+// kept in a script-scope constant with an unguessable name: no property of any object the
+// guest can reach, and no result of evalContext, which a poisoned guest could garble.
+const SCOPE = "$" + StringSlice(randomHex(), 0, 12);
+const NAMES: Names = { completion: SCOPE + "c", bound: SCOPE + "t", declare: SCOPE + "d", functions: SCOPE + "s" };
+const HOLDER = SCOPE + "h";
+const hold: any = ObjectCreate(null);
+hold.f = undefined; // the function a rewritten eval's script made
+hold.t = undefined; // the object whose names a declaration script declares
+hold.s = undefined; // what a declaration script made: setters
+ObjectDefineProperty(hold, "r", { __proto__: null, value: (fn: any) => { hold.f = fn; } } as PropertyDescriptor);
+// Handed to the script once, through a global that is gone before any guest code runs.
+ObjectDefineProperty(globalThis, HOLDER, { __proto__: null, value: hold, configurable: true } as PropertyDescriptor);
+evalContext(`const ${HOLDER} = globalThis.${HOLDER};`, "pydeno:start");
+delete (globalThis as any)[HOLDER];
+const DECLARE_SCRIPT = "guest:declare";
+/** Setters of the script-scope names evals with top-level await declared, by name. */
+const setters: { [name: string]: (value: any) => void } = ObjectCreate(null);
+/** Names declared as vars (a var stays for good). */
+const vars: { [name: string]: true } = ObjectCreate(null);
+
+type Compiled = { rw: Rewrite; fn: any; functions: any; name: string };
+// The latest rewrites and their functions, by code: an eval run again costs no lexing.
+const CACHE_SIZE = 64;
+let cache: { [code: string]: Compiled | Rewrite } = ObjectCreate(null);
+let cached = 0;
+
+function rewritten(code: string): Rewrite {
+  const hit = cache[code];
+  if (hit !== undefined) return "rw" in hit ? hit.rw : hit;
+  const rw = rewrite(code, NAMES);
+  remember(code, rw);
+  return rw;
 }
 
-/** Rejects with the compile error `thrown` of code (a classic script named `script`) at its
- * place; a plain JavaScript eval's also says whether the code is TypeScript. */
-async function compilePlace(code: string, script: string, thrown: any): Promise<never> {
-  loadNodeProcess();
-  let details: any = undefined;
-  try {
-    const res = await inspectorCall("Runtime.evaluate", {
-      expression: code, silent: true, throwOnSideEffect: true, objectGroup: "pydeno",
-    });
-    details = res.exceptionDetails;
-  } catch { /* no place: the error as V8 gave it */ } finally {
-    post("Runtime.releaseObjectGroup", { objectGroup: "pydeno" });
+function remember(code: string, entry: Compiled | Rewrite): void {
+  if (cache[code] === undefined && ++cached > CACHE_SIZE) { cache = ObjectCreate(null); cached = 1; }
+  cache[code] = entry;
+}
+
+/** Runs code rewritten as rw: a promise of its completion value. */
+function replEvaluate(code: string, script: string, rw: Rewrite): any {
+  if (rw.error !== null) {
+    const at = scriptPosition(code, rw.error[1]);
+    throw compileError(rw.error[0], script, at[0], at[1]);
   }
-  if (details === undefined || !didNotCompile(details)) throw thrown;
-  const trailer = script === EVAL_SCRIPT && await isTypeScript(code) ? TYPESCRIPT_TRAILER : "";
-  throw placedError(thrown, script, details, trailer);
+  const hit = cache[code];
+  let compiled: Compiled;
+  if (hit !== undefined && "fn" in hit && hit.rw === rw) compiled = hit;
+  else {
+    compiled = compile(code, script, rw);
+    remember(code, compiled);
+    if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
+  }
+  declareVars(rw);
+  const bound = ObjectCreate(null);
+  const declare = (index: number) => declareNames(rw.lexical[index], bound);
+  return ReflectApply(compiled.fn, undefined, [undefined, bound, declare, compiled.functions]);
+}
+
+/** The async function of rw's body, made by a classic script named for its edits. */
+function compile(code: string, script: string, rw: Rewrite): Compiled {
+  const head = `${HOLDER}.r(async(${NAMES.completion},${NAMES.bound},${NAMES.declare},${NAMES.functions})=>{`;
+  const edits: any[] = [];
+  put(edits, { line: 1, column: 1, now: head.length, longer: head.length });
+  for (let i = 0; i < rw.edits.length; i++) {
+    const e = rw.edits[i];
+    put(edits, e.line === 1 ? { line: 1, column: e.column + head.length, now: e.now, longer: e.longer } : e);
+  }
+  const text = head + rw.body + `\nreturn ${NAMES.completion}})`;
+  const name = editedName(text, script, edits);
+  hold.f = undefined;
+  const outcome = evalContext(text, name);
+  const fn = hold.f;
+  hold.f = undefined;
+  if (typeof fn !== "function") throw notCompiled(code, script, outcome);
+  // The functions' setter: a script of the worker's, made once per list of names.
+  let functions: any = undefined;
+  if (rw.functions.length > 0) {
+    let params = "", body = "";
+    for (let i = 0; i < rw.functions.length; i++) {
+      params += (i > 0 ? "," : "") + "v" + i;
+      body += `${rw.functions[i]}=v${i};`;
+    }
+    hold.s = undefined;
+    evalContext(`${HOLDER}.s=(${params})=>{${body}};`, DECLARE_SCRIPT);
+    functions = hold.s;
+    hold.s = undefined;
+  }
+  return { rw, fn, functions, name };
+}
+
+/** The vars and functions rw names, declared as a script declares them, once each. */
+function declareVars(rw: Rewrite): void {
+  let list = "";
+  for (let i = 0; i < rw.vars.length; i++) {
+    const name = rw.vars[i];
+    if (vars[name] === true) continue;
+    list += (list === "" ? "" : ",") + name;
+  }
+  if (list === "") return;
+  hold.s = undefined;
+  const outcome = evalContext(`var ${list};${HOLDER}.s=true;`, DECLARE_SCRIPT);
+  const done = hold.s === true;
+  hold.s = undefined;
+  if (!done) {
+    // A let or const of the same name (a script would refuse the two, and so does this).
+    if (classicScriptSafe() && outcome[1] !== null) throw outcome[1].thrown;
+    throw new SyntaxErrorCtor(`a var in this eval has the name of a let, const or class: ${list}`);
+  }
+  for (let i = 0; i < rw.vars.length; i++) vars[rw.vars[i]] = true;
+}
+
+/** Declares names (a lexical declaration of a rewritten eval, bound on `bound`) as
+ * script-scope lets; a name declared before is assigned instead. */
+function declareNames(names: string[], bound: any): void {
+  const fresh: { [name: string]: true } = ObjectCreate(null);
+  let list = "", made = "", count = 0;
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (setters[name] !== undefined || fresh[name] === true) continue;
+    fresh[name] = true;
+    list += (count > 0 ? "," : "") + `${name}=${HOLDER}.t.${name}`;
+    made += `(v)=>{${name}=v},`;
+    count++;
+  }
+  if (count > 0) {
+    const all = declareScript(`let ${list};${HOLDER}.s=[${made}];`, bound);
+    if (all !== null) {
+      let n = 0;
+      for (let i = 0; i < names.length; i++) {
+        if (fresh[names[i]] === true && setters[names[i]] === undefined) setters[names[i]] = all[n++];
+      }
+    } else {
+      // One of them has a script-scope binding already, not of this worker's making (a plain
+      // eval's let or const, or a var): each on its own, and such a one assigned.
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i];
+        if (fresh[name] !== true || setters[name] !== undefined) continue;
+        const one = declareScript(`let ${name}=${HOLDER}.t.${name};${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
+        if (one !== null) { setters[name] = one[0]; continue; }
+        const other = declareScript(`${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
+        if (other === null) throw new SyntaxErrorCtor(`'${name}' could not be declared`);
+        setters[name] = other[0];
+        delete fresh[name];
+      }
+    }
+  }
+  for (let i = 0; i < names.length; i++) {
+    if (fresh[names[i]] !== true) setters[names[i]](bound[names[i]]);
+  }
+}
+
+/** Runs a declaration script of the worker's; what it made (its setters), or null when it
+ * did not run. */
+function declareScript(text: string, bound: any): any[] | null {
+  hold.t = bound;
+  hold.s = undefined;
+  evalContext(text, DECLARE_SCRIPT);
+  const made = hold.s;
+  hold.s = undefined;
+  hold.t = undefined;
+  return ArrayIsArray(made) ? made : null;
+}
+
+/** The error of a rewritten eval that did not compile: the code as written, compiled (not
+ * run) as an async function's body, says what V8 would say of it, and where. */
+function notCompiled(code: string, script: string, outcome: [any, any]): any {
+  const head = "(async()=>{";
+  let place = compiledPlace(head + code + "\n})", "guest:diagnosis");
+  if (place !== null && place[1] > code.length + head.length) {
+    // Past the code: its input ended, as V8 would say of the code alone.
+    place = compiledPlace(head + code, "guest:diagnosis") ?? place;
+  }
+  if (place === null) {
+    if (classicScriptSafe() && outcome[1] !== null) return outcome[1].thrown;
+    return new SyntaxErrorCtor("the code did not compile");
+  }
+  const at = scriptPosition(head + code, place[1]);
+  return compileError(place[0], script, at[0], at[0] === 1 ? at[1] - head.length : at[1]);
+}
+
+/** V8's message and offset for source that does not compile as a function body (compiled,
+ * never run), or null when it compiles or no place can be had. */
+function compiledPlace(source: string, name: string): [string, number] | null {
+  const found = placeOf(() => {
+    const outcome = compileFunction(source, name, undefined, []);
+    return outcome[1] === null ? null : outcome[1].thrown;
+  }, name);
+  if (found === null) return null;
+  return [found[0], offsetOf(source, found[1], found[2])];
+}
+
+/** The offset of a line and column (from 1, as V8 counts them) in text. */
+function offsetOf(text: string, line: number, column: number): number {
+  let l = 1, i = 0;
+  while (l < line && i < text.length) {
+    const c = StringCharCodeAt(text, i++);
+    if (c === 13 && StringCharCodeAt(text, i) === 10) i++;
+    if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) l++;
+  }
+  return i + column - 1;
+}
+
+// --- Where code that does not compile fails ---------------------------------------------------
+// V8 gives a SyntaxError a compilation throws the frames of whoever asked for the compilation,
+// not its place; the place is in its message object, which Deno's own error reading falls back
+// on when the error has no frame. So, only once a compilation has failed, the same source is
+// compiled again with no stack trace captured: it fails the same way, and nothing runs.
+
+/** The message, line and column (from 1) of the SyntaxError run() returns (null: none), in the
+ * script `name`; null when it has no such place. */
+function placeOf(run: () => any, name: string): [string, number, number] | null {
+  const had = ObjectGetOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+  if (had === undefined || !ObjectHasOwn(had, "value") || had.writable !== true || had.configurable !== true) return null;
+  let thrown: any = null;
+  ObjectDefineProperty(ErrorCtor, "stackTraceLimit", { __proto__: null, value: 0, writable: true, enumerable: had.enumerable, configurable: true } as PropertyDescriptor);
+  try {
+    thrown = run();
+  } catch { thrown = null; } finally {
+    ObjectDefineProperty(ErrorCtor, "stackTraceLimit", had);
+  }
+  if (thrown === null) return null;
+  try {
+    const message = thrown.message;
+    const frames = destructureError(thrown).frames;
+    if (typeof message !== "string" || !ArrayIsArray(frames) || frames.length !== 1) return null;
+    const frame = frames[0];
+    if (frame.fileName !== name || typeof frame.lineNumber !== "number" || typeof frame.columnNumber !== "number") return null;
+    return [message, frame.lineNumber, frame.columnNumber];
+  } catch { return null; }
+}
+
+/** Throws the compile error `thrown` of code (a classic script named `script`) at its place; a
+ * plain JavaScript eval's also says whether the code is TypeScript (a promise then). */
+function compilePlace(code: string, script: string, thrown: any): never | Promise<never> {
+  const place = placeOf(() => {
+    const outcome = evalContext(code, script);
+    return outcome[1] === null || outcome[1].isCompileError !== true ? null : outcome[1].thrown;
+  }, script);
+  if (place === null) throw thrown;
+  const error = () => compileError(place[0], script, place[1], place[2], "");
+  if (script !== EVAL_SCRIPT) throw error();
+  return PromiseThen(isTypeScript(code), (ts: boolean) => {
+    throw compileError(place[0], script, place[1], place[2], ts ? TYPESCRIPT_TRAILER : "");
+  });
 }
 
 /** What a JavaScript eval's compile error says after its mark when the code is TypeScript:
@@ -1243,19 +1350,37 @@ function dispatch(buf: Uint8Array, start: number, end: number): void {
 // install directory, temporary directory or user id. Every stack trace is made here instead
 // of by Deno's default, without those frames: Deno asks Error.prepareStackTrace for one
 // whenever a stack is first read, and this accessor always answers with neutralStack, which
-// calls the guest's own prepareStackTrace, if it set one, with the frames that remain.
+// calls the guest's own prepareStackTrace, if it set one, with the frames that remain. A
+// frame in a rewritten eval (top-level await, an import, see repl.ts and modules.ts) says where
+// the code was written, as the frames the host reads do.
 const ErrorToString = uncurry(ErrorCtor.prototype.toString);
 // A frame's file is a path where Deno gives one for a file: URL.
 const WORKER_PATH = decodeURIComponent(StringSlice(WORKER_DIR, "file://".length));
 let guestPrepareStackTrace: any = undefined;
 // Taken from the first frames Deno hands over, before any reaches the guest.
 let CallSiteFileName: any = undefined, CallSiteToString: any = undefined;
+let CallSiteLine: any = undefined, CallSiteColumn: any = undefined;
+
+/** A frame as V8 writes it, at its place as written when it is in rewritten code. */
+function frameText(site: any): string {
+  const text: string = CallSiteToString(site);
+  const name = CallSiteFileName(site);
+  if (typeof name !== "string" || !isRewritten(name)) return text;
+  const line: number = CallSiteLine(site), column: number = CallSiteColumn(site);
+  const where = `${name}:${line}:${column}`;
+  const at = StringIndexOf(text, where);
+  if (at < 0) return text;
+  const written = asWritten(name, line, column);
+  return StringSlice(text, 0, at) + `${written[0]}:${written[1]}:${written[2]}` + StringSlice(text, at + where.length);
+}
 
 function neutralStack(error: any, sites: any): any {
   if (CallSiteFileName === undefined && sites.length > 0) {
     const proto = ObjectGetPrototypeOf(sites[0]);
     CallSiteFileName = uncurry(proto.getFileName);
     CallSiteToString = uncurry(proto.toString);
+    CallSiteLine = uncurry(proto.getLineNumber);
+    CallSiteColumn = uncurry(proto.getColumnNumber);
   }
   const kept: any = [];
   let n = 0;
@@ -1267,7 +1392,7 @@ function neutralStack(error: any, sites: any): any {
   if (typeof guestPrepareStackTrace === "function") return ReflectApply(guestPrepareStackTrace, ErrorCtor, [error, kept]);
   let text: string;
   try { text = ErrorToString(error); } catch { text = "Error"; }
-  for (let i = 0; i < n; i++) text += `\n    at ${CallSiteToString(kept[i])}`;
+  for (let i = 0; i < n; i++) text += `\n    at ${frameText(kept[i])}`;
   return text;
 }
 ObjectDefineProperty(ErrorCtor, "prepareStackTrace", {
@@ -1626,8 +1751,7 @@ function pump(): void {
       drainTicks();
       untidy = true;
       if (commandsToLook <= 0 && inflight === 0) lookAtMemory();
-      // An asked collection runs as a V8 task, which only a turn of the event loop runs.
-      if (collectAsked || eventLoopHasMoreWork()) {
+      if (eventLoopHasMoreWork()) {
         readInBackground();
         return;
       }

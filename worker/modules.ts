@@ -359,6 +359,31 @@ export function moduleCompileError(e: any): any {
 
 const FRAME = /guest:module\/(\d+):(\d+):(\d+)/;
 
+/** Whether name is that of a rewritten text whose frames are mapped back. */
+export function isRewritten(name: string): boolean {
+  return named[name] !== undefined;
+}
+
+/** Where a position in a rewritten text (by its name) was written: the name frames in that
+ * code show, line and column; through every rewrite that made it. */
+export function asWritten(name: string, line: number, column: number): [string, number, number] {
+  for (let entry = named[name]; entry !== undefined; entry = named[name]) {
+    // Each change before the column on its line moved it right; a position inside an inserted
+    // or replaced text is where that text stands.
+    let shift = 0, inside = -1;
+    for (let k = 0; k < entry.edits.length; k++) {
+      const e = entry.edits[k];
+      if (e.line !== line || e.column > column) continue;
+      if (column < e.column + e.now) { inside = e.column; break; }
+      shift += e.longer;
+    }
+    column = (inside >= 0 ? inside : column) - shift;
+    if (column < 1) column = 1;
+    name = entry.shown;
+  }
+  return [name, line, column];
+}
+
 /** A stack whose frames in rewritten code name the module and its positions as written. */
 export function mapModuleStack(stack: string): string {
   if (StringIndexOf(stack, MODULE_SCRIPT) < 0) return stack;
@@ -366,23 +391,8 @@ export function mapModuleStack(stack: string): string {
   for (;;) {
     const found = RegExpExec(FRAME, rest);
     if (found === null) return out + rest;
-    const entry = named[MODULE_SCRIPT + found[1]];
-    let replacement = found[0];
-    if (entry !== undefined) {
-      const line = NumberParseInt(found[2], 10);
-      let column = NumberParseInt(found[3], 10);
-      // Each specifier replaced before the column on its line moved it right.
-      let shift = 0, inside = -1;
-      for (let k = 0; k < entry.edits.length; k++) {
-        const e = entry.edits[k];
-        if (e.line !== line || e.column > column) continue;
-        if (column < e.column + e.now) { inside = e.column; break; } // in a URL: the specifier
-        shift += e.longer;
-      }
-      column = (inside >= 0 ? inside : column) - shift;
-      replacement = `${entry.shown}:${line}:${column}`;
-    }
-    out += StringSlice(rest, 0, found.index) + replacement;
+    const at = asWritten(MODULE_SCRIPT + found[1], NumberParseInt(found[2], 10), NumberParseInt(found[3], 10));
+    out += StringSlice(rest, 0, found.index) + `${at[0]}:${at[1]}:${at[2]}`;
     rest = StringSlice(rest, found.index + found[0].length);
   }
 }

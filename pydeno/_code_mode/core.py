@@ -29,9 +29,8 @@ from .result import ExecutionResult, model_hint
 __all__ = ["Execution", "PendingCall", "function_program", "program"]
 
 _STDERR_LEVELS: Final = frozenset({"warn", "error"})
-# Where a guest frame points: deno names a classic eval "guest:eval", the inspector's
-# REPL evaluation "<anonymous>".
-_FRAME: Final = re.compile(r"\bat (?:.*\()?(?:guest:eval|<anonymous>):(\d+):(\d+)\)?")
+# Where a guest frame points: the worker names an eval's frames "guest:eval".
+_FRAME: Final = re.compile(r"\bat (?:.*\()?guest:eval:(\d+):(\d+)\)?")
 
 
 # A program runs as a block, so its let, const and class stay in its execution. The brace

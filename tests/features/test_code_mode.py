@@ -278,7 +278,7 @@ def test_a_failed_tool_call_points_at_the_call_in_the_program(cm: pydeno.CodeMod
     assert result.exception is not None
     assert "at notify (" in str(getattr(result.exception, "stack", ""))
     caught = cm.execute("try { await tools.flaky({ reason: 'x' }) } catch (e) { e.stack.split('\\n')[1].trim() }")
-    assert caught.value == "at <anonymous>:1:20"
+    assert caught.value == "at guest:eval:1:20"
 
 
 def test_a_result_the_output_schema_refuses_is_a_tool_error() -> None:

@@ -99,6 +99,9 @@ class WorkerConfig:
         if self.jitless:
             flags.append("--jitless")
         flags.append(f"--min-semi-space-size={YOUNG_SEMI_SPACE_MIB}")
+        # gc() for the worker's collection over a long life (worker/main.ts, "Memory over a
+        # long life"); the worker takes it off the global before any guest code runs.
+        flags.append("--expose-gc")
         return ",".join(flags)
 
     def settings(self, selftest: dict[str, Any] | None = None) -> str:
@@ -150,9 +153,6 @@ class WorkerConfig:
             # Without it, a Worker given deno.permissions (which may only narrow what the
             # code that starts it has) ends the whole process instead of the constructor call.
             "--unstable-worker-options",
-            # Only the inspector, for REPL-mode evaluation; the worker revokes it before
-            # it reads the first command.
-            "--allow-sys=inspector",
             *grants,
             *([f"--v8-flags={flags}"] if (flags := self.v8_flags()) else []),
             str(entry),

@@ -1,0 +1,485 @@
+// What an eval with top-level await means, without V8's REPL mode.
+//
+// A classic script cannot await, and an async function's declarations end with it. So an eval
+// whose top level awaits is rewritten to the body of an async arrow function, which the worker
+// creates by a classic script of its own and calls (main.ts), with what a script would have
+// made global made global:
+//   - A `var` anywhere outside a function, and a function declared at the top level, are
+//     declared by a classic script first (global and non-configurable, as a script's are);
+//     the var's initialiser becomes an assignment where it was, and the function is assigned
+//     to its global as the body starts (it is still hoisted within the body).
+//   - A `let`, `const` or `class` at the top level is declared as the declaration runs: its
+//     names are bound on a fresh object, then declared by a classic script of their own as
+//     script-scope lets (main.ts), so later evals see them as they would a script's, and a
+//     use before the declaration is a ReferenceError. Declared again by a later eval, the
+//     name is assigned instead, as V8's REPL mode allows.
+//   - Every expression statement outside a function records its value, and a statement whose
+//     value is "empty" resets it first, so the eval's value is its completion value, as a
+//     script's is (an if, a loop, a switch and a try give theirs; a finally does not).
+// Statements are found by a statement-level parse of the lexer's tokens (lexer.ts): brackets
+// are matched, and where no semicolon ends a statement, a line break ends it unless the next
+// token could continue it, as automatic semicolon insertion does. Expressions are never
+// parsed beyond that, and function and class bodies are skipped whole.
+//
+// Every change is an insertion or a replacement on one line: lines stay where they were, and
+// the edits say how columns moved, so frames map back to the code as written (modules.ts).
+
+// deno-lint-ignore-file no-explicit-any
+import { ObjectDefineProperty, RegExpExec, StringCharCodeAt, StringSlice } from "./intrinsics.ts";
+import { isText, lex, OTHER, PUNCT, STRING, type Tokens, WORD } from "./lexer.ts";
+import { applied, type Change } from "./imports.ts";
+import type { Edit } from "./modules.ts";
+
+const Int32ArrayCtor = Int32Array;
+
+function put(list: any[], value: any): void {
+  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+}
+
+/** The names the rewritten body uses: its completion value, the object its lexical names are
+ * bound on, the function that declares them, and the one that makes its functions global. */
+export type Names = { completion: string; bound: string; declare: string; functions: string };
+
+export type Rewrite = {
+  /** Whether any await is outside a function: only then is the rewrite needed. */
+  awaits: boolean;
+  /** The body, and the edits that made it from the code. */
+  body: string;
+  edits: Edit[];
+  /** The names of each top-level lexical declaration, by the index the body declares it by. */
+  lexical: string[][];
+  /** Every var name, and each top-level function's name, to declare before the body runs. */
+  vars: string[];
+  /** The top-level functions, in the order the body hands them over. */
+  functions: string[];
+  /** A mistake the scripts would refuse that the body would not: its message and offset. */
+  error: [string, number] | null;
+};
+
+// Words that carry an expression over a line break, and words that are no label.
+const OPERAND_WORDS = /^(?:typeof|instanceof|in|of|new|delete|void|await)$/;
+const KEYWORDS = /^(?:break|case|catch|class|const|continue|debugger|default|delete|do|else|export|extends|finally|for|function|if|import|in|instanceof|new|return|super|switch|this|throw|try|typeof|var|void|while|with|yield|let|static|enum|await|null|true|false)$/;
+
+/** The code's statements rewritten as described above. */
+export function rewrite(code: string, n: Names): Rewrite {
+  const t: Tokens = lex(code);
+  const count = t.count;
+  const changes: Change[] = [];
+  const lexical: string[][] = [];
+  const vars: string[] = [];
+  const functions: string[] = [];
+  let awaits = false;
+  let error: [string, number] | null = null;
+
+  // The matching bracket of each opener and closer (-1: none).
+  const match = new Int32ArrayCtor(count > 0 ? count : 1);
+  {
+    const stack = new Int32ArrayCtor(count > 0 ? count : 1);
+    let top = 0;
+    for (let k = 0; k < count; k++) {
+      match[k] = -1;
+      const c = StringCharCodeAt(code, t.start[k]);
+      const last = StringCharCodeAt(code, t.end[k] - 1);
+      if (t.kind[k] === PUNCT && (c === 40 || c === 91 || c === 123)) { stack[top++] = k; continue; }
+      const closes = (t.kind[k] === PUNCT && (c === 41 || c === 93 || c === 125)) ||
+        (t.kind[k] === OTHER && c === 125); // the } that ends a template substitution
+      if (closes) {
+        if (top === 0) {
+          if (error === null) error = [`Unexpected token '${StringSlice(code, t.start[k], t.start[k] + 1)}'`, t.start[k]];
+        } else {
+          const open = stack[--top];
+          match[open] = k;
+          match[k] = open;
+        }
+      }
+      if (t.kind[k] === OTHER && (c === 96 || c === 125) && last === 123 && t.end[k] - t.start[k] >= 2 &&
+          StringCharCodeAt(code, t.end[k] - 2) === 36) stack[top++] = k; // `...${ or }...${
+    }
+  }
+
+  const ch = (k: number) => (k < count ? StringCharCodeAt(code, t.start[k]) : -1);
+  const punct = (k: number, c: number) => k < count && t.kind[k] === PUNCT && StringCharCodeAt(code, t.start[k]) === c;
+  const word = (k: number, s: string) => k < count && t.kind[k] === WORD && isText(code, t, k, s);
+  // A word as a keyword: not a property's name (after a dot, or before a colon in a literal).
+  const keyword = (k: number, s: string) => word(k, s) && !punct(k - 1, 46) && !punct(k + 1, 58);
+  const text = (k: number) => StringSlice(code, t.start[k], t.end[k]);
+  const adjacent = (k: number) => k > 0 && t.start[k] === t.end[k - 1];
+  const change = (start: number, end: number, to: string) => put(changes, { start, end, to });
+  const insert = (at: number, to: string) => put(changes, { start: at, end: at, to });
+  const fail = (message: string, k: number) => { if (error === null) error = [message, k < count ? t.start[k] : code.length]; };
+
+  /** Whether a line break lies between token k - 1 and token k. */
+  function breakBefore(k: number): boolean {
+    if (k === 0 || k >= count) return false;
+    for (let i = t.end[k - 1]; i < t.start[k]; i++) {
+      const c = StringCharCodeAt(code, i);
+      if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) return true;
+    }
+    return false;
+  }
+
+  /** Whether token p (the last of an expression so far) leaves it wanting an operand. */
+  function wantsOperand(p: number): boolean {
+    if (t.kind[p] === WORD) return RegExpExec(OPERAND_WORDS, text(p)) !== null;
+    if (t.kind[p] !== PUNCT) return false;
+    const c = ch(p);
+    if (c === 41 || c === 93 || c === 125) return false; // ) ] }
+    if ((c === 43 || c === 45) && adjacent(p) && ch(p - 1) === c) {
+      // ++ or --: postfix when it follows a value on its line, so the expression is whole.
+      const before = p - 2;
+      if (before >= 0 && !breakBefore(p - 1) && (t.kind[before] !== PUNCT || ch(before) === 41 || ch(before) === 93)) return false;
+    }
+    return true;
+  }
+
+  /** Whether token k, after a line break, continues the expression whose last token is p. */
+  function continues(p: number, k: number): boolean {
+    if (wantsOperand(p)) return true;
+    // An arrow function's block body ends its expression: nothing can call or index it.
+    if (punct(p, 125) && match[p] >= 0 && functionBody(match[p]) && !punct(match[p] - 1, 41)) return false;
+    if (t.kind[k] === WORD) return word(k, "in") || word(k, "instanceof");
+    if (t.kind[k] === STRING) return false;
+    if (t.kind[k] === OTHER) return ch(k) === 96; // a tagged template; a regex cannot follow a value
+    const c = ch(k);
+    if ((c === 43 || c === 45) && k + 1 < count && adjacent(k + 1) && ch(k + 1) === c) return false; // ++ --
+    return !(c === 33 || c === 126 || c === 123 || c === 125 || c === 59 || c === 41 || c === 93); // ! ~ { } ; ) ]
+  }
+
+  /** Whether the { at k opens a function's body: after the ) of its parameters, or after =>. */
+  function functionBody(k: number): boolean {
+    return punct(k - 1, 41) || (punct(k - 1, 62) && adjacent(k - 1) && punct(k - 2, 61));
+  }
+
+  /** Records an await at the top level in tokens [from, to), skipping function and class
+   * bodies. */
+  function findAwaits(from: number, to: number): void {
+    for (let k = from; k < to; k++) {
+      if (keyword(k, "await")) { awaits = true; return; }
+      if (keyword(k, "function") || keyword(k, "class")) { k = skipFunctionOrClass(k); continue; }
+      if (punct(k, 123) && functionBody(k)) k = match[k] < 0 ? count : match[k];
+    }
+  }
+
+  /** From the `function` or `class` at k: the last token of its body. */
+  function skipFunctionOrClass(k: number): number {
+    let j = k + 1;
+    while (j < count && !punct(j, 123)) {
+      if (punct(j, 40) || punct(j, 91)) { j = match[j] < 0 ? count : match[j] + 1; continue; }
+      j++;
+    }
+    return j < count && match[j] >= 0 ? match[j] : count;
+  }
+
+  /** The first token after the expression starting at k: it stops at a semicolon, at a closer
+   * of what it is in, at a line break that ends it, and (as asked) at a comma, at `in`/`of`, or
+   * at a case's colon. */
+  function expressionEnd(k: number, comma: boolean, forHead = false, colon = false): number {
+    let questions = 0;
+    let j = k;
+    for (; j < count; j++) {
+      if (j > k && breakBefore(j) && !continues(j - 1, j)) return j;
+      if (keyword(j, "function") || keyword(j, "class")) { j = skipFunctionOrClass(j); continue; }
+      const kind = t.kind[j], c = ch(j);
+      if ((kind === PUNCT && (c === 40 || c === 91 || c === 123)) || (kind === OTHER && match[j] > j)) {
+        // Brackets, a literal's braces or a template's substitutions: skipped whole, looked
+        // into for an await unless they are a function's body.
+        let open = j;
+        for (;;) {
+          const close = match[open];
+          if (close < open) return count;
+          if (!(c === 123 && kind === PUNCT && functionBody(open))) findAwaits(open + 1, close);
+          j = close;
+          if (t.kind[close] === OTHER && match[close] > close) { open = close; continue; }
+          break;
+        }
+        continue;
+      }
+      if (kind === PUNCT && (c === 41 || c === 93 || c === 125)) return j;
+      if (kind === WORD) {
+        if (keyword(j, "await")) awaits = true;
+        else if (forHead && (word(j, "in") || word(j, "of"))) return j;
+        continue;
+      }
+      if (kind !== PUNCT) continue;
+      if (c === 59) return j;
+      if (comma && c === 44) return j;
+      if (c === 63 && !(punct(j + 1, 46) && adjacent(j + 1)) && !(punct(j + 1, 63) && adjacent(j + 1)) &&
+          !(punct(j - 1, 63) && adjacent(j))) questions++;
+      if (c === 58) {
+        if (questions > 0) questions--;
+        else if (colon) return j;
+      }
+    }
+    return j;
+  }
+
+  /** Binds the names of the pattern at k (a name, or an object or array pattern) and returns
+   * the token after it; `bind` is told each name's token and whether it is an object's
+   * shorthand property. */
+  function pattern(k: number, bind: (k: number, shorthand: boolean) => void): number {
+    if (k < count && t.kind[k] === WORD) { bind(k, false); return k + 1; }
+    if (punct(k, 91)) { // [ a, , b = 1, ...c ]
+      const end = match[k] < 0 ? count : match[k];
+      let j = k + 1;
+      while (j < end) {
+        if (punct(j, 44)) { j++; continue; }
+        if (punct(j, 46) && punct(j + 1, 46) && punct(j + 2, 46)) j += 3;
+        j = pattern(j, bind);
+        if (punct(j, 61)) j = expressionEnd(j + 1, true);
+        if (punct(j, 44)) j++;
+        else if (j < end) { fail(`Unexpected token '${text(j)}'`, j); return end + 1; }
+      }
+      return end + 1;
+    }
+    if (punct(k, 123)) { // { a, b: c, [k]: d = 1, ...e }
+      const end = match[k] < 0 ? count : match[k];
+      let j = k + 1;
+      while (j < end) {
+        if (punct(j, 46) && punct(j + 1, 46) && punct(j + 2, 46)) { j = pattern(j + 3, bind); }
+        else {
+          let key = j;
+          if (punct(j, 91)) j = (match[j] < 0 ? count : match[j]) + 1;
+          else j++;
+          if (punct(j, 58)) j = pattern(j + 1, bind);
+          else if (t.kind[key] === WORD) bind(key, true);
+          else { fail(`Unexpected token '${text(j)}'`, j); return end + 1; }
+          key = -1;
+          if (punct(j, 61)) j = expressionEnd(j + 1, true);
+        }
+        if (punct(j, 44)) j++;
+        else if (j < end) { fail(`Unexpected token '${text(j)}'`, j); return end + 1; }
+      }
+      return end + 1;
+    }
+    fail(k < count ? `Unexpected token '${text(k)}'` : "Unexpected end of input", k);
+    return k + 1;
+  }
+
+  /** Declarators from k to the end of their list: each pattern, then its initialiser if any.
+   * Returns the first token after the list. */
+  function declarators(k: number, bind: (k: number, shorthand: boolean) => void, each: (last: number, init: boolean) => void, forHead: boolean): number {
+    let j = k;
+    for (;;) {
+      j = pattern(j, bind);
+      let init = false;
+      if (punct(j, 61) && !(punct(j + 1, 61) && adjacent(j + 1))) { init = true; j = expressionEnd(j + 1, true, forHead); }
+      each(j, init);
+      if (punct(j, 44)) { j++; continue; }
+      return j;
+    }
+  }
+
+  /** After a statement's last token (before j): where it ends, its semicolon included. */
+  function ended(j: number): number {
+    return punct(j, 59) ? j + 1 : j;
+  }
+
+  const C = n.completion, T = n.bound;
+  const RESET = `${C}=void 0;`;
+
+  /** The statements from k to `end` (a token index). top: the eval's own top level. */
+  function statements(k: number, end: number, top: boolean, record: boolean): number {
+    while (k < end) k = statement(k, top, record, true, -1);
+    return k;
+  }
+
+  /** The statement at k; returns the token after it. list: it stands in a list of statements
+   * (not as the body of an if, a loop or a label); labels: where its labels start. */
+  function statement(k: number, top: boolean, record: boolean, list: boolean, labels: number): number {
+    const start = labels >= 0 ? labels : k;
+    // A statement whose value is "empty" when its body's is: the value so far goes first.
+    const reset = () => { if (record && list) insert(t.start[start], RESET); };
+    if (punct(k, 59)) return k + 1;
+    if (punct(k, 123)) return block(k, record);
+    if (k < count && t.kind[k] === WORD) {
+      if (punct(k + 1, 58) && RegExpExec(KEYWORDS, text(k)) === null) return statement(k + 2, top, record, list, start);
+      if (word(k, "var")) return varStatement(k, list);
+      if ((word(k, "let") && ((t.kind[k + 1] === WORD && !word(k + 1, "in") && !word(k + 1, "instanceof")) ||
+          punct(k + 1, 91) || punct(k + 1, 123))) || word(k, "const")) {
+        if (top) return lexicalStatement(k);
+        return ended(declarators(k + 1, () => {}, () => {}, false));
+      }
+      if (word(k, "class")) {
+        const close = skipFunctionOrClass(k);
+        if (top && k + 1 < count && t.kind[k + 1] === WORD && !word(k + 1, "extends")) {
+          const names: string[] = [];
+          put(names, text(k + 1));
+          const index = lexical.length;
+          put(lexical, names);
+          change(t.start[k], t.end[k], `;(${T}.${text(k + 1)}=class`);
+          insert(close < count ? t.end[close] : code.length, `,${n.declare}(${index}));`);
+        }
+        return close + 1;
+      }
+      if (word(k, "function") || (word(k, "async") && word(k + 1, "function") && !breakBefore(k + 1))) {
+        let j = word(k, "async") ? k + 2 : k + 1;
+        if (punct(j, 42)) j++;
+        if (top && j < count && t.kind[j] === WORD) { put(functions, text(j)); put(vars, text(j)); }
+        return skipFunctionOrClass(k) + 1;
+      }
+      if (word(k, "if")) {
+        reset();
+        let j = statement(parenthesised(k + 1), false, record, false, -1);
+        if (word(j, "else")) j = statement(j + 1, false, record, false, -1);
+        return j;
+      }
+      if (word(k, "for")) {
+        reset();
+        let j = k + 1;
+        if (word(j, "await")) { awaits = true; j++; }
+        if (!punct(j, 40)) { unexpected(j); return count; }
+        const close = match[j] < 0 ? count : match[j];
+        if (word(j + 1, "var")) {
+          change(t.start[j + 1], t.end[j + 1], "   ");
+          declarators(j + 2, (b) => put(vars, text(b)), () => {}, true);
+        }
+        findAwaits(j + 1, close);
+        return statement(close + 1, false, record, false, -1);
+      }
+      if (word(k, "while") || word(k, "with")) {
+        reset();
+        return statement(parenthesised(k + 1), false, record, false, -1);
+      }
+      if (word(k, "do")) {
+        reset();
+        let j = statement(k + 1, false, record, false, -1);
+        if (word(j, "while")) j = parenthesised(j + 1);
+        return ended(j);
+      }
+      if (word(k, "switch")) {
+        reset();
+        const j = parenthesised(k + 1);
+        if (!punct(j, 123)) { unexpected(j); return count; }
+        const close = match[j] < 0 ? count : match[j];
+        let c = j + 1;
+        while (c < close) {
+          if (word(c, "case")) { c = expressionEnd(c + 1, false, false, true) + 1; continue; }
+          if (word(c, "default") && punct(c + 1, 58)) { c += 2; continue; }
+          c = statement(c, false, record, true, -1);
+        }
+        return close + 1;
+      }
+      if (word(k, "try")) {
+        reset();
+        let j = block(k + 1, record);
+        if (word(j, "catch")) {
+          j++;
+          if (punct(j, 40)) j = (match[j] < 0 ? count : match[j]) + 1;
+          j = block(j, record);
+        }
+        if (word(j, "finally")) j = block(j + 1, false);
+        return j;
+      }
+      if (word(k, "return")) { fail("Illegal return statement", k); return count; }
+      if (word(k, "break") || word(k, "continue") || word(k, "debugger")) {
+        let j = k + 1;
+        if (j < count && t.kind[j] === WORD && !breakBefore(j)) j++;
+        return ended(j);
+      }
+      if (word(k, "throw")) return ended(expressionEnd(k + 1, false));
+      if ((word(k, "import") && !punct(k + 1, 40) && !punct(k + 1, 46)) || word(k, "export")) {
+        return ended(expressionEnd(k + 1, false)); // left as written, for V8 to refuse
+      }
+    }
+    // An expression statement: its value is recorded.
+    const e = expressionEnd(k, false);
+    if (e === k) { unexpected(k); return k + 1; }
+    if (record) {
+      insert(t.start[k], `${C}=(`);
+      insert(t.end[e - 1], ")");
+    }
+    return ended(e);
+  }
+
+  function unexpected(k: number): void {
+    fail(k < count ? `Unexpected token '${text(k)}'` : "Unexpected end of input", k);
+  }
+
+  function parenthesised(k: number): number {
+    if (!punct(k, 40)) { unexpected(k); return count; }
+    const close = match[k] < 0 ? count : match[k];
+    findAwaits(k + 1, close);
+    return close + 1;
+  }
+
+  function block(k: number, record: boolean): number {
+    if (!punct(k, 123)) { unexpected(k); return count; }
+    const close = match[k] < 0 ? count : match[k];
+    statements(k + 1, close, false, record);
+    return close + 1;
+  }
+
+  /** The end of a statement we rewrote into an expression statement, whose last token is
+   * before `end`: a semicolon unless the code has one there. */
+  function close(end: number, to: string): number {
+    insert(t.end[end - 1], punct(end, 59) ? to : to + ";");
+    return ended(end);
+  }
+
+  /** `var a = 1, {b} = c` at k: `;(a = 1, {b} = c);`, its names declared before the body. A
+   * declarator without an initialiser is left out (its name becomes 0). In a list a semicolon
+   * first, so that the statement before does not run on into the parenthesis. */
+  function varStatement(k: number, list: boolean): number {
+    change(t.start[k], t.end[k], list ? ";(" : "(");
+    const end = declarators(k + 1, (b) => put(vars, text(b)), (last, init) => {
+      if (!init) change(t.start[last - 1], t.end[last - 1], "0");
+    }, false);
+    return close(end, ")");
+  }
+
+  /** `let a = 1, {b, c: [d]} = e` at k (or const): `;(T.a = 1, {b: T.b, c: [T.d]} = e,
+   * declare(i));`: the names are bound on T, then declared. */
+  function lexicalStatement(k: number): number {
+    const index = lexical.length;
+    const names: string[] = [];
+    put(lexical, names);
+    const isConst = word(k, "const");
+    change(t.start[k], t.end[k], ";(");
+    const end = declarators(k + 1, (b, shorthand) => {
+      put(names, text(b));
+      insert(t.start[b], shorthand ? `${text(b)}:${T}.` : `${T}.`);
+    }, (last, init) => {
+      if (init) return;
+      if (isConst) fail("Missing initializer in const declaration", last);
+      else insert(t.end[last - 1], "=void 0");
+    }, false);
+    return close(end, `,${n.declare}(${index}))`);
+  }
+
+  // A directive prologue ("use strict") stays first, as written, and gives no value.
+  let first = 0;
+  while (first < count && t.kind[first] === STRING && (punct(first + 1, 59) || first + 1 === count || breakBefore(first + 1))) {
+    first = punct(first + 1, 59) ? first + 2 : first + 1;
+  }
+  const prologue: Change = { start: first < count ? t.start[first] : code.length, end: 0, to: "" };
+  prologue.end = prologue.start;
+  put(changes, prologue);
+  statements(first, count, true, true);
+  if (functions.length > 0) {
+    let list = "";
+    for (let i = 0; i < functions.length; i++) list += (i > 0 ? "," : "") + functions[i];
+    prologue.to = `${n.functions}(${list});`;
+  }
+  let body = code;
+  let edits: Edit[] = [];
+  if (awaits) {
+    sortChanges(changes);
+    const made = applied(code, changes);
+    body = made[0];
+    edits = made[1];
+  }
+  return { awaits, body, edits, lexical, vars, functions, error };
+}
+
+/** Stable insertion sort by start: changes are made almost in order. */
+function sortChanges(changes: Change[]): void {
+  for (let i = 1; i < changes.length; i++) {
+    const c = changes[i];
+    let j = i - 1;
+    while (j >= 0 && changes[j].start > c.start) {
+      ObjectDefineProperty(changes, j + 1, { __proto__: null, value: changes[j], writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      j--;
+    }
+    ObjectDefineProperty(changes, j + 1, { __proto__: null, value: c, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+  }
+}
