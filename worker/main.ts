@@ -826,15 +826,11 @@ async function settle(id: number, promise: Promise<any>): Promise<void> {
 
 /** Evaluates code as the script named `script`: its value, or a promise of it. */
 function evaluate(code: string, script: string): any {
-  // Deno's evalContext wrapper destructures an array it builds with [[Set]]: a guest that
-  // poisoned array iteration or put accessors on indices of Object/Array.prototype would
-  // garble its answer, so such a guest's evals take the rewritten route, which does not read
-  // it (see replEvaluate).
-  const safe = classicScriptSafe();
-  if (!safe || RegExpExec(AWAIT_RE, code) !== null) {
-    const rw = rewritten(code);
-    if (rw.awaits || !safe) return replEvaluate(code, script, rw);
-  }
+  // Code that awaits is rewritten (see "Top-level await"). So is every eval of a guest that
+  // poisoned array iteration or put accessors on indices of Object/Array.prototype: Deno's
+  // evalContext wrapper destructures an array it builds with [[Set]], and such a guest would
+  // garble its answer; the rewritten route never reads it.
+  if (RegExpExec(AWAIT_RE, code) !== null || !classicScriptSafe()) return replEvaluate(code, script, rewritten(code));
   // One script name for every plain JavaScript eval: V8's compilation cache, keyed on source
   // and origin, then serves repeated source. New code is what leaves compiled scripts behind
   // (see "Memory over a long life"); only a short source is kept to compare the next with: a
@@ -909,15 +905,14 @@ function remember(code: string, entry: Compiled | Rewrite): void {
 
 /** Runs code rewritten as rw: a promise of its completion value. */
 function replEvaluate(code: string, script: string, rw: Rewrite): any {
-  if (rw.error !== null) {
-    const at = scriptPosition(code, rw.error[1]);
-    throw compileError(rw.error[0], script, at[0], at[1]);
-  }
+  if (rw.error !== null) return refuse(code, script, rw.error, null);
   const hit = cache[code];
   let compiled: Compiled;
   if (hit !== undefined && "fn" in hit && hit.rw === rw) compiled = hit;
   else {
-    compiled = compile(code, script, rw);
+    const made = compile(code, script, rw);
+    if (!("fn" in made)) return refuse(code, script, null, made.outcome);
+    compiled = made;
     remember(code, compiled);
     if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
   }
@@ -928,7 +923,7 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
 }
 
 /** The async function of rw's body, made by a classic script named for its edits. */
-function compile(code: string, script: string, rw: Rewrite): Compiled {
+function compile(code: string, script: string, rw: Rewrite): Compiled | { outcome: [any, any] } {
   const head = `${HOLDER}.r(async(${NAMES.completion},${NAMES.bound},${NAMES.declare},${NAMES.functions})=>{`;
   const edits: any[] = [];
   put(edits, { line: 1, column: 1, now: head.length, longer: head.length });
@@ -942,7 +937,7 @@ function compile(code: string, script: string, rw: Rewrite): Compiled {
   const outcome = evalContext(text, name);
   const fn = hold.f;
   hold.f = undefined;
-  if (typeof fn !== "function") throw notCompiled(code, script, outcome);
+  if (typeof fn !== "function") return { outcome };
   // The functions' setter: a script of the worker's, made once per list of names.
   let functions: any = undefined;
   if (rw.functions.length > 0) {
@@ -1009,14 +1004,22 @@ function declareNames(names: string[], bound: any): void {
         const one = declareScript(`let ${name}=${HOLDER}.t.${name};${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
         if (one !== null) { setters[name] = one[0]; continue; }
         const other = declareScript(`${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
-        if (other === null) throw new SyntaxErrorCtor(`'${name}' could not be declared`);
+        if (other === null) throw new SyntaxErrorCtor(`Identifier '${name}' has already been declared`);
         setters[name] = other[0];
         delete fresh[name];
       }
     }
   }
   for (let i = 0; i < names.length; i++) {
-    if (fresh[names[i]] !== true) setters[names[i]](bound[names[i]]);
+    const name = names[i];
+    if (fresh[name] === true) continue;
+    try {
+      setters[name](bound[name]);
+    } catch (e) {
+      // A const a plain eval declared: as a script may not declare it again, nor may this.
+      if (e instanceof TypeErrorCtor) throw new SyntaxErrorCtor(`Identifier '${name}' has already been declared`);
+      throw e;
+    }
   }
 }
 
@@ -1032,21 +1035,36 @@ function declareScript(text: string, bound: any): any[] | null {
   return ArrayIsArray(made) ? made : null;
 }
 
-/** The error of a rewritten eval that did not compile: the code as written, compiled (not
- * run) as an async function's body, says what V8 would say of it, and where. */
-function notCompiled(code: string, script: string, outcome: [any, any]): any {
+/** Throws the error of a rewritten eval that did not compile, or that the rewrite refused
+ * (scanned: its message and offset). The code as written, compiled (never run) as an async
+ * function's body, says what V8 would say of it, and where; a plain JavaScript eval's error
+ * also says whether the code is TypeScript (a promise then). */
+function refuse(code: string, script: string, scanned: [string, number] | null, outcome: [any, any] | null): never | Promise<never> {
   const head = "(async()=>{";
   let place = compiledPlace(head + code + "\n})", "guest:diagnosis");
   if (place !== null && place[1] > code.length + head.length) {
     // Past the code: its input ended, as V8 would say of the code alone.
     place = compiledPlace(head + code, "guest:diagnosis") ?? place;
   }
-  if (place === null) {
-    if (classicScriptSafe() && outcome[1] !== null) return outcome[1].thrown;
-    return new SyntaxErrorCtor("the code did not compile");
+  let message: string, line: number, column: number;
+  if (place !== null) {
+    const at = scriptPosition(head + code, place[1]);
+    message = place[0];
+    line = at[0];
+    column = at[0] === 1 ? at[1] - head.length : at[1];
+  } else if (scanned !== null) {
+    const at = scriptPosition(code, scanned[1]);
+    message = scanned[0];
+    line = at[0];
+    column = at[1];
+  } else {
+    throw classicScriptSafe() && outcome !== null && outcome[1] !== null ? outcome[1].thrown
+      : new SyntaxErrorCtor("the code did not compile");
   }
-  const at = scriptPosition(head + code, place[1]);
-  return compileError(place[0], script, at[0], at[0] === 1 ? at[1] - head.length : at[1]);
+  if (script !== EVAL_SCRIPT) throw compileError(message, script, line, column, "");
+  return PromiseThen(isTypeScript(code), (ts: boolean) => {
+    throw compileError(message, script, line, column, ts ? TYPESCRIPT_TRAILER : "");
+  });
 }
 
 /** V8's message and offset for source that does not compile as a function body (compiled,
@@ -1137,6 +1155,8 @@ async function isTypeScript(code: string): Promise<boolean> {
 function runEval(id: number, code: string): void {
   answer(id, () => {
     if (!StringIncludes(code, "import")) return evaluate(code, EVAL_SCRIPT);
+    // Deno's node: modules read node:process as they load (see loadNodeProcess).
+    if (StringIncludes(code, "node:")) loadNodeProcess();
     // Import declarations: declarations from import() (see imports.ts); a literal import()
     // of an added module: rewritten to its URL (see modules.ts).
     const converted = convertImports(code, EVAL_SCRIPT, false);

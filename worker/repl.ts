@@ -41,8 +41,6 @@ function put(list: any[], value: any): void {
 export type Names = { completion: string; bound: string; declare: string; functions: string };
 
 export type Rewrite = {
-  /** Whether any await is outside a function: only then is the rewrite needed. */
-  awaits: boolean;
   /** The body, and the edits that made it from the code. */
   body: string;
   edits: Edit[];
@@ -68,7 +66,6 @@ export function rewrite(code: string, n: Names): Rewrite {
   const lexical: string[][] = [];
   const vars: string[] = [];
   const functions: string[] = [];
-  let awaits = false;
   let error: [string, number] | null = null;
 
   // The matching bracket of each opener and closer (-1: none).
@@ -150,16 +147,6 @@ export function rewrite(code: string, n: Names): Rewrite {
     return punct(k - 1, 41) || (punct(k - 1, 62) && adjacent(k - 1) && punct(k - 2, 61));
   }
 
-  /** Records an await at the top level in tokens [from, to), skipping function and class
-   * bodies. */
-  function findAwaits(from: number, to: number): void {
-    for (let k = from; k < to; k++) {
-      if (keyword(k, "await")) { awaits = true; return; }
-      if (keyword(k, "function") || keyword(k, "class")) { k = skipFunctionOrClass(k); continue; }
-      if (punct(k, 123) && functionBody(k)) k = match[k] < 0 ? count : match[k];
-    }
-  }
-
   /** From the `function` or `class` at k: the last token of its body. */
   function skipFunctionOrClass(k: number): number {
     let j = k + 1;
@@ -181,13 +168,11 @@ export function rewrite(code: string, n: Names): Rewrite {
       if (keyword(j, "function") || keyword(j, "class")) { j = skipFunctionOrClass(j); continue; }
       const kind = t.kind[j], c = ch(j);
       if ((kind === PUNCT && (c === 40 || c === 91 || c === 123)) || (kind === OTHER && match[j] > j)) {
-        // Brackets, a literal's braces or a template's substitutions: skipped whole, looked
-        // into for an await unless they are a function's body.
+        // Brackets, a literal's braces or a template's substitutions: skipped whole.
         let open = j;
         for (;;) {
           const close = match[open];
           if (close < open) return count;
-          if (!(c === 123 && kind === PUNCT && functionBody(open))) findAwaits(open + 1, close);
           j = close;
           if (t.kind[close] === OTHER && match[close] > close) { open = close; continue; }
           break;
@@ -196,8 +181,7 @@ export function rewrite(code: string, n: Names): Rewrite {
       }
       if (kind === PUNCT && (c === 41 || c === 93 || c === 125)) return j;
       if (kind === WORD) {
-        if (keyword(j, "await")) awaits = true;
-        else if (forHead && (word(j, "in") || word(j, "of"))) return j;
+        if (forHead && (word(j, "in") || word(j, "of"))) return j;
         continue;
       }
       if (kind !== PUNCT) continue;
@@ -269,9 +253,12 @@ export function rewrite(code: string, n: Names): Rewrite {
     }
   }
 
-  /** After a statement's last token (before j): where it ends, its semicolon included. */
+  /** After a statement's last token (before j): where it ends, its semicolon included. With
+   * no semicolon, only a line break, a closing brace or the end may end it. */
   function ended(j: number): number {
-    return punct(j, 59) ? j + 1 : j;
+    if (punct(j, 59)) return j + 1;
+    if (j < count && !punct(j, 125) && !breakBefore(j)) unexpected(j);
+    return j;
   }
 
   const C = n.completion, T = n.bound;
@@ -326,14 +313,13 @@ export function rewrite(code: string, n: Names): Rewrite {
       if (word(k, "for")) {
         reset();
         let j = k + 1;
-        if (word(j, "await")) { awaits = true; j++; }
+        if (word(j, "await")) j++;
         if (!punct(j, 40)) { unexpected(j); return count; }
         const close = match[j] < 0 ? count : match[j];
         if (word(j + 1, "var")) {
           change(t.start[j + 1], t.end[j + 1], "   ");
           declarators(j + 2, (b) => put(vars, text(b)), () => {}, true);
         }
-        findAwaits(j + 1, close);
         return statement(close + 1, false, record, false, -1);
       }
       if (word(k, "while") || word(k, "with")) {
@@ -344,7 +330,7 @@ export function rewrite(code: string, n: Names): Rewrite {
         reset();
         let j = statement(k + 1, false, record, false, -1);
         if (word(j, "while")) j = parenthesised(j + 1);
-        return ended(j);
+        return punct(j, 59) ? j + 1 : j; // a do-while needs no line break after it
       }
       if (word(k, "switch")) {
         reset();
@@ -397,9 +383,7 @@ export function rewrite(code: string, n: Names): Rewrite {
 
   function parenthesised(k: number): number {
     if (!punct(k, 40)) { unexpected(k); return count; }
-    const close = match[k] < 0 ? count : match[k];
-    findAwaits(k + 1, close);
-    return close + 1;
+    return (match[k] < 0 ? count : match[k]) + 1;
   }
 
   function block(k: number, record: boolean): number {
@@ -427,23 +411,26 @@ export function rewrite(code: string, n: Names): Rewrite {
     return close(end, ")");
   }
 
-  /** `let a = 1, {b, c: [d]} = e` at k (or const): `;(T.a = 1, {b: T.b, c: [T.d]} = e,
-   * declare(i));`: the names are bound on T, then declared. */
+  /** `let a = 1, {b, c: [d]} = e` at k (or const): `;(T.a = 1,declare(i), {b: T.b, c: [T.d]}
+   * = e,declare(i + 1));`: each declarator's names are bound on T, then declared, so that the
+   * next declarator sees them. */
   function lexicalStatement(k: number): number {
-    const index = lexical.length;
-    const names: string[] = [];
-    put(lexical, names);
     const isConst = word(k, "const");
     change(t.start[k], t.end[k], ";(");
+    let names: string[] = [];
     const end = declarators(k + 1, (b, shorthand) => {
       put(names, text(b));
       insert(t.start[b], shorthand ? `${text(b)}:${T}.` : `${T}.`);
     }, (last, init) => {
-      if (init) return;
-      if (isConst) fail("Missing initializer in const declaration", last);
-      else insert(t.end[last - 1], "=void 0");
+      if (!init) {
+        if (isConst) fail("Missing initializer in const declaration", last);
+        else insert(t.end[last - 1], "=void 0");
+      }
+      insert(t.end[last - 1], `,${n.declare}(${lexical.length})`);
+      put(lexical, names);
+      names = [];
     }, false);
-    return close(end, `,${n.declare}(${index}))`);
+    return close(end, ")");
   }
 
   // A directive prologue ("use strict") stays first, as written, and gives no value.
@@ -460,15 +447,9 @@ export function rewrite(code: string, n: Names): Rewrite {
     for (let i = 0; i < functions.length; i++) list += (i > 0 ? "," : "") + functions[i];
     prologue.to = `${n.functions}(${list});`;
   }
-  let body = code;
-  let edits: Edit[] = [];
-  if (awaits) {
-    sortChanges(changes);
-    const made = applied(code, changes);
-    body = made[0];
-    edits = made[1];
-  }
-  return { awaits, body, edits, lexical, vars, functions, error };
+  sortChanges(changes);
+  const made = applied(code, changes);
+  return { body: made[0], edits: made[1], lexical, vars, functions, error };
 }
 
 /** Stable insertion sort by start: changes are made almost in order. */

@@ -61,7 +61,7 @@ def test_frames_of_a_function_point_into_the_eval_that_declared_it(rt: pydeno.Ru
 
 def test_positions_are_mapped_on_the_await_route_too(rt: pydeno.Runtime) -> None:
     exc = error_of(rt, "const w: string = await Promise.resolve('s');\n  (w as any).nope.x")
-    assert exc.stack.splitlines()[1:] == ["    at <anonymous>:2:19"]
+    assert exc.stack.splitlines()[1:] == ["    at guest:eval:2:19"]
     exc = error_of(rt, "enum E { A }\nconst w: string = await Promise.resolve('s');\n  (w as any).nope.x")
     assert exc.stack.splitlines()[1:] == ["    at guest:eval:3:19"]
 
