@@ -885,6 +885,8 @@ const setters: { [name: string]: (value: any) => void } = ObjectCreate(null);
 const vars: { [name: string]: true } = ObjectCreate(null);
 
 type Compiled = { rw: Rewrite; fn: any; functions: any; name: string };
+/** A rewritten eval's script that did not compile: its text, name and evalContext's outcome. */
+type Refused = { text: string; name: string; outcome: [any, any] };
 // The latest rewrites and their functions, by code: an eval run again costs no lexing.
 const CACHE_SIZE = 64;
 let cache: { [code: string]: Compiled | Rewrite } = ObjectCreate(null);
@@ -911,7 +913,7 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
   if (hit !== undefined && "fn" in hit && hit.rw === rw) compiled = hit;
   else {
     const made = compile(code, script, rw);
-    if (!("fn" in made)) return refuse(code, script, null, made.outcome);
+    if (!("fn" in made)) return refuse(code, script, null, made);
     compiled = made;
     remember(code, compiled);
     if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
@@ -923,7 +925,7 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
 }
 
 /** The async function of rw's body, made by a classic script named for its edits. */
-function compile(code: string, script: string, rw: Rewrite): Compiled | { outcome: [any, any] } {
+function compile(code: string, script: string, rw: Rewrite): Compiled | Refused {
   const head = `${HOLDER}.r(async(${NAMES.completion},${NAMES.bound},${NAMES.declare},${NAMES.functions})=>{`;
   const edits: any[] = [];
   put(edits, { line: 1, column: 1, now: head.length, longer: head.length });
@@ -937,7 +939,7 @@ function compile(code: string, script: string, rw: Rewrite): Compiled | { outcom
   const outcome = evalContext(text, name);
   const fn = hold.f;
   hold.f = undefined;
-  if (typeof fn !== "function") return { outcome };
+  if (typeof fn !== "function") return { text, name, outcome };
   // The functions' setter: a script of the worker's, made once per list of names.
   let functions: any = undefined;
   if (rw.functions.length > 0) {
@@ -976,7 +978,7 @@ function declareVars(rw: Rewrite): void {
 }
 
 /** Declares names (a lexical declaration of a rewritten eval, bound on `bound`) as
- * script-scope lets; a name declared before is assigned instead. */
+ * script-scope lets; a name a rewritten eval declared before is assigned instead. */
 function declareNames(names: string[], bound: any): void {
   const fresh: { [name: string]: true } = ObjectCreate(null);
   let list = "", made = "", count = 0;
@@ -997,29 +999,19 @@ function declareNames(names: string[], bound: any): void {
       }
     } else {
       // One of them has a script-scope binding already, not of this worker's making (a plain
-      // eval's let or const, or a var): each on its own, and such a one assigned.
+      // eval's let, const or class, or a var or function): as V8's REPL mode does, that one
+      // may not be declared again. Each on its own, to find it.
       for (let i = 0; i < names.length; i++) {
         const name = names[i];
         if (fresh[name] !== true || setters[name] !== undefined) continue;
         const one = declareScript(`let ${name}=${HOLDER}.t.${name};${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
-        if (one !== null) { setters[name] = one[0]; continue; }
-        const other = declareScript(`${HOLDER}.s=[(v)=>{${name}=v}];`, bound);
-        if (other === null) throw new SyntaxErrorCtor(`Identifier '${name}' has already been declared`);
-        setters[name] = other[0];
-        delete fresh[name];
+        if (one === null) throw new SyntaxErrorCtor(`Identifier '${name}' has already been declared`);
+        setters[name] = one[0];
       }
     }
   }
   for (let i = 0; i < names.length; i++) {
-    const name = names[i];
-    if (fresh[name] === true) continue;
-    try {
-      setters[name](bound[name]);
-    } catch (e) {
-      // A const a plain eval declared: as a script may not declare it again, nor may this.
-      if (e instanceof TypeErrorCtor) throw new SyntaxErrorCtor(`Identifier '${name}' has already been declared`);
-      throw e;
-    }
+    if (fresh[names[i]] !== true) setters[names[i]](bound[names[i]]);
   }
 }
 
@@ -1037,14 +1029,16 @@ function declareScript(text: string, bound: any): any[] | null {
 
 /** Throws the error of a rewritten eval that did not compile, or that the rewrite refused
  * (scanned: its message and offset). The code as written, compiled (never run) as an async
- * function's body, says what V8 would say of it, and where; a plain JavaScript eval's error
- * also says whether the code is TypeScript (a promise then). */
-function refuse(code: string, script: string, scanned: [string, number] | null, outcome: [any, any] | null): never | Promise<never> {
+ * function's body, says what V8 would say of it, and where; else the rewritten script, placed
+ * as written. A plain JavaScript eval's error also says whether the code is TypeScript (a
+ * promise then). */
+function refuse(code: string, script: string, scanned: [string, number] | null, refused: Refused | null): never | Promise<never> {
   const head = "(async()=>{";
   let place = compiledPlace(head + code + "\n})", "guest:diagnosis");
   if (place !== null && place[1] > code.length + head.length) {
-    // Past the code: its input ended, as V8 would say of the code alone.
-    place = compiledPlace(head + code, "guest:diagnosis") ?? place;
+    // Past the code: a closer the code has no opener for (the rewrite saw which), or the end
+    // of its input, as V8 would say of the code alone.
+    place = scanned !== null ? null : compiledPlace(head + code, "guest:diagnosis") ?? place;
   }
   let message: string, line: number, column: number;
   if (place !== null) {
@@ -1058,8 +1052,19 @@ function refuse(code: string, script: string, scanned: [string, number] | null, 
     line = at[0];
     column = at[1];
   } else {
-    throw classicScriptSafe() && outcome !== null && outcome[1] !== null ? outcome[1].thrown
-      : new SyntaxErrorCtor("the code did not compile");
+    // What only a script refuses (new.target at its top level): the rewritten script's place.
+    const found = refused === null ? null : placeOf(() => {
+      const outcome = evalContext(refused.text, refused.name);
+      return outcome[1] === null || outcome[1].isCompileError !== true ? null : outcome[1].thrown;
+    }, refused.name);
+    if (found === null) {
+      throw refused !== null && classicScriptSafe() && refused.outcome[1] !== null ? refused.outcome[1].thrown
+        : new SyntaxErrorCtor("the code did not compile");
+    }
+    const at = asWritten(refused!.name, found[1], found[2]);
+    message = found[0];
+    line = at[1];
+    column = at[2];
   }
   if (script !== EVAL_SCRIPT) throw compileError(message, script, line, column, "");
   return PromiseThen(isTypeScript(code), (ts: boolean) => {

@@ -25,7 +25,7 @@
 // the edits say how columns moved, so frames map back to the code as written (modules.ts).
 
 // deno-lint-ignore-file no-explicit-any
-import { ObjectDefineProperty, RegExpExec, StringCharCodeAt, StringSlice } from "./intrinsics.ts";
+import { ObjectCreate, ObjectDefineProperty, RegExpExec, StringCharCodeAt, StringSlice } from "./intrinsics.ts";
 import { isText, lex, OTHER, PUNCT, STRING, type Tokens, WORD } from "./lexer.ts";
 import { applied, type Change } from "./imports.ts";
 import type { Edit } from "./modules.ts";
@@ -67,6 +67,9 @@ export function rewrite(code: string, n: Names): Rewrite {
   const vars: string[] = [];
   const functions: string[] = [];
   let error: [string, number] | null = null;
+  // The top level's names: a name declared twice, unless as var (or function) both times, is
+  // an error, as in a script.
+  const declared: { [name: string]: boolean } = ObjectCreate(null); // true: lexical
 
   // The matching bracket of each opener and closer (-1: none).
   const match = new Int32ArrayCtor(count > 0 ? count : 1);
@@ -104,6 +107,12 @@ export function rewrite(code: string, n: Names): Rewrite {
   const change = (start: number, end: number, to: string) => put(changes, { start, end, to });
   const insert = (at: number, to: string) => put(changes, { start: at, end: at, to });
   const fail = (message: string, k: number) => { if (error === null) error = [message, k < count ? t.start[k] : code.length]; };
+  /** Declares the name at token k, lexical or not. */
+  const declare = (k: number, lexical: boolean) => {
+    const name = text(k), was = declared[name];
+    if (was === true || (was === false && lexical)) fail(`Identifier '${name}' has already been declared`, k);
+    if (was !== true) declared[name] = lexical;
+  };
 
   /** Whether a line break lies between token k - 1 and token k. */
   function breakBefore(k: number): boolean {
@@ -291,6 +300,7 @@ export function rewrite(code: string, n: Names): Rewrite {
         if (top && k + 1 < count && t.kind[k + 1] === WORD && !word(k + 1, "extends")) {
           const names: string[] = [];
           put(names, text(k + 1));
+          declare(k + 1, true);
           const index = lexical.length;
           put(lexical, names);
           change(t.start[k], t.end[k], `;(${T}.${text(k + 1)}=class`);
@@ -301,7 +311,7 @@ export function rewrite(code: string, n: Names): Rewrite {
       if (word(k, "function") || (word(k, "async") && word(k + 1, "function") && !breakBefore(k + 1))) {
         let j = word(k, "async") ? k + 2 : k + 1;
         if (punct(j, 42)) j++;
-        if (top && j < count && t.kind[j] === WORD) { put(functions, text(j)); put(vars, text(j)); }
+        if (top && j < count && t.kind[j] === WORD) { put(functions, text(j)); put(vars, text(j)); declare(j, false); }
         return skipFunctionOrClass(k) + 1;
       }
       if (word(k, "if")) {
@@ -318,7 +328,7 @@ export function rewrite(code: string, n: Names): Rewrite {
         const close = match[j] < 0 ? count : match[j];
         if (word(j + 1, "var")) {
           change(t.start[j + 1], t.end[j + 1], "   ");
-          declarators(j + 2, (b) => put(vars, text(b)), () => {}, true);
+          declarators(j + 2, (b) => { put(vars, text(b)); declare(b, false); }, () => {}, true);
         }
         return statement(close + 1, false, record, false, -1);
       }
@@ -405,7 +415,7 @@ export function rewrite(code: string, n: Names): Rewrite {
    * first, so that the statement before does not run on into the parenthesis. */
   function varStatement(k: number, list: boolean): number {
     change(t.start[k], t.end[k], list ? ";(" : "(");
-    const end = declarators(k + 1, (b) => put(vars, text(b)), (last, init) => {
+    const end = declarators(k + 1, (b) => { put(vars, text(b)); declare(b, false); }, (last, init) => {
       if (!init) change(t.start[last - 1], t.end[last - 1], "0");
     }, false);
     return close(end, ")");
@@ -420,6 +430,7 @@ export function rewrite(code: string, n: Names): Rewrite {
     let names: string[] = [];
     const end = declarators(k + 1, (b, shorthand) => {
       put(names, text(b));
+      declare(b, true);
       insert(t.start[b], shorthand ? `${text(b)}:${T}.` : `${T}.`);
     }, (last, init) => {
       if (!init) {
