@@ -12,6 +12,7 @@ import {
   addModule,
   asWritten,
   editedName,
+  evalName,
   isRewritten,
   exportsOf,
   hasModules,
@@ -934,7 +935,7 @@ function compile(code: string, script: string, rw: Rewrite): Compiled | Refused 
     put(edits, e.line === 1 ? { line: 1, column: e.column + head.length, now: e.now, longer: e.longer } : e);
   }
   const text = head + rw.body + `\nreturn ${NAMES.completion}})`;
-  const name = editedName(text, script, edits);
+  const name = evalName(text, script, edits);
   hold.f = undefined;
   const outcome = evalContext(text, name);
   const fn = hold.f;

@@ -295,6 +295,32 @@ export function editedName(text: string, shown: string, edits: Edit[]): string {
   return nameFor(key, shown, edits);
 }
 
+// The names of rewritten evals (repl.ts) are many, one per eval of new code: only the latest,
+// within a character budget and a count, keep their mapping (a frame of an older one shows
+// its own name and place), so that a long-lived runtime keeps a bounded amount for this.
+const KEEP_CHARS = 4 << 20, KEEP_NAMES = 1024;
+const evalKeys: { [n: number]: string } = ObjectCreate(null);
+let evalKeysChars = 0, oldestKey = 0, nextKey = 0;
+
+/** The name of an eval's text rewritten by `edits` from code whose frames are named `shown`,
+ * mapped back like editedName's while it is among the latest. */
+export function evalName(text: string, shown: string, edits: Edit[]): string {
+  const key = shown + "\0" + text;
+  const known = names[key];
+  if (known !== undefined) return known;
+  const name = nameFor(text, shown, edits);
+  evalKeys[nextKey++] = key;
+  evalKeysChars += key.length;
+  while ((evalKeysChars > KEEP_CHARS || nextKey - oldestKey > KEEP_NAMES) && oldestKey < nextKey - 1) {
+    const old = evalKeys[oldestKey];
+    delete evalKeys[oldestKey++];
+    evalKeysChars -= old.length;
+    delete named[names[old]];
+    delete names[old];
+  }
+  return name;
+}
+
 /** One list of edits, in the final text, from two in a row: `first` made the middle text
  * (its columns there), `then` the final one from it (its columns in the final text). They
  * never overlap: `then` replaces only specifiers, which `first` keeps as written. */

@@ -123,7 +123,7 @@ def sleeper(seconds: float) -> Callable[[], float]:
             id="an infinite microtask loop",
         ),
         # Awaiting a promise nothing references while the garbage collector runs once made
-        # deno panic (the inspector reported the collected promise from inside the GC).
+        # deno panic (an inspector session, used then, reported it from inside the GC).
         pytest.param(
             "setInterval(() => { for (let i = 0; i < 1e5; i++) ({a: [i]}) }, 5); await new Promise(() => {})",
             id="an unreachable awaited promise while a timer allocates",
