@@ -895,7 +895,7 @@ let cached = 0;
 
 function rewritten(code: string): Rewrite {
   const hit = cache[code];
-  if (hit !== undefined) return "rw" in hit ? hit.rw : hit;
+  if (hit !== undefined) return ObjectHasOwn(hit, "fn") ? (hit as Compiled).rw : hit as Rewrite;
   const rw = rewrite(code, NAMES);
   remember(code, rw);
   return rw;
@@ -911,11 +911,11 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
   if (rw.error !== null) return refuse(code, script, rw.error, null);
   const hit = cache[code];
   let compiled: Compiled;
-  if (hit !== undefined && "fn" in hit && hit.rw === rw) compiled = hit;
+  if (hit !== undefined && ObjectHasOwn(hit, "fn") && (hit as Compiled).rw === rw) compiled = hit as Compiled;
   else {
     const made = compile(code, script, rw);
-    if (!("fn" in made)) return refuse(code, script, null, made);
-    compiled = made;
+    if (!ObjectHasOwn(made, "fn")) return refuse(code, script, null, made as Refused);
+    compiled = made as Compiled;
     remember(code, compiled);
     if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
   }
@@ -1383,9 +1383,18 @@ const ErrorToString = uncurry(ErrorCtor.prototype.toString);
 // A frame's file is a path where Deno gives one for a file: URL.
 const WORKER_PATH = decodeURIComponent(StringSlice(WORKER_DIR, "file://".length));
 let guestPrepareStackTrace: any = undefined;
-// Taken from the first frames Deno hands over, before any reaches the guest.
-let CallSiteFileName: any = undefined, CallSiteToString: any = undefined;
-let CallSiteLine: any = undefined, CallSiteColumn: any = undefined;
+// Taken from frames V8 hands over now, before any guest code runs.
+const CallSitePrototype: any = (() => {
+  const Err: any = ErrorCtor;
+  Err.prepareStackTrace = (_: any, sites: any) => sites;
+  const sites: any = new ErrorCtor().stack;
+  delete Err.prepareStackTrace;
+  return ObjectGetPrototypeOf(sites[0]);
+})();
+const CallSiteFileName = uncurry(CallSitePrototype.getFileName);
+const CallSiteToString = uncurry(CallSitePrototype.toString);
+const CallSiteLine = uncurry(CallSitePrototype.getLineNumber);
+const CallSiteColumn = uncurry(CallSitePrototype.getColumnNumber);
 
 /** A frame as V8 writes it, at its place as written when it is in rewritten code. */
 function frameText(site: any): string {
@@ -1401,13 +1410,6 @@ function frameText(site: any): string {
 }
 
 function neutralStack(error: any, sites: any): any {
-  if (CallSiteFileName === undefined && sites.length > 0) {
-    const proto = ObjectGetPrototypeOf(sites[0]);
-    CallSiteFileName = uncurry(proto.getFileName);
-    CallSiteToString = uncurry(proto.toString);
-    CallSiteLine = uncurry(proto.getLineNumber);
-    CallSiteColumn = uncurry(proto.getColumnNumber);
-  }
   const kept: any = [];
   let n = 0;
   for (let i = 0; i < sites.length; i++) {
