@@ -913,7 +913,7 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
   let compiled: Compiled;
   if (hit !== undefined && ObjectHasOwn(hit, "fn") && (hit as Compiled).rw === rw) compiled = hit as Compiled;
   else {
-    const made = compile(code, script, rw);
+    const made = compile(script, rw);
     if (!ObjectHasOwn(made, "fn")) return refuse(code, script, null, made as Refused);
     compiled = made as Compiled;
     remember(code, compiled);
@@ -926,7 +926,7 @@ function replEvaluate(code: string, script: string, rw: Rewrite): any {
 }
 
 /** The async function of rw's body, made by a classic script named for its edits. */
-function compile(code: string, script: string, rw: Rewrite): Compiled | Refused {
+function compile(script: string, rw: Rewrite): Compiled | Refused {
   const head = `${HOLDER}.r(async(${NAMES.completion},${NAMES.bound},${NAMES.declare},${NAMES.functions})=>{`;
   const edits: any[] = [];
   put(edits, { line: 1, column: 1, now: head.length, longer: head.length });

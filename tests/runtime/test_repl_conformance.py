@@ -76,13 +76,19 @@ VALUES: Final[dict[str, tuple[list[str], Any]]] = {
     # Every declaration form, where it stands.
     "var with await": (["var v1 = await 5", "v1"], 5),
     "a var without an initialiser is undefined": (["var v2; await 0; typeof v2"], "undefined"),
-    "var declarators of every form": (["await 0; var v3 = 1, v4, {v5} = {v5: 5}; [v3, v4 === undefined, v5]"], [1, True, 5]),
+    "var declarators of every form": (
+        ["await 0; var v3 = 1, v4, {v5} = {v5: 5}; [v3, v4 === undefined, v5]"],
+        [1, True, 5],
+    ),
     "a var in a for head": (["await 0; for (var i3 = 0; i3 < 3; i3++) {} i3"], 3),
     "a var in a for-in head": (["await 0; for (var k3 in {a: 1, b: 2}) {} k3"], "b"),
     "a var pattern in a for-of head": (["await 0; for (var [x3, y3] of [[1, 2]]) {} [x3, y3]"], [1, 2]),
     "a function called before its declaration": (["f1(); function f1() { return 'hoisted' } await 0; f1()"], "hoisted"),
     "an async generator and for await": (
-        ["await 0; async function* g1() { yield 1; yield 2 } const r1 = []; for await (const x of g1()) r1.push(x); r1"],
+        [
+            "await 0; async function* g1() { yield 1; yield 2 }"
+            " const r1 = []; for await (const x of g1()) r1.push(x); r1"
+        ],
         [1, 2],
     ),
     "object rest": (["let {a: aa1, ...rest1} = await {a: 1, b: 2, c: 3}; [aa1, rest1]"], [1, {"b": 2, "c": 3}]),
@@ -157,11 +163,19 @@ ERRORS: Final[dict[str, tuple[str, str, str, int, int]]] = {
         18,
     ),
     "a name declared twice in one eval": (
-        "await 0; let q = 1; let q = 2", "SyntaxError", "Identifier 'q' has already been declared", 1, 25
+        "await 0; let q = 1; let q = 2",
+        "SyntaxError",
+        "Identifier 'q' has already been declared",
+        1,
+        25,
     ),
     "return at the top level": ("await 0; return 5", "SyntaxError", "Illegal return statement", 1, 10),
     "new.target at the top level": (
-        "await 0; new.target", "SyntaxError", "new.target expression is not allowed here", 1, 14
+        "await 0; new.target",
+        "SyntaxError",
+        "new.target expression is not allowed here",
+        1,
+        14,
     ),
     "a closing brace with no opening one": ("await 0; }", "SyntaxError", "Unexpected token '}'", 1, 10),
     "input that ends inside a block": ("await 0; if (x) {", "SyntaxError", "Unexpected end of input", 1, 18),
@@ -170,7 +184,11 @@ ERRORS: Final[dict[str, tuple[str, str, str, int, int]]] = {
     "a const with no value": ("await 0; const z", "SyntaxError", "Missing initializer in const declaration", 1, 16),
     "a call left open": ("await 0;\n  foo(1,\n  2", "SyntaxError", "missing ) after argument list", 3, 3),
     "an error in a declarator": (
-        "var a1 = await 1, b1 = a1.q.r", "TypeError", "Cannot read properties of undefined (reading 'r')", 1, 29
+        "var a1 = await 1, b1 = a1.q.r",
+        "TypeError",
+        "Cannot read properties of undefined (reading 'r')",
+        1,
+        29,
     ),
     "an error in a function declared beside an await": (
         "const k = await 1;\nfunction f() { return k.x.y }\n  f()",

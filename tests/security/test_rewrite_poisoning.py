@@ -72,7 +72,7 @@ def test_a_guest_that_finds_the_names_in_its_rewritten_function_changes_only_its
             " const fn = new Error().stack[0].getFunction(); Error.prepareStackTrace = prep;"
             " String(fn)"
         )
-        completion, bound, declare, functions = text[text.index("(") + 1 : text.index(")")].split(",")
+        _completion, bound, declare, functions = text[text.index("(") + 1 : text.index(")")].split(",")
         for junk in [f"{declare}('__proto__')", f"{declare}(-1)", f"{functions}(1)", f"{bound}.x = 1; {declare}(0)"]:
             try:
                 rt.eval(f"let x = await 1; {junk}")
