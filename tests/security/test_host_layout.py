@@ -217,7 +217,7 @@ for (const name of ["__nodeProcessBootstrapped", "nodeDebug", "standalone", "run
 1
 """
 READ_CAUGHT: Final = r"""
-await 0;
+await import("node:path");
 caught.map((d) => ({
   mainModule: String(d.mainModule), execPath: d.execPath(), args: d.args, cwd: d.cwd(),
   bootstrap: d[d.internal].__nodeBootstrapArgs,
@@ -228,8 +228,9 @@ caught.map((d) => ({
 def test_a_guest_that_catches_the_deno_namespace_while_node_process_loads_reads_no_host_path_in_it(
     rt: pydeno.Runtime,
 ) -> None:
-    # The runtime's isolate has node:process load on its first eval that awaits, with the Deno
-    # global back for that moment; getters the guest planted on Object.prototype see it.
+    # The runtime's isolate has node:process load on its first eval that imports a node:
+    # module, with the Deno global back for that moment; getters the guest planted on
+    # Object.prototype see it.
     rt.eval(CATCH_DENO)
     caught = rt.eval(READ_CAUGHT)
     assert caught, "the getters never saw the Deno namespace"
