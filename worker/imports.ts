@@ -15,6 +15,7 @@
 // deno-lint-ignore-file no-explicit-any
 import {
   ObjectDefineProperty,
+  RegExpExec,
   StringCharCodeAt,
   StringIndexOf,
   StringSlice,
@@ -26,6 +27,7 @@ import { compileError, scriptPosition } from "./typescript.ts";
 
 /** One change to the text: [start, end) of it becomes `to`. */
 export type Change = { start: number; end: number; to: string };
+const OTHER_BREAKS = /[\r\u2028\u2029]/;
 
 function put(list: any[], value: any): void {
   ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
@@ -180,13 +182,22 @@ export function convertImports(code: string, script: string, program: boolean, t
  * changed a length. Lines as V8 counts them: \n, \r\n, \r, U+2028 and U+2029 end one. */
 export function applied(code: string, changes: Change[]): [string, Edit[]] {
   const edits: Edit[] = [];
+  // Only \n ends a line in most code: then the breaks are found by indexOf, not one by one.
+  const onlyNewlines = RegExpExec(OTHER_BREAKS, code) === null;
   let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
   for (let k = 0; k < changes.length; k++) {
     const c: Change = changes[k];
-    for (let i = from; i < c.start; i++) {
-      const ch = StringCharCodeAt(code, i);
-      if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
-      if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
+    if (onlyNewlines) {
+      for (let i = StringIndexOf(code, "\n", from); i >= 0 && i < c.start; i = StringIndexOf(code, "\n", i + 1)) {
+        line++;
+        lineAt = out.length + (i - from) + 1;
+      }
+    } else {
+      for (let i = from; i < c.start; i++) {
+        const ch = StringCharCodeAt(code, i);
+        if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
+        if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
+      }
     }
     out += StringSlice(code, from, c.start);
     const longer = c.to.length - (c.end - c.start);

@@ -13,13 +13,16 @@ export const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|
 export const WORD = 1, PUNCT = 2, STRING = 3, OTHER = 4;
 
 const Int32ArrayCtor = Int32Array;
+const Uint8ArrayCtor = Uint8Array;
 const Int32Set = uncurry(Int32Array.prototype.set);
+const U8Set = uncurry(Uint8Array.prototype.set);
 
 /** The significant tokens of a text, in typed arrays (no guest-reachable array methods):
- * kind, [start, end), and how deep each is nested: in braces (template substitutions
- * count as braces) and in parentheses or brackets. */
+ * kind, [start, end), how deep each is nested: in braces (template substitutions count as
+ * braces) and in parentheses or brackets, and whether a line break comes before it. */
 export type Tokens = {
-  kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array; count: number;
+  kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array;
+  broken: Uint8Array; count: number;
   room: number; // the arrays' length: a typed array's length getter is the guest's to replace
 };
 
@@ -29,31 +32,62 @@ function grown(a: Int32Array, room: number): Int32Array {
   return b;
 }
 
+// What each ASCII character is to the lexer, looked up rather than tested: the lexer runs on
+// every eval that awaits, under V8 without a JIT, where a call per character is most of it.
+const SPACE = 1, WORDY = 2, BREAK = 3;
+const CLASS = new Uint8ArrayCtor(128);
+for (let c = 0; c < 128; c++) CLASS[c] = isWord(c) ? WORDY : isSpace(c) ? SPACE : 0;
+CLASS[10] = BREAK;
+CLASS[13] = BREAK;
+
 export function lex(text: string): Tokens {
+  const room = 64;
   const t: Tokens = {
-    kind: new Int32ArrayCtor(64), start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64),
-    depth: new Int32ArrayCtor(64), nest: new Int32ArrayCtor(64), count: 0, room: 64,
+    kind: new Int32ArrayCtor(room), start: new Int32ArrayCtor(room), end: new Int32ArrayCtor(room),
+    depth: new Int32ArrayCtor(room), nest: new Int32ArrayCtor(room), broken: new Uint8ArrayCtor(room), count: 0, room,
   };
   const templates: number[] = []; // brace depth at each open ${
-  let depth = 0, nest = 0, i = 0;
+  let depth = 0, nest = 0, i = 0, broke = 0;
   const n = text.length;
   const push = (kind: number, start: number, end: number) => {
     if (t.count === t.room) {
       t.kind = grown(t.kind, t.room); t.start = grown(t.start, t.room); t.end = grown(t.end, t.room);
       t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room);
+      const b = new Uint8ArrayCtor(t.room * 2);
+      U8Set(b, t.broken);
+      t.broken = b;
       t.room *= 2;
     }
     const k = t.count++;
-    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest;
+    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest; t.broken[k] = broke;
+    broke = 0;
   };
   const lastIs = (s: string) => t.count > 0 && t.kind[t.count - 1] === PUNCT && same(text, t.start[t.count - 1], t.end[t.count - 1], s);
   while (i < n) {
     const c = StringCharCodeAt(text, i);
-    if (isSpace(c)) { i++; continue; }
+    const cls = c < 128 ? CLASS[c] : isSpace(c) ? (c === 0x2028 || c === 0x2029 ? BREAK : SPACE) : WORDY;
+    if (cls === SPACE) { i++; continue; }
+    if (cls === BREAK) { broke = 1; i++; continue; }
+    if (cls === WORDY) {
+      let j = i + 1;
+      for (; j < n; j++) {
+        const d = StringCharCodeAt(text, j);
+        if (d < 128 ? CLASS[d] !== WORDY : isSpace(d)) break;
+      }
+      push(WORD, i, j);
+      i = j;
+      continue;
+    }
     if (c === 47 /* / */) {
       const d = StringCharCodeAt(text, i + 1);
       if (d === 47) { const e = StringIndexOf(text, "\n", i); i = e < 0 ? n : e; continue; }
-      if (d === 42) { const e = StringIndexOf(text, "*/", i + 2); i = e < 0 ? n : e + 2; continue; }
+      if (d === 42) {
+        const e = StringIndexOf(text, "*/", i + 2);
+        const stop = e < 0 ? n : e;
+        if (broke === 0 && hasBreak(text, i + 2, stop)) broke = 1;
+        i = e < 0 ? n : e + 2;
+        continue;
+      }
       const last = t.count - 1;
       const regex = last < 0 || (t.kind[last] === PUNCT && !lastIs(")") && !lastIs("]")) ||
         (t.kind[last] === WORD && RegExpExec(BEFORE_REGEX, StringSlice(text, t.start[last], t.end[last])) !== null);
@@ -77,13 +111,6 @@ export function lex(text: string): Tokens {
       push(OTHER, start, i);
       continue;
     }
-    if (isWord(c)) {
-      let j = i + 1;
-      while (j < n && isWord(StringCharCodeAt(text, j))) j++;
-      push(WORD, i, j);
-      i = j;
-      continue;
-    }
     if (c === 125 || c === 41 || c === 93) { // } ) ]
       if (c === 125) depth--; else nest--;
       push(PUNCT, i, i + 1);
@@ -95,6 +122,15 @@ export function lex(text: string): Tokens {
     i++;
   }
   return t;
+}
+
+/** Whether text has a line break in [from, to). */
+function hasBreak(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = StringCharCodeAt(text, i);
+    if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) return true;
+  }
+  return false;
 }
 
 export function same(text: string, start: number, end: number, s: string): boolean {

@@ -941,20 +941,29 @@ function compile(script: string, rw: Rewrite): Compiled | Refused {
   const fn = hold.f;
   hold.f = undefined;
   if (typeof fn !== "function") return { text, name, outcome };
-  // The functions' setter: a script of the worker's, made once per list of names.
-  let functions: any = undefined;
-  if (rw.functions.length > 0) {
-    let params = "", body = "";
-    for (let i = 0; i < rw.functions.length; i++) {
-      params += (i > 0 ? "," : "") + "v" + i;
-      body += `${rw.functions[i]}=v${i};`;
-    }
+  return { rw, fn, functions: rw.functions.length > 0 ? functionSetter(rw.functions) : undefined, name };
+}
+
+/** Setters of top-level functions' globals, by their names: one script each list. */
+const functionSetters: { [names: string]: any } = ObjectCreate(null);
+
+/** What assigns the globals of the functions named (in order) their values. */
+function functionSetter(names: string[]): any {
+  let key = "", params = "", body = "";
+  for (let i = 0; i < names.length; i++) {
+    key += (i > 0 ? "," : "") + names[i];
+    params += (i > 0 ? "," : "") + "v" + i;
+    body += `${names[i]}=v${i};`;
+  }
+  let setter = functionSetters[key];
+  if (setter === undefined) {
     hold.s = undefined;
     evalContext(`${HOLDER}.s=(${params})=>{${body}};`, DECLARE_SCRIPT);
-    functions = hold.s;
+    setter = hold.s;
     hold.s = undefined;
+    functionSetters[key] = setter;
   }
-  return { rw, fn, functions, name };
+  return setter;
 }
 
 /** The vars and functions rw names, declared as a script declares them, once each. */

@@ -78,6 +78,8 @@ export function rewrite(code: string, n: Names): Rewrite {
     let top = 0;
     for (let k = 0; k < count; k++) {
       match[k] = -1;
+      const kind = t.kind[k];
+      if (kind === WORD || kind === STRING) continue;
       const c = StringCharCodeAt(code, t.start[k]);
       const last = StringCharCodeAt(code, t.end[k] - 1);
       if (t.kind[k] === PUNCT && (c === 40 || c === 91 || c === 123)) { stack[top++] = k; continue; }
@@ -115,14 +117,7 @@ export function rewrite(code: string, n: Names): Rewrite {
   };
 
   /** Whether a line break lies between token k - 1 and token k. */
-  function breakBefore(k: number): boolean {
-    if (k === 0 || k >= count) return false;
-    for (let i = t.end[k - 1]; i < t.start[k]; i++) {
-      const c = StringCharCodeAt(code, i);
-      if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) return true;
-    }
-    return false;
-  }
+  const breakBefore = (k: number) => k > 0 && k < count && t.broken[k] === 1;
 
   /** Whether token p (the last of an expression so far) leaves it wanting an operand. */
   function wantsOperand(p: number): boolean {
@@ -173,9 +168,18 @@ export function rewrite(code: string, n: Names): Rewrite {
     let questions = 0;
     let j = k;
     for (; j < count; j++) {
-      if (j > k && breakBefore(j) && !continues(j - 1, j)) return j;
-      if (keyword(j, "function") || keyword(j, "class")) { j = skipFunctionOrClass(j); continue; }
-      const kind = t.kind[j], c = ch(j);
+      if (j > k && t.broken[j] === 1 && !continues(j - 1, j)) return j;
+      const kind = t.kind[j];
+      if (kind === WORD) {
+        // Only these words matter here; their first letters spare the rest a comparison.
+        const first = StringCharCodeAt(code, t.start[j]);
+        if ((first === 102 || first === 99) && (keyword(j, "function") || keyword(j, "class"))) {
+          j = skipFunctionOrClass(j);
+        } else if (forHead && (first === 105 || first === 111) && (word(j, "in") || word(j, "of"))) return j;
+        continue;
+      }
+      if (kind === STRING) continue;
+      const c = ch(j);
       if ((kind === PUNCT && (c === 40 || c === 91 || c === 123)) || (kind === OTHER && match[j] > j)) {
         // Brackets, a literal's braces or a template's substitutions: skipped whole.
         let open = j;
@@ -189,10 +193,6 @@ export function rewrite(code: string, n: Names): Rewrite {
         continue;
       }
       if (kind === PUNCT && (c === 41 || c === 93 || c === 125)) return j;
-      if (kind === WORD) {
-        if (forHead && (word(j, "in") || word(j, "of"))) return j;
-        continue;
-      }
       if (kind !== PUNCT) continue;
       if (c === 59) return j;
       if (comma && c === 44) return j;
@@ -288,14 +288,16 @@ export function rewrite(code: string, n: Names): Rewrite {
     if (punct(k, 59)) return k + 1;
     if (punct(k, 123)) return block(k, record);
     if (k < count && t.kind[k] === WORD) {
-      if (punct(k + 1, 58) && RegExpExec(KEYWORDS, text(k)) === null) return statement(k + 2, top, record, list, start);
-      if (word(k, "var")) return varStatement(k, list);
-      if ((word(k, "let") && ((t.kind[k + 1] === WORD && !word(k + 1, "in") && !word(k + 1, "instanceof")) ||
-          punct(k + 1, 91) || punct(k + 1, 123))) || word(k, "const")) {
+      // The statement's first word, compared as a string: one slice, no call per keyword.
+      const w = text(k);
+      if (punct(k + 1, 58) && RegExpExec(KEYWORDS, w) === null) return statement(k + 2, top, record, list, start);
+      if (w === "var") return varStatement(k, list);
+      if ((w === "let" && ((t.kind[k + 1] === WORD && !word(k + 1, "in") && !word(k + 1, "instanceof")) ||
+          punct(k + 1, 91) || punct(k + 1, 123))) || w === "const") {
         if (top) return lexicalStatement(k);
         return ended(declarators(k + 1, () => {}, () => {}, false));
       }
-      if (word(k, "class")) {
+      if (w === "class") {
         const close = skipFunctionOrClass(k);
         if (top && k + 1 < count && t.kind[k + 1] === WORD && !word(k + 1, "extends")) {
           const names: string[] = [];
@@ -308,19 +310,19 @@ export function rewrite(code: string, n: Names): Rewrite {
         }
         return close + 1;
       }
-      if (word(k, "function") || (word(k, "async") && word(k + 1, "function") && !breakBefore(k + 1))) {
-        let j = word(k, "async") ? k + 2 : k + 1;
+      if (w === "function" || (w === "async" && word(k + 1, "function") && !breakBefore(k + 1))) {
+        let j = w === "async" ? k + 2 : k + 1;
         if (punct(j, 42)) j++;
         if (top && j < count && t.kind[j] === WORD) { put(functions, text(j)); put(vars, text(j)); declare(j, false); }
         return skipFunctionOrClass(k) + 1;
       }
-      if (word(k, "if")) {
+      if (w === "if") {
         reset();
         let j = statement(parenthesised(k + 1), false, record, false, -1);
         if (word(j, "else")) j = statement(j + 1, false, record, false, -1);
         return j;
       }
-      if (word(k, "for")) {
+      if (w === "for") {
         reset();
         let j = k + 1;
         if (word(j, "await")) j++;
@@ -332,17 +334,17 @@ export function rewrite(code: string, n: Names): Rewrite {
         }
         return statement(close + 1, false, record, false, -1);
       }
-      if (word(k, "while") || word(k, "with")) {
+      if (w === "while" || w === "with") {
         reset();
         return statement(parenthesised(k + 1), false, record, false, -1);
       }
-      if (word(k, "do")) {
+      if (w === "do") {
         reset();
         let j = statement(k + 1, false, record, false, -1);
         if (word(j, "while")) j = parenthesised(j + 1);
         return punct(j, 59) ? j + 1 : j; // a do-while needs no line break after it
       }
-      if (word(k, "switch")) {
+      if (w === "switch") {
         reset();
         const j = parenthesised(k + 1);
         if (!punct(j, 123)) { unexpected(j); return count; }
@@ -355,7 +357,7 @@ export function rewrite(code: string, n: Names): Rewrite {
         }
         return close + 1;
       }
-      if (word(k, "try")) {
+      if (w === "try") {
         reset();
         let j = block(k + 1, record);
         if (word(j, "catch")) {
@@ -366,14 +368,14 @@ export function rewrite(code: string, n: Names): Rewrite {
         if (word(j, "finally")) j = block(j + 1, false);
         return j;
       }
-      if (word(k, "return")) { fail("Illegal return statement", k); return count; }
-      if (word(k, "break") || word(k, "continue") || word(k, "debugger")) {
+      if (w === "return") { fail("Illegal return statement", k); return count; }
+      if (w === "break" || w === "continue" || w === "debugger") {
         let j = k + 1;
         if (j < count && t.kind[j] === WORD && !breakBefore(j)) j++;
         return ended(j);
       }
-      if (word(k, "throw")) return ended(expressionEnd(k + 1, false));
-      if ((word(k, "import") && !punct(k + 1, 40) && !punct(k + 1, 46)) || word(k, "export")) {
+      if (w === "throw") return ended(expressionEnd(k + 1, false));
+      if ((w === "import" && !punct(k + 1, 40) && !punct(k + 1, 46)) || w === "export") {
         return ended(expressionEnd(k + 1, false)); // left as written, for V8 to refuse
       }
     }
@@ -468,6 +470,7 @@ function sortChanges(changes: Change[]): void {
   for (let i = 1; i < changes.length; i++) {
     const c = changes[i];
     let j = i - 1;
+    if (changes[j].start <= c.start) continue;
     while (j >= 0 && changes[j].start > c.start) {
       ObjectDefineProperty(changes, j + 1, { __proto__: null, value: changes[j], writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
       j--;

@@ -18,12 +18,11 @@ from .config import BIG_LEN, DENO_FLOOR_ARGS, DENSITY_WORKERS, ECHO_SCRIPT, SETT
 
 def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
     """The bare deno floor's command lines: deno from the ``deno`` wheel running an empty
-    script, plainly and with the V8 flag our workers run with; and a script that only
-    imports node:inspector, which a worker must load to evaluate in V8's REPL mode (top-level
-    await with declarations that persist), and with it Deno's Node compatibility layer; and
-    that script, connecting its session, run with the flags every worker runs with (no V8 code
-    cache, which a worker cannot have without caching every guest eval on disk; jitless;
-    the inspector's grant), the floor of this design."""
+    script, plainly, with the V8 flag our workers run with, and with every flag a worker runs
+    with (no V8 code cache, which a worker cannot have without caching every guest eval on
+    disk; jitless; gc exposed), the floor of this design; and, for the design before it, a
+    script that only imports node:inspector, which a worker then loaded to evaluate in V8's
+    REPL mode, and with it Deno's Node compatibility layer."""
     import deno
 
     binary = str(deno.find_deno_bin())
@@ -31,21 +30,20 @@ def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
     script.write_text("", encoding="utf-8")
     inspector = workdir / "inspector.js"
     inspector.write_text('import "node:inspector";\n', encoding="utf-8")
-    session = workdir / "session.js"
-    session.write_text('import { Session } from "node:inspector";\nnew Session().connect();\n', encoding="utf-8")
     plain = [binary, *DENO_FLOOR_ARGS, str(script)]
-    worker_flags = ["--no-code-cache", "--allow-sys=inspector", "--v8-flags=--jitless"]
+    worker_flags = ["--no-code-cache", "--v8-flags=--jitless,--expose-gc"]
     return {
         "deno_floor": plain,
         "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
         "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
-        "deno_floor_worker_flags": [binary, *DENO_FLOOR_ARGS, *worker_flags, str(session)],
+        "deno_floor_worker_flags": [binary, *DENO_FLOOR_ARGS, *worker_flags, str(script)],
     }
 
 
 def deno_floor_memory(workdir: Path, count: int = DENSITY_WORKERS) -> dict[str, Any]:
     """The memory floor: bare deno (from the ``deno`` wheel) left idle on a script that only
-    waits, and on one that imports node:inspector first, as every worker must. For each, the
+    waits, and on one that imports node:inspector first, as every worker of the design before
+    this one did. For each, the
     USS and anonymous memory of one such process alone, then the PSS per process with
     ``count`` of them alive: what the idle-USS and density rows measure of our workers."""
     import deno

@@ -139,7 +139,7 @@ ROWS = (
     ),
     Row(
         "deno_floor_inspector_p50",
-        "ours: bare deno importing node:inspector p50",
+        "ours: bare deno importing node:inspector (the design before) p50",
         "deno_floor_inspector",
         "p50_ms",
         "ms",
@@ -147,7 +147,7 @@ ROWS = (
     ),
     Row(
         "deno_floor_worker_flags_p50",
-        "ours: the same, its session connected, with the worker's flags (no code cache) p50",
+        "ours: bare deno, empty script, with the worker's flags (no code cache) p50",
         "deno_floor_worker_flags",
         "p50_ms",
         "ms",
@@ -246,7 +246,7 @@ ROWS = (
     ),
     Row(
         "deno_floor_inspector_uss",
-        "ours: bare idle deno with node:inspector USS, over the peer's idle worker",
+        "ours: bare idle deno with node:inspector (the design before) USS, over the peer's idle worker",
         "deno_floor_memory",
         "inspector_uss_bytes",
         "MiB",
@@ -263,7 +263,7 @@ ROWS = (
     ),
     Row(
         "deno_floor_inspector_pss",
-        f"ours: the same with node:inspector, {DENSITY_WORKERS} alive, over the peer's per worker",
+        f"ours: the same with node:inspector (the design before), {DENSITY_WORKERS} alive, over the peer's per worker",
         "deno_floor_memory",
         "inspector_pss_per_process_bytes",
         "MiB",

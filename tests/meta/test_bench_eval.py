@@ -207,6 +207,7 @@ def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> Non
     commands = floors.deno_floor_commands(tmp_path)
     assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector", "deno_floor_worker_flags"}
     assert "--no-code-cache" in commands["deno_floor_worker_flags"]
+    assert Path(commands["deno_floor_worker_flags"][-1]).read_text() == ""
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
     assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'
     assert floors.spawn_to_exit_ns(commands["deno_floor_inspector"], tmp_path) > 0
