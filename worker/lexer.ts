@@ -9,6 +9,9 @@ import { isSpace, isWord } from "./typescript.ts";
 // After these a `/` starts a regular expression, not a division.
 export const BEFORE_REGEX = /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/;
 
+// Statements whose parenthesised head a statement, and so maybe a regular expression, follows.
+const HEADS = /^(?:if|while|for|with)$/;
+
 // Token kinds.
 export const WORD = 1, PUNCT = 2, STRING = 3, OTHER = 4;
 
@@ -47,6 +50,10 @@ export function lex(text: string): Tokens {
     depth: new Int32ArrayCtor(room), nest: new Int32ArrayCtor(room), broken: new Uint8ArrayCtor(room), count: 0, room,
   };
   const templates: number[] = []; // brace depth at each open ${
+  // For each open parenthesis, whether it holds the condition of an if, while, for or with:
+  // a `/` after its `)` starts a regular expression (the statement), not a division.
+  const heads: number[] = [];
+  let headClosed = -1; // the token that closed such a parenthesis
   let depth = 0, nest = 0, i = 0, broke = 0;
   const n = text.length;
   const push = (kind: number, start: number, end: number) => {
@@ -89,7 +96,7 @@ export function lex(text: string): Tokens {
         continue;
       }
       const last = t.count - 1;
-      const regex = last < 0 || (t.kind[last] === PUNCT && !lastIs(")") && !lastIs("]")) ||
+      const regex = last < 0 || (t.kind[last] === PUNCT && (!lastIs(")") || headClosed === last) && !lastIs("]")) ||
         (t.kind[last] === WORD && RegExpExec(BEFORE_REGEX, StringSlice(text, t.start[last], t.end[last])) !== null);
       const start = i;
       i = regex ? skipRegex(text, i) : i + 1;
@@ -114,7 +121,15 @@ export function lex(text: string): Tokens {
     if (c === 125 || c === 41 || c === 93) { // } ) ]
       if (c === 125) depth--; else nest--;
       push(PUNCT, i, i + 1);
+      if (c === 41 && heads.length > 0) {
+        if (heads[heads.length - 1] === 1) headClosed = t.count - 1;
+        heads.length--;
+      }
     } else {
+      if (c === 40) {
+        const last = t.count - 1;
+        heads[heads.length] = last >= 0 && t.kind[last] === WORD && RegExpExec(HEADS, StringSlice(text, t.start[last], t.end[last])) !== null ? 1 : 0;
+      }
       push(PUNCT, i, i + 1);
       if (c === 123) depth++;
       else if (c === 40 || c === 91) nest++;

@@ -123,6 +123,10 @@ VALUES: Final[dict[str, tuple[list[str], Any]]] = {
     "template literals in template literals": (["await 0; `a${1 + 1}b${`c${2}`}`"], "a2bc2"),
     "a brace in a regular expression": (["await 0; const re1 = /a}b/g; 'a}b'.replace(re1, 'x')"], "x"),
     "division is not a regular expression": (["await 0; const div = 10 / 2 / 5; div"], 1),
+    "a regular expression after an if's condition": (
+        ["await 0; let r = 0; if (true) /[{(]/.test('{') && (r = 1); r"],
+        1,
+    ),
     "keywords as property names": (
         ["await 0; const obj1 = { await: 1, class: 2, function: 3 }; obj1.await + obj1.class + obj1.function"],
         6,
