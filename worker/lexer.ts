@@ -22,10 +22,11 @@ const U8Set = uncurry(Uint8Array.prototype.set);
 
 /** The significant tokens of a text, in typed arrays (no guest-reachable array methods):
  * kind, [start, end), how deep each is nested: in braces (template substitutions count as
- * braces) and in parentheses or brackets, and whether a line break comes before it. */
+ * braces) and in parentheses or brackets, its first character, and whether a line break
+ * comes before it. */
 export type Tokens = {
   kind: Int32Array; start: Int32Array; end: Int32Array; depth: Int32Array; nest: Int32Array;
-  broken: Uint8Array; count: number;
+  first: Int32Array; broken: Uint8Array; count: number;
   room: number; // the arrays' length: a typed array's length getter is the guest's to replace
 };
 
@@ -47,7 +48,8 @@ export function lex(text: string): Tokens {
   const room = 64;
   const t: Tokens = {
     kind: new Int32ArrayCtor(room), start: new Int32ArrayCtor(room), end: new Int32ArrayCtor(room),
-    depth: new Int32ArrayCtor(room), nest: new Int32ArrayCtor(room), broken: new Uint8ArrayCtor(room), count: 0, room,
+    depth: new Int32ArrayCtor(room), nest: new Int32ArrayCtor(room), first: new Int32ArrayCtor(room),
+    broken: new Uint8ArrayCtor(room), count: 0, room,
   };
   const templates: number[] = []; // brace depth at each open ${
   // For each open parenthesis, whether it holds the condition of an if, while, for or with:
@@ -56,17 +58,18 @@ export function lex(text: string): Tokens {
   let headClosed = -1; // the token that closed such a parenthesis
   let depth = 0, nest = 0, i = 0, broke = 0;
   const n = text.length;
-  const push = (kind: number, start: number, end: number) => {
+  const push = (kind: number, start: number, end: number, c: number) => {
     if (t.count === t.room) {
       t.kind = grown(t.kind, t.room); t.start = grown(t.start, t.room); t.end = grown(t.end, t.room);
-      t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room);
+      t.depth = grown(t.depth, t.room); t.nest = grown(t.nest, t.room); t.first = grown(t.first, t.room);
       const b = new Uint8ArrayCtor(t.room * 2);
       U8Set(b, t.broken);
       t.broken = b;
       t.room *= 2;
     }
     const k = t.count++;
-    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest; t.broken[k] = broke;
+    t.kind[k] = kind; t.start[k] = start; t.end[k] = end; t.depth[k] = depth; t.nest[k] = nest; t.first[k] = c;
+    t.broken[k] = broke;
     broke = 0;
   };
   const lastIs = (s: string) => t.count > 0 && t.kind[t.count - 1] === PUNCT && same(text, t.start[t.count - 1], t.end[t.count - 1], s);
@@ -81,7 +84,7 @@ export function lex(text: string): Tokens {
         const d = StringCharCodeAt(text, j);
         if (d < 128 ? CLASS[d] !== WORDY : isSpace(d)) break;
       }
-      push(WORD, i, j);
+      push(WORD, i, j, c);
       i = j;
       continue;
     }
@@ -100,13 +103,13 @@ export function lex(text: string): Tokens {
         (t.kind[last] === WORD && RegExpExec(BEFORE_REGEX, StringSlice(text, t.start[last], t.end[last])) !== null);
       const start = i;
       i = regex ? skipRegex(text, i) : i + 1;
-      push(regex ? OTHER : PUNCT, start, i);
+      push(regex ? OTHER : PUNCT, start, i, c);
       continue;
     }
     if (c === 39 || c === 34) { // ' "
       const start = i;
       i = skipString(text, i, c);
-      push(STRING, start, i);
+      push(STRING, start, i, c);
       continue;
     }
     const closes = c === 125 && templates.length > 0 && templates[templates.length - 1] === depth;
@@ -114,13 +117,13 @@ export function lex(text: string): Tokens {
       const start = i;
       if (closes) { templates.length--; depth--; }
       i = skipTemplate(text, i + 1, templates, depth);
-      if (i < 0) { i = -i; push(OTHER, start, i); depth++; continue; } // stopped at ${
-      push(OTHER, start, i);
+      if (i < 0) { i = -i; push(OTHER, start, i, c); depth++; continue; } // stopped at ${
+      push(OTHER, start, i, c);
       continue;
     }
     if (c === 125 || c === 41 || c === 93) { // } ) ]
       if (c === 125) depth--; else nest--;
-      push(PUNCT, i, i + 1);
+      push(PUNCT, i, i + 1, c);
       if (c === 41 && heads.length > 0) {
         if (heads[heads.length - 1] === 1) headClosed = t.count - 1;
         heads.length--;
@@ -130,7 +133,7 @@ export function lex(text: string): Tokens {
         const last = t.count - 1;
         heads[heads.length] = last >= 0 && t.kind[last] === WORD && RegExpExec(HEADS, StringSlice(text, t.start[last], t.end[last])) !== null ? 1 : 0;
       }
-      push(PUNCT, i, i + 1);
+      push(PUNCT, i, i + 1, c);
       if (c === 123) depth++;
       else if (c === 40 || c === 91) nest++;
     }

@@ -80,11 +80,12 @@ export function rewrite(code: string, n: Names): Rewrite {
       match[k] = -1;
       const kind = t.kind[k];
       if (kind === WORD || kind === STRING) continue;
-      const c = StringCharCodeAt(code, t.start[k]);
-      const last = StringCharCodeAt(code, t.end[k] - 1);
-      if (t.kind[k] === PUNCT && (c === 40 || c === 91 || c === 123)) { stack[top++] = k; continue; }
-      const closes = (t.kind[k] === PUNCT && (c === 41 || c === 93 || c === 125)) ||
-        (t.kind[k] === OTHER && c === 125); // the } that ends a template substitution
+      const c = t.first[k];
+      if (kind === PUNCT) {
+        if (c === 40 || c === 91 || c === 123) { stack[top++] = k; continue; }
+        if (c !== 41 && c !== 93 && c !== 125) continue;
+      } else if (c !== 96 && c !== 125) continue; // a regular expression
+      const closes = kind === PUNCT || c === 125; // a closer, or the } that ends a template substitution
       if (closes) {
         if (top === 0) {
           if (error === null) error = [`Unexpected token '${StringSlice(code, t.start[k], t.start[k] + 1)}'`, t.start[k]];
@@ -94,13 +95,13 @@ export function rewrite(code: string, n: Names): Rewrite {
           match[k] = open;
         }
       }
-      if (t.kind[k] === OTHER && (c === 96 || c === 125) && last === 123 && t.end[k] - t.start[k] >= 2 &&
+      if (kind === OTHER && t.end[k] - t.start[k] >= 2 && StringCharCodeAt(code, t.end[k] - 1) === 123 &&
           StringCharCodeAt(code, t.end[k] - 2) === 36) stack[top++] = k; // `...${ or }...${
     }
   }
 
-  const ch = (k: number) => (k < count ? StringCharCodeAt(code, t.start[k]) : -1);
-  const punct = (k: number, c: number) => k < count && t.kind[k] === PUNCT && StringCharCodeAt(code, t.start[k]) === c;
+  const ch = (k: number) => (k < count ? t.first[k] : -1);
+  const punct = (k: number, c: number) => k < count && t.kind[k] === PUNCT && t.first[k] === c;
   const word = (k: number, s: string) => k < count && t.kind[k] === WORD && isText(code, t, k, s);
   // A word as a keyword: not a property's name (after a dot, or before a colon in a literal).
   const keyword = (k: number, s: string) => word(k, s) && !punct(k - 1, 46) && !punct(k + 1, 58);
@@ -172,7 +173,7 @@ export function rewrite(code: string, n: Names): Rewrite {
       const kind = t.kind[j];
       if (kind === WORD) {
         // Only these words matter here; their first letters spare the rest a comparison.
-        const first = StringCharCodeAt(code, t.start[j]);
+        const first = t.first[j];
         if ((first === 102 || first === 99) && (keyword(j, "function") || keyword(j, "class"))) {
           j = skipFunctionOrClass(j);
         } else if (forHead && (first === 105 || first === 111) && (word(j, "in") || word(j, "of"))) return j;
