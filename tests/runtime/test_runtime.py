@@ -449,6 +449,20 @@ def _worker_rss(runtime: pydeno.Runtime) -> int:
     return int(psutil.Process(process.pid).memory_info().rss)
 
 
+def _growth_over_new_code(rt: pydeno.Runtime, template: str) -> int:
+    """How far the worker's RSS rose above where it stood after 3,000 evals of new code (the
+    first collections load what they need once), over 15,000 more: template with {i}."""
+    for i in range(3_000):
+        rt.eval(template.format(i=i))
+    before = _worker_rss(rt)
+    highest = before
+    for i in range(3_000, 18_000):
+        assert rt.eval(template.format(i=i)) == i + 1
+        if i % 500 == 0:
+            highest = max(highest, _worker_rss(rt))
+    return highest - before
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["require", "off"])
 def test_evals_of_new_code_do_not_grow_the_worker_and_what_it_declared_survives(sandbox: Any) -> None:
@@ -458,16 +472,8 @@ def test_evals_of_new_code_do_not_grow_the_worker_and_what_it_declared_survives(
     # shrinks at each collection and grows back); 5 MiB leaves room for a busy machine.
     with pydeno.Runtime(sandbox=sandbox) as rt:
         rt.eval("let kept = 'still here'; function twice(x) { return 2 * x }")
-        # The first collections load what they need once; the growth is counted after them.
-        for i in range(3_000):
-            rt.eval(f"({i}) + 1")
-        before = _worker_rss(rt)
-        highest = before
-        for i in range(3_000, 18_000):
-            assert rt.eval(f"({i}) + 1") == i + 1
-            if i % 500 == 0:
-                highest = max(highest, _worker_rss(rt))
-        assert highest - before < 5 * 2**20, f"the worker grew by {(highest - before) / 2**20:.1f} MiB"
+        growth = _growth_over_new_code(rt, "({i}) + 1")
+        assert growth < 5 * 2**20, f"the worker grew by {growth / 2**20:.1f} MiB"
         assert rt.eval("kept") == "still here"
         assert rt.eval("twice(kept.length)") == 20
         assert rt.eval("await Promise.resolve(kept)") == "still here"
@@ -482,15 +488,8 @@ def test_evals_of_new_code_with_await_do_not_grow_the_worker() -> None:
     # the latest only: keeping them all grew the worker by about 0.7 KiB per eval.
     with pydeno.Runtime() as rt:
         rt.eval("let kept = await 'still here'")
-        for i in range(3_000):
-            rt.eval(f"await ({i}) + 1")
-        before = _worker_rss(rt)
-        highest = before
-        for i in range(3_000, 18_000):
-            assert rt.eval(f"await ({i}) + 1") == i + 1
-            if i % 500 == 0:
-                highest = max(highest, _worker_rss(rt))
-        assert highest - before < 6 * 2**20, f"the worker grew by {(highest - before) / 2**20:.1f} MiB"
+        growth = _growth_over_new_code(rt, "await ({i}) + 1")
+        assert growth < 6 * 2**20, f"the worker grew by {growth / 2**20:.1f} MiB"
         assert rt.eval("kept") == "still here"
 
 
