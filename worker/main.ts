@@ -617,8 +617,7 @@ function guestStack(stack: string): string {
     if (to < 0) to = stack.length;
     const line = StringSlice(stack, from, to);
     from = to + 1;
-    if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR) ||
-        StringIncludes(line, "ext:deno_node/inspector")) continue;
+    if (StringIncludes(line, "ext:core/") || StringIncludes(line, WORKER_DIR)) continue;
     kept = any ? kept + "\n" + line : line;
     any = true;
   }
