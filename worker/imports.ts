@@ -26,7 +26,7 @@ import { compileError, scriptPosition } from "./typescript.ts";
 
 
 /** One change to the text: [start, end) of it becomes `to`. */
-export type Change = { start: number; end: number; to: string };
+type Change = { start: number; end: number; to: string };
 const OTHER_BREAKS = /[\r\u2028\u2029]/;
 
 function put(list: any[], value: any): void {
@@ -180,7 +180,7 @@ export function convertImports(code: string, script: string, program: boolean, t
 
 /** The text with the changes (in order, none overlapping) made, and the edits of those that
  * changed a length. Lines as V8 counts them: \n, \r\n, \r, U+2028 and U+2029 end one. */
-export function applied(code: string, changes: Change[]): [string, Edit[]] {
+function applied(code: string, changes: Change[]): [string, Edit[]] {
   const edits: Edit[] = [];
   // Only \n ends a line in most code: then the breaks are found by indexOf, not one by one.
   const onlyNewlines = RegExpExec(OTHER_BREAKS, code) === null;

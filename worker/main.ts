@@ -856,9 +856,6 @@ function evaluate(code: string, script: string): any {
 }
 
 const SyntaxErrorCtor = SyntaxError;
-function put(list: any[], value: any): void {
-  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
-}
 
 // --- Top-level await ---------------------------------------------------------------------------
 // repl.ts rewrites such an eval into an async arrow function's body. The worker declares what
@@ -888,9 +885,11 @@ type Compiled = { rw: Rewrite; fn: any; functions: any; name: string };
 /** A rewritten eval's script that did not compile: its text, name and evalContext's outcome. */
 type Refused = { text: string; name: string; outcome: [any, any] };
 // The latest rewrites and their functions, by code: an eval run again costs no lexing.
-const CACHE_SIZE = 64;
+// At most CACHE_SIZE codes, and CACHE_CHARS characters of them (a code keeps its rewritten
+// body too): then it starts afresh.
+const CACHE_SIZE = 64, CACHE_CHARS = 2 << 20;
 let cache: { [code: string]: Compiled | Rewrite } = ObjectCreate(null);
-let cached = 0;
+let cached = 0, cachedChars = 0;
 
 function rewritten(code: string): Rewrite {
   const hit = cache[code];
@@ -901,7 +900,14 @@ function rewritten(code: string): Rewrite {
 }
 
 function remember(code: string, entry: Compiled | Rewrite): void {
-  if (cache[code] === undefined && ++cached > CACHE_SIZE) { cache = ObjectCreate(null); cached = 1; }
+  if (cache[code] === undefined) {
+    cachedChars += code.length;
+    if (++cached > CACHE_SIZE || cachedChars > CACHE_CHARS) {
+      cache = ObjectCreate(null);
+      cached = 1;
+      cachedChars = code.length;
+    }
+  }
   cache[code] = entry;
 }
 
@@ -929,12 +935,14 @@ function compile(script: string, rw: Rewrite): Compiled | Refused {
   // In parentheses: V8 then compiles the function at once, instead of preparsing it now and
   // parsing it again when it is called.
   const head = `${HOLDER}.r((async(${NAMES.completion},${NAMES.bound},${NAMES.declare},${NAMES.functions})=>{`;
-  const edits: any[] = [];
-  put(edits, { line: 1, column: 1, now: head.length, longer: head.length });
+  // A list without a prototype, as repl.ts makes its own: no index setter of the guest's.
+  const edits: any = ObjectCreate(null);
+  edits[0] = { line: 1, column: 1, now: head.length, longer: head.length };
   for (let i = 0; i < rw.edits.length; i++) {
     const e = rw.edits[i];
-    put(edits, e.line === 1 ? { line: 1, column: e.column + head.length, now: e.now, longer: e.longer } : e);
+    edits[i + 1] = e.line === 1 ? { line: 1, column: e.column + head.length, now: e.now, longer: e.longer } : e;
   }
+  edits.length = rw.edits.length + 1;
   const text = head + rw.body + `\nreturn ${NAMES.completion}}))`;
   const name = evalName(text, script, edits);
   hold.f = undefined;

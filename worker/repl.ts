@@ -25,12 +25,21 @@
 // the edits say how columns moved, so frames map back to the code as written (modules.ts).
 
 // deno-lint-ignore-file no-explicit-any
-import { ObjectCreate, ObjectDefineProperty, RegExpExec, StringCharCodeAt, StringSlice } from "./intrinsics.ts";
+import {
+  ObjectCreate,
+  ObjectDefineProperty,
+  RegExpExec,
+  StringCharCodeAt,
+  StringIndexOf,
+  StringSlice,
+  TypedArrayLength,
+  uncurry,
+} from "./intrinsics.ts";
 import { isText, lex, OTHER, PUNCT, STRING, type Tokens, WORD } from "./lexer.ts";
-import { applied, type Change } from "./imports.ts";
 import type { Edit } from "./modules.ts";
 
 const Int32ArrayCtor = Int32Array;
+const Int32Set = uncurry(Int32Array.prototype.set);
 
 function put(list: any[], value: any): void {
   ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
@@ -62,7 +71,10 @@ const KEYWORDS = /^(?:break|case|catch|class|const|continue|debugger|default|del
 export function rewrite(code: string, n: Names): Rewrite {
   const t: Tokens = lex(code);
   const count = t.count;
-  const changes: Change[] = [];
+  // The changes, in typed arrays and a prototype-less table: made by the thousand for long
+  // code, where a defineProperty per change (what keeps an array's writes from the guest's
+  // index setters) was most of the rewrite's time.
+  const changes: Changes = { start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64), to: ObjectCreate(null), count: 0 };
   const lexical: string[][] = [];
   const vars: string[] = [];
   const functions: string[] = [];
@@ -107,8 +119,8 @@ export function rewrite(code: string, n: Names): Rewrite {
   const keyword = (k: number, s: string) => word(k, s) && !punct(k - 1, 46) && !punct(k + 1, 58);
   const text = (k: number) => StringSlice(code, t.start[k], t.end[k]);
   const adjacent = (k: number) => k > 0 && t.start[k] === t.end[k - 1];
-  const change = (start: number, end: number, to: string) => put(changes, { start, end, to });
-  const insert = (at: number, to: string) => put(changes, { start: at, end: at, to });
+  const change = (start: number, end: number, to: string) => addChange(changes, start, end, to);
+  const insert = (at: number, to: string) => addChange(changes, at, at, to);
   const fail = (message: string, k: number) => { if (error === null) error = [message, k < count ? t.start[k] : code.length]; };
   /** Declares the name at token k, lexical or not. */
   const declare = (k: number, lexical: boolean) => {
@@ -452,30 +464,72 @@ export function rewrite(code: string, n: Names): Rewrite {
   while (first < count && t.kind[first] === STRING && (punct(first + 1, 59) || first + 1 === count || breakBefore(first + 1))) {
     first = punct(first + 1, 59) ? first + 2 : first + 1;
   }
-  const prologue: Change = { start: first < count ? t.start[first] : code.length, end: 0, to: "" };
-  prologue.end = prologue.start;
-  put(changes, prologue);
+  insert(first < count ? t.start[first] : code.length, ""); // change 0: the prologue, below
   statements(first, count, true, true);
   if (functions.length > 0) {
     let list = "";
     for (let i = 0; i < functions.length; i++) list += (i > 0 ? "," : "") + functions[i];
-    prologue.to = `${n.functions}(${list});`;
+    changes.to[0] = `${n.functions}(${list});`;
   }
-  sortChanges(changes);
-  const made = applied(code, changes);
+  const made = made_(code, changes);
   return { body: made[0], edits: made[1], lexical, vars, functions, error };
 }
 
-/** Stable insertion sort by start: changes are made almost in order. */
-function sortChanges(changes: Change[]): void {
-  for (let i = 1; i < changes.length; i++) {
-    const c = changes[i];
-    let j = i - 1;
-    if (changes[j].start <= c.start) continue;
-    while (j >= 0 && changes[j].start > c.start) {
-      ObjectDefineProperty(changes, j + 1, { __proto__: null, value: changes[j], writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
-      j--;
-    }
-    ObjectDefineProperty(changes, j + 1, { __proto__: null, value: c, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+type Changes = { start: Int32Array; end: Int32Array; to: { [i: number]: string }; count: number };
+
+function addChange(c: Changes, start: number, end: number, to: string): void {
+  const k = c.count;
+  if (k === TypedArrayLength(c.start)) {
+    const s = new Int32ArrayCtor(k * 2), e = new Int32ArrayCtor(k * 2);
+    Int32Set(s, c.start);
+    Int32Set(e, c.end);
+    c.start = s;
+    c.end = e;
   }
+  c.start[k] = start;
+  c.end[k] = end;
+  c.to[k] = to;
+  c.count = k + 1;
+}
+
+const OTHER_BREAKS = /[\r\u2028\u2029]/;
+
+/** The code with the changes made (in the order of their starts, those at one place in the
+ * order they were made), and the edits of those that changed a length, as modules.ts keeps
+ * them (line, column in the new text, its length, how much longer), in a prototype-less list. */
+function made_(code: string, c: Changes): [string, Edit[]] {
+  // Changes are made almost in order: an insertion sort of their indices, stable.
+  const order = new Int32ArrayCtor(c.count > 0 ? c.count : 1);
+  for (let i = 0; i < c.count; i++) {
+    let j = i - 1;
+    while (j >= 0 && c.start[order[j]] > c.start[i]) { order[j + 1] = order[j]; j--; }
+    order[j + 1] = i;
+  }
+  const edits: any = ObjectCreate(null);
+  let length = 0;
+  // Only \n ends a line in most code: then the breaks are found by indexOf, not one by one.
+  const onlyNewlines = RegExpExec(OTHER_BREAKS, code) === null;
+  let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
+  for (let q = 0; q < c.count; q++) {
+    const k = order[q], start = c.start[k], to = c.to[k];
+    if (onlyNewlines) {
+      for (let i = StringIndexOf(code, "\n", from); i >= 0 && i < start; i = StringIndexOf(code, "\n", i + 1)) {
+        line++;
+        lineAt = out.length + (i - from) + 1;
+      }
+    } else {
+      for (let i = from; i < start; i++) {
+        const ch = StringCharCodeAt(code, i);
+        if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
+        if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
+      }
+    }
+    out += StringSlice(code, from, start);
+    const longer = to.length - (c.end[k] - start);
+    if (longer !== 0) edits[length++] = { line, column: out.length - lineAt + 1, now: to.length, longer };
+    out += to;
+    from = c.end[k];
+  }
+  edits.length = length;
+  return [out + StringSlice(code, from), edits as Edit[]];
 }
