@@ -1,9 +1,9 @@
 // What an eval with top-level await means, without V8's REPL mode.
 //
 // A classic script cannot await, and an async function's declarations end with it. So an eval
-// whose top level awaits is rewritten to the body of an async arrow function, which the worker
-// creates by a classic script of its own and calls (main.ts), with what a script would have
-// made global made global:
+// whose code says `await` (and every eval of a guest that poisoned what evalContext reads, see
+// main.ts) is rewritten to the body of an async arrow function, which the worker creates by a
+// classic script of its own and calls, with what a script would have made global made global:
 //   - A `var` anywhere outside a function, and a function declared at the top level, are
 //     declared by a classic script first (global and non-configurable, as a script's are);
 //     the var's initialiser becomes an assignment where it was, and the function is assigned
@@ -13,9 +13,9 @@
 //     script-scope lets (main.ts), so later evals see them as they would a script's, and a
 //     use before the declaration is a ReferenceError. Declared again by a later eval, the
 //     name is assigned instead, as V8's REPL mode allows.
-//   - Every expression statement outside a function records its value, and a statement whose
-//     value is "empty" resets it first, so the eval's value is its completion value, as a
-//     script's is (an if, a loop, a switch and a try give theirs; a finally does not).
+//   - Every expression statement outside a function records its value, and an if, a loop, a
+//     switch, a try or a with, standing in a list of statements, starts from undefined, so the
+//     eval's value is its completion value, as a script's is (a finally gives none).
 // Statements are found by a statement-level parse of the lexer's tokens (lexer.ts): brackets
 // are matched, and where no semicolon ends a statement, a line break ends it unless the next
 // token could continue it, as automatic semicolon insertion does. Expressions are never
