@@ -19,6 +19,8 @@ SECTION_UNITS = {
     "host_call": "us",
     "host_call_await": "us",
     "await_eval": "us",
+    "new_code_await": "us",
+    "new_code_plain": "us",
     "big_result": "ms",
     "cold_start": "ms",
     "cold_start_off": "ms",
@@ -51,6 +53,23 @@ HOST_CALL_CODE = "add(1, 2)"
 # are held against its plain forms, which is never the flattering choice.
 HOST_CALL_AWAIT_CODE = "await add(1, 2)"
 AWAIT_CODE = "await Promise.resolve(2)"
+# A short program as an agent writes one, new at every eval ({i} changes): with await, which
+# the worker rewrites, and the same without, which it evaluates as a script.
+NEW_CODE = (
+    "var items = AWAIT[{id: 1, price: 3.5}, {id: 2, price: 7}];\n"
+    "var total = 0;\n"
+    "for (const item of items) {\n"
+    "  if (item.price > 5) {\n"
+    "    total += item.price * 2;\n"
+    "  } else {\n"
+    "    total += item.price;\n"
+    "  }\n"
+    "}\n"
+    "var summary = { count: items.length, total: total.toFixed(2), tag: 'run-{i}' };\n"
+    "summary.count\n"
+)
+NEW_CODE_AWAIT = NEW_CODE.replace("AWAIT", "await ")
+NEW_CODE_PLAIN = NEW_CODE.replace("AWAIT", "")
 BIG_LEN = 20_000
 BIG_CODE = "Array.from({length: 20000}, (_, i) => ({id: i, name: 'x' + i}))"
 # The same build, with only its length crossing: what the guest's own part of BIG_CODE costs.

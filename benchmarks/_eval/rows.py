@@ -105,6 +105,21 @@ ROWS = (
         targets=(Target(1.5, ISSUE34),),
         over=("ours", "warm_eval", "p50_us"),
     ),
+    Row(
+        "new_code_await_p50",
+        "ours: a ten-line program with await, new at each eval, p50, over the same without await",
+        "new_code_await",
+        "p50_us",
+        "us",
+        over=("ours", "new_code_plain", "p50_us"),
+    ),
+    Row(
+        "new_code_plain_p50",
+        "ours: that program without await, new at each eval, p50",
+        "new_code_plain",
+        "p50_us",
+        "us",
+    ),
     Row("warm_eval_async_p50", "ours: warm eval, AsyncRuntime (asyncio) p50", "warm_eval_async", "p50_us", "us"),
     Row("host_call_async_p50", "ours: host call, AsyncRuntime (asyncio) p50", "host_call_async", "p50_us", "us"),
     Row(

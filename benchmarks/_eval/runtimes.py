@@ -13,13 +13,16 @@ class WrongValue(AssertionError):
     """A runtime returned something other than what the benchmarked code evaluates to."""
 
 
-def time_evals(rt: Any, code: str, expected: object, n: int) -> list[int]:
+def time_evals(rt: Any, code: str, expected: object, n: int, *, first: int | None = None) -> list[int]:
+    """Time n evals of code. With ``first``, each eval's code is new: its ``{i}`` replaced by
+    first, first + 1, ... (before the timed window)."""
     clock = time.perf_counter_ns
     run = rt.eval
     samples: list[int] = []
     for i in range(n):
+        text = code if first is None else code.replace("{i}", str(first + i))
         t0 = clock()
-        value = run(code)
+        value = run(text)
         t1 = clock()
         # Outside the timed window; a fast wrong answer must not count as a result.
         if value != expected:

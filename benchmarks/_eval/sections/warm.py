@@ -9,7 +9,7 @@ import time
 from _common.cpu import by_thread_name, cpu_used
 from _common.procfs import process_rss
 
-from ..config import AWAIT_CODE, HOST_CALL_AWAIT_CODE, HOST_CALL_CODE, WARM_CODE
+from ..config import AWAIT_CODE, HOST_CALL_AWAIT_CODE, HOST_CALL_CODE, NEW_CODE_AWAIT, NEW_CODE_PLAIN, WARM_CODE
 from ..context import Context
 from ..runtimes import WrongValue, add, time_evals
 
@@ -63,6 +63,13 @@ def await_forms(ctx: Context) -> None:
         time_evals(rt, code, expected, ctx.params.warmup)
         gc.collect()
         ctx.record(name, time_evals(rt, code, expected, ctx.params.iterations))
+    # Code new at every eval, as an agent's is: what the rewrite of code with await costs
+    # over a plain eval of the same program (each is compiled anew either way).
+    n = ctx.params.iterations // 4
+    for name, code in (("new_code_await", NEW_CODE_AWAIT), ("new_code_plain", NEW_CODE_PLAIN)):
+        time_evals(rt, code, 2, ctx.params.warmup, first=0)
+        gc.collect()
+        ctx.record(name, time_evals(rt, code, 2, n, first=ctx.params.warmup))
 
 
 def cpu_per_eval(ctx: Context) -> None:
