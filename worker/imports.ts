@@ -14,24 +14,20 @@
 
 // deno-lint-ignore-file no-explicit-any
 import {
-  ObjectDefineProperty,
+  ObjectCreate,
   RegExpExec,
   StringCharCodeAt,
   StringIndexOf,
   StringSlice,
+  TypedArrayLength,
+  uncurry,
 } from "./intrinsics.ts";
 import { lex, PUNCT, same, STRING, WORD } from "./lexer.ts";
 import type { Edit } from "./modules.ts";
 import { compileError, scriptPosition } from "./typescript.ts";
 
-
-/** One change to the text: [start, end) of it becomes `to`. */
-type Change = { start: number; end: number; to: string };
-const OTHER_BREAKS = /[\r\u2028\u2029]/;
-
-function put(list: any[], value: any): void {
-  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
-}
+const Int32ArrayCtor = Int32Array;
+const Int32Set = uncurry(Int32Array.prototype.set);
 
 /** code with each import declaration at its top level converted (see above), and the edits
  * (as modules.ts keeps them: line, column in the new text, its length, how much longer);
@@ -55,9 +51,9 @@ export function convertImports(code: string, script: string, program: boolean, t
     top = 1;
     topNest = t.nest[k];
   }
-  const changes: Change[] = [];
-  const change = (k: number, to: string) => put(changes, { start: t.start[k], end: t.end[k], to });
-  const insert = (at: number, to: string) => put(changes, { start: at, end: at, to });
+  const made = changes();
+  const change = (k: number, to: string) => addChange(made, t.start[k], t.end[k], to);
+  const insert = (at: number, to: string) => addChange(made, at, at, to);
   // Spaces for what is there, its line breaks kept: nothing moves.
   const blank = (start: number, end: number) => {
     let to = "";
@@ -65,7 +61,7 @@ export function convertImports(code: string, script: string, program: boolean, t
       const c = StringCharCodeAt(code, i);
       to += c === 10 || c === 13 || c === 0x2028 || c === 0x2029 ? StringSlice(code, i, i + 1) : " ";
     }
-    put(changes, { start, end, to });
+    addChange(made, start, end, to);
   };
   const unexpected = (k: number): never => {
     let message = "Unexpected end of input";
@@ -161,8 +157,8 @@ export function convertImports(code: string, script: string, program: boolean, t
       : ");");
     k = attributes(j + 2);
   }
-  if (changes.length === 0) return null;
-  return applied(code, changes);
+  if (made.count === 0) return null;
+  return applied(code, made);
 
   /** After a declaration's specifier, at token k: the last token of the declaration. */
   function attributes(k: number): number {
@@ -178,32 +174,68 @@ export function convertImports(code: string, script: string, program: boolean, t
   }
 }
 
-/** The text with the changes (in order, none overlapping) made, and the edits of those that
- * changed a length. Lines as V8 counts them: \n, \r\n, \r, U+2028 and U+2029 end one. */
-function applied(code: string, changes: Change[]): [string, Edit[]] {
-  const edits: Edit[] = [];
+/** Changes to a text, [start, end) of it becoming to, in typed arrays and a prototype-less
+ * table: made by the thousand for long code, where a defineProperty per change (what keeps
+ * an array's writes from the guest's index setters) was most of the time. */
+export type Changes = { start: Int32Array; end: Int32Array; to: { [i: number]: string }; count: number };
+
+export function changes(): Changes {
+  return { start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64), to: ObjectCreate(null), count: 0 };
+}
+
+export function addChange(c: Changes, start: number, end: number, to: string): void {
+  const k = c.count;
+  if (k === TypedArrayLength(c.start)) {
+    const s = new Int32ArrayCtor(k * 2), e = new Int32ArrayCtor(k * 2);
+    Int32Set(s, c.start);
+    Int32Set(e, c.end);
+    c.start = s;
+    c.end = e;
+  }
+  c.start[k] = start;
+  c.end[k] = end;
+  c.to[k] = to;
+  c.count = k + 1;
+}
+
+const OTHER_BREAKS = /[\r\u2028\u2029]/;
+
+/** The code with the changes made (in the order of their starts, those at one place in the
+ * order they were made), and the edits of those that changed a length, as modules.ts keeps
+ * them (line, column in the new text, its length, how much longer), in a prototype-less list. */
+export function applied(code: string, c: Changes): [string, Edit[]] {
+  // Changes are made almost in order: an insertion sort of their indices, stable.
+  const order = new Int32ArrayCtor(c.count > 0 ? c.count : 1);
+  for (let i = 0; i < c.count; i++) {
+    let j = i - 1;
+    while (j >= 0 && c.start[order[j]] > c.start[i]) { order[j + 1] = order[j]; j--; }
+    order[j + 1] = i;
+  }
+  const edits: any = ObjectCreate(null);
+  let length = 0;
   // Only \n ends a line in most code: then the breaks are found by indexOf, not one by one.
   const onlyNewlines = RegExpExec(OTHER_BREAKS, code) === null;
   let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
-  for (let k = 0; k < changes.length; k++) {
-    const c: Change = changes[k];
+  for (let q = 0; q < c.count; q++) {
+    const k = order[q], start = c.start[k], to = c.to[k];
     if (onlyNewlines) {
-      for (let i = StringIndexOf(code, "\n", from); i >= 0 && i < c.start; i = StringIndexOf(code, "\n", i + 1)) {
+      for (let i = StringIndexOf(code, "\n", from); i >= 0 && i < start; i = StringIndexOf(code, "\n", i + 1)) {
         line++;
         lineAt = out.length + (i - from) + 1;
       }
     } else {
-      for (let i = from; i < c.start; i++) {
+      for (let i = from; i < start; i++) {
         const ch = StringCharCodeAt(code, i);
         if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
         if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
       }
     }
-    out += StringSlice(code, from, c.start);
-    const longer = c.to.length - (c.end - c.start);
-    if (longer !== 0) put(edits, { line, column: out.length - lineAt + 1, now: c.to.length, longer });
-    out += c.to;
-    from = c.end;
+    out += StringSlice(code, from, start);
+    const longer = to.length - (c.end[k] - start);
+    if (longer !== 0) edits[length++] = { line, column: out.length - lineAt + 1, now: to.length, longer };
+    out += to;
+    from = c.end[k];
   }
-  return [out + StringSlice(code, from), edits];
+  edits.length = length;
+  return [out + StringSlice(code, from), edits as Edit[]];
 }

@@ -12,6 +12,11 @@ export const StringStartsWith = uncurry(String.prototype.startsWith);
 export const RegExpExec = uncurry(RegExp.prototype.exec);
 export const ObjectDefineProperty = Object.defineProperty;
 export const ObjectCreate = Object.create;
+/** Appends value to list by defining it: an assignment would run an index setter the guest
+ * put on Object.prototype. */
+export function put(list: any[], value: any): void {
+  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+}
 export const NumberParseInt = Number.parseInt;
 export const StringFn = String;
 export const SyntaxErrorCtor = SyntaxError;

@@ -830,7 +830,7 @@ function evaluate(code: string, script: string): any {
   // poisoned array iteration or put accessors on indices of Object/Array.prototype: Deno's
   // evalContext wrapper destructures an array it builds with [[Set]], and such a guest would
   // garble its answer; the rewritten route never reads it.
-  if (RegExpExec(AWAIT_RE, code) !== null || !classicScriptSafe()) return replEvaluate(code, script, rewritten(code));
+  if (RegExpExec(AWAIT_RE, code) !== null || !classicScriptSafe()) return replEvaluate(code, script);
   // One script name for every plain JavaScript eval: V8's compilation cache, keyed on source
   // and origin, then serves repeated source. New code is what leaves compiled scripts behind
   // (see "Memory over a long life"); only a short source is kept to compare the next with: a
@@ -891,14 +891,6 @@ const CACHE_SIZE = 64, CACHE_CHARS = 2 << 20;
 let cache: { [code: string]: Compiled | Rewrite } = ObjectCreate(null);
 let cached = 0, cachedChars = 0;
 
-function rewritten(code: string): Rewrite {
-  const hit = cache[code];
-  if (hit !== undefined) return ObjectHasOwn(hit, "fn") ? (hit as Compiled).rw : hit as Rewrite;
-  const rw = rewrite(code, NAMES);
-  remember(code, rw);
-  return rw;
-}
-
 function remember(code: string, entry: Compiled | Rewrite): void {
   if (cache[code] === undefined) {
     cachedChars += code.length;
@@ -911,19 +903,22 @@ function remember(code: string, entry: Compiled | Rewrite): void {
   cache[code] = entry;
 }
 
-/** Runs code rewritten as rw: a promise of its completion value. */
-function replEvaluate(code: string, script: string, rw: Rewrite): any {
-  if (rw.error !== null) return refuse(code, script, rw.error, null);
+/** Runs code rewritten (see repl.ts): a promise of its completion value. */
+function replEvaluate(code: string, script: string): any {
   const hit = cache[code];
   let compiled: Compiled;
-  if (hit !== undefined && ObjectHasOwn(hit, "fn") && (hit as Compiled).rw === rw) compiled = hit as Compiled;
+  if (hit !== undefined && ObjectHasOwn(hit, "fn")) compiled = hit as Compiled;
   else {
+    const rw = hit === undefined ? rewrite(code, NAMES) : hit as Rewrite;
+    if (hit === undefined) remember(code, rw);
+    if (rw.error !== null) return refuse(code, script, rw.error, null);
     const made = compile(script, rw);
     if (!ObjectHasOwn(made, "fn")) return refuse(code, script, null, made as Refused);
     compiled = made as Compiled;
     remember(code, compiled);
     if (code !== lastCode) { lastCode = code.length <= LAST_CODE_CHARS ? code : ""; newCode++; }
   }
+  const rw = compiled.rw;
   declareVars(rw);
   const bound = ObjectCreate(null);
   const declare = (index: number) => declareNames(rw.lexical[index], bound);
@@ -1049,68 +1044,59 @@ function declareScript(text: string, bound: any): any[] | null {
 /** Throws the error of a rewritten eval that did not compile, or that the rewrite refused
  * (scanned: its message and offset). The code as written, compiled (never run) as an async
  * function's body, says what V8 would say of it, and where; else the rewritten script, placed
- * as written. A plain JavaScript eval's error also says whether the code is TypeScript (a
- * promise then). */
+ * as written. */
 function refuse(code: string, script: string, scanned: [string, number] | null, refused: Refused | null): never | Promise<never> {
   const head = "(async()=>{";
-  let place = compiledPlace(head + code + "\n})", "guest:diagnosis");
-  if (place !== null && place[1] > code.length + head.length) {
+  let place = bodyPlace(head + code + "\n})");
+  const end = scriptPosition(head + code, head.length + code.length);
+  if (place !== null && (place[1] > end[0] || (place[1] === end[0] && place[2] > end[1]))) {
     // Past the code: a closer the code has no opener for (the rewrite saw which), or the end
     // of its input, as V8 would say of the code alone.
-    place = scanned !== null ? null : compiledPlace(head + code, "guest:diagnosis") ?? place;
+    place = scanned !== null ? null : bodyPlace(head + code) ?? place;
   }
-  let message: string, line: number, column: number;
   if (place !== null) {
-    const at = scriptPosition(head + code, place[1]);
-    message = place[0];
-    line = at[0];
-    column = at[0] === 1 ? at[1] - head.length : at[1];
-  } else if (scanned !== null) {
-    const at = scriptPosition(code, scanned[1]);
-    message = scanned[0];
-    line = at[0];
-    column = at[1];
-  } else {
-    // What only a script refuses (new.target at its top level): the rewritten script's place.
-    const found = refused === null ? null : placeOf(() => {
-      const outcome = evalContext(refused.text, refused.name);
-      return outcome[1] === null || outcome[1].isCompileError !== true ? null : outcome[1].thrown;
-    }, refused.name);
-    if (found === null) {
-      throw refused !== null && classicScriptSafe() && refused.outcome[1] !== null ? refused.outcome[1].thrown
-        : new SyntaxErrorCtor("the code did not compile");
-    }
-    const at = asWritten(refused!.name, found[1], found[2]);
-    message = found[0];
-    line = at[1];
-    column = at[2];
+    return compileRefusal(code, script, place[0], place[1], place[1] === 1 ? place[2] - head.length : place[2]);
   }
+  if (scanned !== null) {
+    const at = scriptPosition(code, scanned[1]);
+    return compileRefusal(code, script, scanned[0], at[0], at[1]);
+  }
+  // What only a script refuses (new.target at its top level): the rewritten script's place.
+  const found = refused === null ? null : scriptPlace(refused.text, refused.name);
+  if (found === null) {
+    throw refused !== null && classicScriptSafe() && refused.outcome[1] !== null ? refused.outcome[1].thrown
+      : new SyntaxErrorCtor("the code did not compile");
+  }
+  const at = asWritten(refused!.name, found[1], found[2]);
+  return compileRefusal(code, script, found[0], at[1], at[2]);
+}
+
+/** V8's message and place for source that does not compile as a function body (compiled,
+ * never run), or null when it compiles or no place can be had. */
+function bodyPlace(source: string): [string, number, number] | null {
+  const name = "guest:diagnosis";
+  return placeOf(() => {
+    const outcome = compileFunction(source, name, undefined, []);
+    return outcome[1] === null ? null : outcome[1].thrown;
+  }, name);
+}
+
+/** The same for text that does not compile as the classic script `name`: compiled again, it
+ * fails the same way, and nothing runs. */
+function scriptPlace(text: string, name: string): [string, number, number] | null {
+  return placeOf(() => {
+    const outcome = evalContext(text, name);
+    return outcome[1] === null || outcome[1].isCompileError !== true ? null : outcome[1].thrown;
+  }, name);
+}
+
+/** Throws a SyntaxError at line and column of code (the script `script`); a plain JavaScript
+ * eval's also says whether the code is TypeScript (a promise then). */
+function compileRefusal(code: string, script: string, message: string, line: number, column: number): never | Promise<never> {
   if (script !== EVAL_SCRIPT) throw compileError(message, script, line, column, "");
   return PromiseThen(isTypeScript(code), (ts: boolean) => {
     throw compileError(message, script, line, column, ts ? TYPESCRIPT_TRAILER : "");
   });
-}
-
-/** V8's message and offset for source that does not compile as a function body (compiled,
- * never run), or null when it compiles or no place can be had. */
-function compiledPlace(source: string, name: string): [string, number] | null {
-  const found = placeOf(() => {
-    const outcome = compileFunction(source, name, undefined, []);
-    return outcome[1] === null ? null : outcome[1].thrown;
-  }, name);
-  if (found === null) return null;
-  return [found[0], offsetOf(source, found[1], found[2])];
-}
-
-/** The offset of a line and column (from 1, as V8 counts them) in text. */
-function offsetOf(text: string, line: number, column: number): number {
-  let l = 1, i = 0;
-  while (l < line && i < text.length) {
-    const c = StringCharCodeAt(text, i++);
-    if (c === 13 && StringCharCodeAt(text, i) === 10) i++;
-    if (c === 10 || c === 13 || c === 0x2028 || c === 0x2029) l++;
-  }
-  return i + column - 1;
 }
 
 // --- Where code that does not compile fails ---------------------------------------------------
@@ -1145,16 +1131,9 @@ function placeOf(run: () => any, name: string): [string, number, number] | null 
 /** Throws the compile error `thrown` of code (a classic script named `script`) at its place; a
  * plain JavaScript eval's also says whether the code is TypeScript (a promise then). */
 function compilePlace(code: string, script: string, thrown: any): never | Promise<never> {
-  const place = placeOf(() => {
-    const outcome = evalContext(code, script);
-    return outcome[1] === null || outcome[1].isCompileError !== true ? null : outcome[1].thrown;
-  }, script);
+  const place = scriptPlace(code, script);
   if (place === null) throw thrown;
-  const error = () => compileError(place[0], script, place[1], place[2], "");
-  if (script !== EVAL_SCRIPT) throw error();
-  return PromiseThen(isTypeScript(code), (ts: boolean) => {
-    throw compileError(place[0], script, place[1], place[2], ts ? TYPESCRIPT_TRAILER : "");
-  });
+  return compileRefusal(code, script, place[0], place[1], place[2]);
 }
 
 /** What a JavaScript eval's compile error says after its mark when the code is TypeScript:

@@ -13,6 +13,7 @@ import {
   NumberParseInt,
   ObjectCreate,
   ObjectDefineProperty,
+  put,
   RegExpExec,
   type Strip,
   StringCharCodeAt,
@@ -245,7 +246,11 @@ function dataUrl(text: string): string {
 const names: { [text: string]: string } = ObjectCreate(null);
 
 function nameFor(text: string, shown: string, edits: Edit[]): string {
-  const key = shown + "\0" + text;
+  return named_(shown + "\0" + text, shown, edits);
+}
+
+/** nameFor's name under its key. */
+function named_(key: string, shown: string, edits: Edit[]): string {
   let name = names[key];
   if (name === undefined) {
     name = MODULE_SCRIPT + (++programs);
@@ -308,7 +313,7 @@ export function evalName(text: string, shown: string, edits: Edit[]): string {
   const key = shown + "\0" + text;
   const known = names[key];
   if (known !== undefined) return known;
-  const name = nameFor(text, shown, edits);
+  const name = named_(key, shown, edits);
   evalKeys[nextKey++] = key;
   evalKeysChars += key.length;
   while ((evalKeysChars > KEEP_CHARS || nextKey - oldestKey > KEEP_NAMES) && oldestKey < nextKey - 1) {
@@ -333,12 +338,12 @@ function merged(first: Edit[], then: Edit[]): Edit[] {
     if (next !== line) { line = next; shift = 0; }
     // b's column in the middle text is its final column less what `then` added before it.
     if (b !== undefined && b.line === line && (a === undefined || a.line !== line || b.column - shift <= a.column)) {
-      ObjectDefineProperty(out, out.length, { __proto__: null, value: b, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      put(out, b);
       shift += b.longer;
       j++;
     } else {
       const moved = { line: a!.line, column: a!.column + shift, now: a!.now, longer: a!.longer };
-      ObjectDefineProperty(out, out.length, { __proto__: null, value: moved, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
+      put(out, moved);
       i++;
     }
   }

@@ -24,26 +24,13 @@
 // Every change is an insertion or a replacement on one line: lines stay where they were, and
 // the edits say how columns moved, so frames map back to the code as written (modules.ts).
 
-// deno-lint-ignore-file no-explicit-any
-import {
-  ObjectCreate,
-  ObjectDefineProperty,
-  RegExpExec,
-  StringCharCodeAt,
-  StringIndexOf,
-  StringSlice,
-  TypedArrayLength,
-  uncurry,
-} from "./intrinsics.ts";
+import { ObjectCreate, put, RegExpExec, StringCharCodeAt, StringSlice } from "./intrinsics.ts";
+import { addChange, applied, changes } from "./imports.ts";
 import { isText, lex, OTHER, PUNCT, STRING, type Tokens, WORD } from "./lexer.ts";
 import type { Edit } from "./modules.ts";
 
 const Int32ArrayCtor = Int32Array;
-const Int32Set = uncurry(Int32Array.prototype.set);
 
-function put(list: any[], value: any): void {
-  ObjectDefineProperty(list, list.length, { __proto__: null, value, writable: true, enumerable: true, configurable: true } as PropertyDescriptor);
-}
 
 /** The names the rewritten body uses: its completion value, the object its lexical names are
  * bound on, the function that declares them, and the one that makes its functions global. */
@@ -71,10 +58,7 @@ const KEYWORDS = /^(?:break|case|catch|class|const|continue|debugger|default|del
 export function rewrite(code: string, n: Names): Rewrite {
   const t: Tokens = lex(code);
   const count = t.count;
-  // The changes, in typed arrays and a prototype-less table: made by the thousand for long
-  // code, where a defineProperty per change (what keeps an array's writes from the guest's
-  // index setters) was most of the rewrite's time.
-  const changes: Changes = { start: new Int32ArrayCtor(64), end: new Int32ArrayCtor(64), to: ObjectCreate(null), count: 0 };
+  const made = changes();
   const lexical: string[][] = [];
   const vars: string[] = [];
   const functions: string[] = [];
@@ -119,8 +103,8 @@ export function rewrite(code: string, n: Names): Rewrite {
   const keyword = (k: number, s: string) => word(k, s) && !punct(k - 1, 46) && !punct(k + 1, 58);
   const text = (k: number) => StringSlice(code, t.start[k], t.end[k]);
   const adjacent = (k: number) => k > 0 && t.start[k] === t.end[k - 1];
-  const change = (start: number, end: number, to: string) => addChange(changes, start, end, to);
-  const insert = (at: number, to: string) => addChange(changes, at, at, to);
+  const change = (start: number, end: number, to: string) => addChange(made, start, end, to);
+  const insert = (at: number, to: string) => addChange(made, at, at, to);
   const fail = (message: string, k: number) => { if (error === null) error = [message, k < count ? t.start[k] : code.length]; };
   /** Declares the name at token k, lexical or not. */
   const declare = (k: number, lexical: boolean) => {
@@ -469,67 +453,8 @@ export function rewrite(code: string, n: Names): Rewrite {
   if (functions.length > 0) {
     let list = "";
     for (let i = 0; i < functions.length; i++) list += (i > 0 ? "," : "") + functions[i];
-    changes.to[0] = `${n.functions}(${list});`;
+    made.to[0] = `${n.functions}(${list});`;
   }
-  const made = made_(code, changes);
-  return { body: made[0], edits: made[1], lexical, vars, functions, error };
-}
-
-type Changes = { start: Int32Array; end: Int32Array; to: { [i: number]: string }; count: number };
-
-function addChange(c: Changes, start: number, end: number, to: string): void {
-  const k = c.count;
-  if (k === TypedArrayLength(c.start)) {
-    const s = new Int32ArrayCtor(k * 2), e = new Int32ArrayCtor(k * 2);
-    Int32Set(s, c.start);
-    Int32Set(e, c.end);
-    c.start = s;
-    c.end = e;
-  }
-  c.start[k] = start;
-  c.end[k] = end;
-  c.to[k] = to;
-  c.count = k + 1;
-}
-
-const OTHER_BREAKS = /[\r\u2028\u2029]/;
-
-/** The code with the changes made (in the order of their starts, those at one place in the
- * order they were made), and the edits of those that changed a length, as modules.ts keeps
- * them (line, column in the new text, its length, how much longer), in a prototype-less list. */
-function made_(code: string, c: Changes): [string, Edit[]] {
-  // Changes are made almost in order: an insertion sort of their indices, stable.
-  const order = new Int32ArrayCtor(c.count > 0 ? c.count : 1);
-  for (let i = 0; i < c.count; i++) {
-    let j = i - 1;
-    while (j >= 0 && c.start[order[j]] > c.start[i]) { order[j + 1] = order[j]; j--; }
-    order[j + 1] = i;
-  }
-  const edits: any = ObjectCreate(null);
-  let length = 0;
-  // Only \n ends a line in most code: then the breaks are found by indexOf, not one by one.
-  const onlyNewlines = RegExpExec(OTHER_BREAKS, code) === null;
-  let out = "", from = 0, line = 1, lineAt = 0; // lineAt: where the line starts in out
-  for (let q = 0; q < c.count; q++) {
-    const k = order[q], start = c.start[k], to = c.to[k];
-    if (onlyNewlines) {
-      for (let i = StringIndexOf(code, "\n", from); i >= 0 && i < start; i = StringIndexOf(code, "\n", i + 1)) {
-        line++;
-        lineAt = out.length + (i - from) + 1;
-      }
-    } else {
-      for (let i = from; i < start; i++) {
-        const ch = StringCharCodeAt(code, i);
-        if (ch === 13 && StringCharCodeAt(code, i + 1) === 10) continue;
-        if (ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029) { line++; lineAt = out.length + (i - from) + 1; }
-      }
-    }
-    out += StringSlice(code, from, start);
-    const longer = to.length - (c.end[k] - start);
-    if (longer !== 0) edits[length++] = { line, column: out.length - lineAt + 1, now: to.length, longer };
-    out += to;
-    from = c.end[k];
-  }
-  edits.length = length;
-  return [out + StringSlice(code, from), edits as Edit[]];
+  const done = applied(code, made);
+  return { body: done[0], edits: done[1], lexical, vars, functions, error };
 }
