@@ -19,10 +19,8 @@ import {
   FRAME_HEADER_BYTES,
   MAX_COST_PER_BYTE,
 } from "./protocol.ts";
+import { uncurry } from "./intrinsics.ts";
 
-const FunctionCall = Function.prototype.call;
-const uncurry = <T extends (...a: any[]) => any>(fn: T) =>
-  FunctionCall.bind(fn) as unknown as (self: any, ...args: Parameters<T>) => ReturnType<T>;
 
 const ObjectKeys = Object.keys;
 const ObjectIs = Object.is;

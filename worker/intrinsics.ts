@@ -3,8 +3,14 @@
 // any of these later, and the helpers run after it has.
 
 // deno-lint-ignore-file no-explicit-any
-const FunctionCall = Function.prototype.call;
-export const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
+// bind is taken here, with call bound as what it binds: an uncurry of a method reached late
+// (main.ts takes a stack frame's methods from the first stack it writes, after guest code)
+// must not look Function.prototype.bind up again.
+const bindCall = Function.prototype.bind.bind(Function.prototype.call);
+/** fn as a function of its `this` and then its arguments, immune to later changes of call,
+ * apply and bind. */
+export const uncurry = <T extends (...a: any[]) => any>(fn: T) =>
+  bindCall(fn) as unknown as (self: any, ...args: Parameters<T>) => ReturnType<T>;
 export const StringSlice = uncurry(String.prototype.slice);
 export const StringIndexOf = uncurry(String.prototype.indexOf);
 export const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
@@ -22,7 +28,7 @@ export const StringFn = String;
 export const SyntaxErrorCtor = SyntaxError;
 /** A typed array's length, from its internal slot: the prototype's getter can be replaced. */
 export const TypedArrayLength = uncurry(
-  Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "length")!.get,
+  Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "length")!.get!,
 ) as (array: ArrayLike<number>) => number;
 
 /** Deno's TypeScript transpiler: node:module's stripTypeScriptTypes. */

@@ -25,7 +25,7 @@ import {
 import { addPackage, loaded } from "./packages.ts";
 import { convertImports } from "./imports.ts";
 import { type Names, rewrite, type Rewrite } from "./repl.ts";
-import type { Strip } from "./intrinsics.ts";
+import { type Strip, uncurry } from "./intrinsics.ts";
 import {
   compileError,
   compileFailure,
@@ -113,8 +113,6 @@ const denoVersion: string = D.version.deno;
 const memoryUsage: () => { rss: number; heapUsed: number } = D.memoryUsage;
 const v8Version: string = D.version.v8;
 
-const FunctionCall = Function.prototype.call;
-const uncurry = (fn: any) => FunctionCall.bind(fn) as (self: any, ...args: any[]) => any;
 const ReflectApply = Reflect.apply;
 const ObjectDefineProperty = Object.defineProperty;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
@@ -134,7 +132,7 @@ const StringCharCodeAt = uncurry(String.prototype.charCodeAt);
 const StringStartsWith = uncurry(String.prototype.startsWith);
 const U8Subarray = uncurry(Uint8Array.prototype.subarray);
 const U8Set = uncurry(Uint8Array.prototype.set);
-const PromiseThen = uncurry(Promise.prototype.then);
+const PromiseThen = uncurry(Promise.prototype.then) as (promise: any, ok?: any, no?: any) => any;
 // Unguessable names and tokens: Math.random's state can be recovered from its outputs.
 const getRandomValues = crypto.getRandomValues.bind(crypto);
 const NumberToString = uncurry(Number.prototype.toString);
@@ -1380,18 +1378,26 @@ const ErrorToString = uncurry(ErrorCtor.prototype.toString);
 // A frame's file is a path where Deno gives one for a file: URL.
 const WORKER_PATH = decodeURIComponent(StringSlice(WORKER_DIR, "file://".length));
 let guestPrepareStackTrace: any = undefined;
-// Taken from frames V8 hands over now, before any guest code runs.
-const CallSitePrototype: any = (() => {
-  const Err: any = ErrorCtor;
-  Err.prepareStackTrace = (_: any, sites: any) => sites;
-  const sites: any = new ErrorCtor().stack;
-  delete Err.prepareStackTrace;
-  return ObjectGetPrototypeOf(sites[0]);
-})();
-const CallSiteFileName = uncurry(CallSitePrototype.getFileName);
-const CallSiteToString = uncurry(CallSitePrototype.toString);
-const CallSiteLine = uncurry(CallSitePrototype.getLineNumber);
-const CallSiteColumn = uncurry(CallSitePrototype.getColumnNumber);
+// A frame's methods, taken from the first frames V8 hands over, here: a guest can only hold
+// a frame through Error.prepareStackTrace, which is this accessor, so the methods are taken
+// before any guest code can reach their prototype. Not at start-up: an Error made while this
+// module's top-level code is on the stack has V8 collect the source positions of all of
+// that code, a second parse of this whole module in every start.
+let CallSiteFileName: (site: any) => any;
+let CallSiteToString: (site: any) => string;
+let CallSiteLine: (site: any) => number;
+let CallSiteColumn: (site: any) => number;
+let frameMethodsTaken = false;
+
+function takeFrameMethods(sites: any): void {
+  if (frameMethodsTaken || sites.length === 0) return;
+  const CallSitePrototype = ObjectGetPrototypeOf(sites[0]);
+  CallSiteFileName = uncurry(CallSitePrototype.getFileName);
+  CallSiteToString = uncurry(CallSitePrototype.toString);
+  CallSiteLine = uncurry(CallSitePrototype.getLineNumber);
+  CallSiteColumn = uncurry(CallSitePrototype.getColumnNumber);
+  frameMethodsTaken = true;
+}
 
 /** A frame as V8 writes it, at its place as written when it is in rewritten code. */
 function frameText(site: any): string {
@@ -1407,6 +1413,7 @@ function frameText(site: any): string {
 }
 
 function neutralStack(error: any, sites: any): any {
+  takeFrameMethods(sites);
   const kept: any = [];
   let n = 0;
   for (let i = 0; i < sites.length; i++) {

@@ -603,6 +603,26 @@ def test_stack_traces_through_the_worker_show_no_host_path(rt: pydeno.Runtime, w
         assert leak not in got, f"{leak!r} in {got!r}"
 
 
+# The worker takes a frame's methods from the first stack it writes, which comes after guest
+# code has run: what it takes them with must be the language's own still.
+POISON_BEFORE_THE_FIRST_STACK: Final = (
+    "Function.prototype.bind = () => () => 'evil'; Function.prototype.call = () => 'evil';"
+    " Function.prototype.apply = () => 'evil'; Reflect.apply = () => 'evil'; 1"
+)
+
+
+def test_a_guest_that_poisons_functions_before_its_first_stack_still_gets_true_frames() -> None:
+    with pydeno.Runtime() as fresh:
+        assert fresh.eval(POISON_BEFORE_THE_FIRST_STACK) == 1
+        got = str(fresh.eval("({get a() { return new Error().stack; }})"))
+        assert "evil" not in got and "    at get a (guest:eval:1:" in got, got
+        for leak in (str(staging.worker_entry().parent), "file://", "worker-", "main.ts"):
+            assert leak not in got, f"{leak!r} in {got!r}"
+        with pytest.raises(pydeno.JavaScriptError) as raised:
+            fresh.eval("function thrower() { throw new Error('x'); }\nthrower()")
+        assert "at thrower (guest:eval:1:" in raised.value.stack, raised.value.stack
+
+
 READ_BACK: Final = {
     "node:process argv": "await 0; (await import('node:process')).default.argv",
     "node:process argv in a Web Worker": RUN_WORKER
