@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
+from .._base import tracing
 from .._base.checks import NeedsAsyncWith, code_text, optional_seconds
 from .._base.errors import JavaScriptError, ToolError
 from .._base.failures import closed_error
@@ -97,6 +98,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             if refused is not None:
                 return refused
             self._current = execution
+            active = tracing.activate(execution.span)
             try:
                 rt = await self._runtime()
                 execution.usage = rt._steps.meter()
@@ -112,6 +114,7 @@ class AsyncCodeMode(NeedsAsyncWith):
                 return execution.result(error=exc)
             finally:
                 self._current = None
+                tracing.deactivate(active)
             return execution.result(value=value)
 
     async def start(
@@ -129,6 +132,7 @@ class AsyncCodeMode(NeedsAsyncWith):
             execution, refused = await self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
+            active = tracing.activate(execution.span)
             try:
                 rt = await self._runtime()
                 execution.usage = rt._steps.meter()
@@ -136,7 +140,10 @@ class AsyncCodeMode(NeedsAsyncWith):
             except Exception as exc:  # noqa: BLE001 - a failed program is a result
                 await self._after_failure(exc)
                 return execution.result(error=exc)
-            return await self._drive(execution, command, timeout)
+            else:
+                return await self._drive(execution, command, timeout)
+            finally:
+                tracing.deactivate(active)
 
     async def _drive(
         self, execution: Execution, command: Pending, timeout: float | None = None
@@ -190,31 +197,47 @@ class AsyncCodeMode(NeedsAsyncWith):
             _, execution, command, call, pending = self._paused
             self._paused = None
             paused.answered = True
-            rt = self._rt
-            assert rt is not None
-            answer: Any = None
-            if error is not None:
-                try:
-                    execution.refuse(pending, str(error))
-                except ToolError as refused:
-                    error = refused
-            elif value is UNANSWERED:
-                self._current = execution
-                try:
-                    answer = await rt._steps.resolve(command, call, execution.run(pending))
-                except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
-                    error = exc
-                finally:
-                    self._current = None
-            else:
-                pending.record["outcome"] = "answered"
-                answer = value
+            active = tracing.activate(execution.span)
             try:
-                await rt._steps.answer(command, call, answer, error)
-            except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc, abandoned=rt._steps.in_command)
-                return execution.result(error=exc)
-            return await self._drive(execution, command)
+                return await self._answer_paused(execution, command, call, pending, value, error)
+            finally:
+                tracing.deactivate(active)
+
+    async def _answer_paused(
+        self,
+        execution: Execution,
+        command: Pending,
+        call: GuestCall,
+        pending: PendingCall,
+        value: Any,
+        error: Exception | None,
+    ) -> Any:
+        """A paused call answered (or run, or refused), and the program driven on."""
+        rt = self._rt
+        assert rt is not None
+        answer: Any = None
+        if error is not None:
+            try:
+                execution.refuse(pending, str(error))
+            except ToolError as refused:
+                error = refused
+        elif value is UNANSWERED:
+            self._current = execution
+            try:
+                answer = await rt._steps.resolve(command, call, execution.run(pending))
+            except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+                error = exc
+            finally:
+                self._current = None
+        else:
+            pending.record["outcome"] = "answered"
+            answer = value
+        try:
+            await rt._steps.answer(command, call, answer, error)
+        except Exception as exc:  # noqa: BLE001 - a failed program is a result
+            await self._after_failure(exc, abandoned=rt._steps.in_command)
+            return execution.result(error=exc)
+        return await self._drive(execution, command)
 
     def _arguments(self, code: Any, timeout: Any, typecheck: Any) -> tuple[str, float | None]:
         code = code_text(code)
@@ -297,7 +320,9 @@ class AsyncCodeMode(NeedsAsyncWith):
     async def close(self) -> None:
         """Kill the worker (a paused program ends with it). Idempotent."""
         self._closed = True
-        self._paused = None
+        paused, self._paused = self._paused, None
+        if paused is not None:
+            paused[1].ended(None, {"pydeno.abandoned": True})
         await self._discard()
 
     async def __aenter__(self) -> AsyncCodeMode:

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any, Final, Literal, NoReturn, Protocol
 
+from .._base import tracing
 from .._base.errors import JavaScriptError, ToolError, TypeCheckError, guest_error
 from .._base.kinds import classify_error
 from .._runtime.checking import program_place
@@ -101,6 +102,8 @@ class Execution:
         self._lock = threading.Lock()
         # Set by the driver once the program's worker is ready; None: no worker ran it.
         self.usage: Usage | None = None
+        # Its span (None: nobody traces), current while the driver runs it, ended with the result.
+        self.span = tracing.begin("pydeno.execute", code=code)
 
     def console(self, level: str, text: str) -> None:
         field = "stderr" if level in _STDERR_LEVELS else "stdout"
@@ -178,6 +181,9 @@ class Execution:
 
     def run(self, pending: PendingCall) -> Any:
         """Run a decided call: its result as the wire carries it, or an awaitable of it."""
+        return tracing.around("pydeno.tool_call", {"pydeno.tool.name": pending.tool.name}, lambda: self._run(pending))
+
+    def _run(self, pending: PendingCall) -> Any:
         tool, record = pending.tool, pending.record
         # Time waiting for approval is not the tool's.
         pending.started = time.monotonic()
@@ -219,6 +225,16 @@ class Execution:
         cut = set(self.cut)
         details = None if error is None else self._error(error, cut)
         cpu_seconds, peak_rss_bytes, host_calls = self.usage.read() if self.usage is not None else (0.0, 0, 0)
+        if self.span is not None:
+            self.ended(
+                error,
+                {
+                    "pydeno.tool_calls": len(self.tool_calls),
+                    "pydeno.host_calls": host_calls,
+                    "pydeno.worker.cpu_seconds": cpu_seconds,
+                    "pydeno.worker.peak_rss_bytes": peak_rss_bytes,
+                },
+            )
         return ExecutionResult(
             ok=error is None,
             value=value,
@@ -234,6 +250,12 @@ class Execution:
             max_output_chars=self.max_output_chars,
             exception=error,
         )
+
+    def ended(self, error: BaseException | None, attributes: dict[str, Any] | None = None) -> None:
+        """End the execution's span (once): with its result, or abandoned (a paused program
+        whose Code Mode was closed)."""
+        span, self.span = self.span, None
+        tracing.end(span, error, attributes)
 
     def _error(self, exc: BaseException, cut: set[str]) -> dict[str, Any]:
         info = classify_error(exc)

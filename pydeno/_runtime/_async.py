@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Unpack, cast
 
+from .._base import tracing
 from .._base.checks import Lang, NeedsAsyncWith, code_text, is_typescript, module_specifier, source_text
 from .._base.determinism import prelude
 from .._base.errors import JavaScriptError
@@ -41,6 +42,7 @@ from ..host.wire.core import (
 )
 from .backends import anyio as backend
 from .function import JsFunction, function_id
+from .spans import worker_attributes
 from .stepping import GuestCall, Pending
 from .syntax import place_error
 
@@ -131,14 +133,37 @@ class AsyncRuntime(NeedsAsyncWith):
     ) -> Any:
         """eval; ``program``: the code is a Code Mode program (TypeScript the host wrapped in a
         block or async function, whose body is the top level of its import declarations);
-        ``internal``: the host runs it for itself, and stats() leaves it out."""
+        ``internal``: the host runs it for itself, and stats() leaves it out (and no span)."""
+        request = Eval(code, typescript, program)
+        span = None if internal else tracing.begin("pydeno.eval", code=code)
+        if span is None:
+            return await self._evaluate(request, timeout, internal)
+        return await self._traced(span, lambda: self._evaluate(request, timeout, internal))
+
+    async def _evaluate(self, request: Eval, timeout: float | None, internal: bool) -> Any:
         async with self._lock:
             await self._ready()
             try:
-                return await self._run(Eval(code, typescript, program), timeout, internal=internal)
+                return await self._run(request, timeout, internal=internal)
             except JavaScriptError as exc:
-                place_error(exc, code, typescript=typescript)
+                place_error(exc, request.code, typescript=request.typescript)
                 raise
+
+    async def _traced(self, span: Any, run: Callable[[], Any]) -> Any:
+        """What run() gives, awaited with span current (docs/observability.md#traces); the span
+        ends with the worker's figures: its pid, the CPU it used meanwhile, its peak RSS."""
+        sup = self._sup
+        cpu = sup.worker_cpu()
+        active = tracing.activate(span)
+        error: BaseException | None = None
+        try:
+            return await run()
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            tracing.deactivate(active)
+            tracing.end(span, error, worker_attributes(sup, cpu))
 
     async def add_module(self, specifier: str, source: str) -> None:
         """Add an ES module (JavaScript or TypeScript, types stripped) that guest code may
@@ -239,8 +264,10 @@ class AsyncRuntime(NeedsAsyncWith):
         sup = self._sup
         if sup.ready():
             return
+        span = None
         try:
             if sup.process is None:
+                span = tracing.begin("pydeno.worker_start", {"pydeno.sandbox": sup.options.sandbox})
                 self._pipes.attach(await backend.blocking(sup.spawn))
                 self._startup_deadline = sup.startup_deadline()
             # The handshake, which no host call can interrupt.
@@ -259,7 +286,11 @@ class AsyncRuntime(NeedsAsyncWith):
                 await self._run(request, None, internal=True)
         except BaseException as exc:
             sup.fail_startup(exc)
+            if span is not None:
+                tracing.end(span, exc, worker_attributes(sup, 0.0))
             raise
+        if span is not None:
+            tracing.end(span, None, worker_attributes(sup, 0.0))
 
     async def _call_function(self, fn: JsFunction, args: list[Any], timeout: float | None) -> Any:
         async with self._lock:
@@ -330,14 +361,20 @@ class AsyncRuntime(NeedsAsyncWith):
         that outlives it fails the command: the monitor has killed the worker by then), and
         answer the guest."""
         error: Exception | None = None
+        span = tracing.begin("pydeno.host_call", {"pydeno.function.name": call.name})
+        active = tracing.activate(span)
         try:
             finished, result = await backend.resolve_within(self._sup.host_call_left(), target(*call.args))
         except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.settle_host_call)
             # (or, once the runtime has failed, raised by it: the command ends with it)
             finished, result, error = True, None, exc
         except BaseException as exc:
+            tracing.deactivate(active)
+            tracing.end(span, exc)
             self._sup.abandon(command, exc)
             raise
+        tracing.deactivate(active)
+        tracing.end(span, error)
         await self._answer(command, call, result, error, overran=not finished)
 
     async def _receive(self, command: Command | None, startup_deadline: float) -> bool:

@@ -24,6 +24,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, overload
 
+from .._base import tracing
 from .._base.checks import optional_count
 from .tool import Tool, positional_tool
 from .toolset import ToolSet, budget_message
@@ -171,13 +172,11 @@ class ToolBridge:
     def run(self, name: str, args: Any) -> Any:
         """Run a charged call with the guest's arguments, checked against the tool first (an
         awaitable for an async tool)."""
-        tool = self._set.tools[name]
-        return tool.invoke(tool.arguments(args))
+        return _invoke(self._set.tools[name], args)
 
     def dispatch(self, name: Any, args: Any) -> Any:
         """The host function behind ``tools``: charge the call and run it."""
-        tool = self.charge(name)
-        return tool.invoke(tool.arguments(args))
+        return _invoke(self.charge(name), args)
 
     # -- descriptions ----------------------------------------------------------------
     def describe_tools(self) -> list[dict[str, Any]]:
@@ -187,6 +186,13 @@ class ToolBridge:
     def typescript(self) -> str:
         """TypeScript declarations of ``tools``, for a model writing guest code."""
         return "\n".join(self._set.declarations())
+
+
+def _invoke(tool: Tool, args: Any) -> Any:
+    """A tool's call with the guest's arguments, in a span of its own where anyone traces."""
+    return tracing.around(
+        "pydeno.tool_call", {"pydeno.tool.name": tool.name}, lambda: tool.invoke(tool.arguments(args))
+    )
 
 
 class Dispatcher:

@@ -33,6 +33,7 @@ import pytest
 
 import pydeno
 from pydeno._cli import main as cli
+from tests.support.otel import reset_global_provider
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -70,16 +71,20 @@ def blocks(page: Path) -> list[Block]:
 def run_page(page: Path) -> None:
     """Run a page's blocks in order in one fresh namespace; compile its fragments only."""
     namespace: dict[str, Any] = {"__name__": "__docs__"}
-    for block in blocks(page):
-        code = block.compiled()
-        if block.fragment:
-            continue
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(code, namespace)
-        printed = out.getvalue().splitlines()
-        for line in block.expected():
-            assert line in printed, f"{page.name}:{block.line}: expected {line!r} among {printed}"
+    try:
+        for block in blocks(page):
+            code = block.compiled()
+            if block.fragment:
+                continue
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(code, namespace)
+            printed = out.getvalue().splitlines()
+            for line in block.expected():
+                assert line in printed, f"{page.name}:{block.line}: expected {line!r} among {printed}"
+    finally:
+        # A page that traces sets the process's tracer provider, as a reader's service would.
+        reset_global_provider()
 
 
 def _page_id(page: Path) -> str:
