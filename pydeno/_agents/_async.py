@@ -15,11 +15,13 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
+from .._base import tracing
 from .._base.checks import NeedsAsyncWith, code_text, size
 from .._base.errors import JavaScriptError, ReplayDivergence
 from .._base.options import RuntimeKwargs, check_option_names
 from .._runtime._async import AsyncRuntime
 from .._runtime.backends import anyio as backend
+from .._runtime.spans import worker_attributes
 from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import PausedToolCall
 from .core import Action, SessionDriver
@@ -72,6 +74,10 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
     def _start_runtime(self, options: dict[str, Any], runtime: AsyncRuntime | None) -> None:
         self._lock = backend.Lock()
         self._set_up = False
+        # The current run's span (None: nobody traces, or no run), open across its pauses,
+        # and the worker's CPU seconds when it began.
+        self._span: Any = None
+        self._span_cpu = 0.0
         self._rt = runtime if runtime is not None else AsyncRuntime(**options)
         # unasync: self._ready()
 
@@ -157,6 +163,7 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
         """Kill the session's worker. Idempotent."""
         self._closed = True
         self._paused = None
+        self._end_span(None, {"pydeno.abandoned": True})
         await self._rt.close()
 
     async def __aenter__(self) -> AsyncAgentSandbox:
@@ -174,9 +181,25 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
             self._check_open()
             await self._ready()
             self._check_idle()
-            command = await self._rt._steps.start(code)
-            self._session.begin_run(code, replay)
-            return await self._drive(command, pause)
+            self._span = tracing.begin("pydeno.eval", None if replay is None else {"pydeno.replay": True}, code=code)
+            if self._span is not None:
+                self._span_cpu = self._rt._sup.worker_cpu()
+            active = tracing.activate(self._span)
+            try:
+                command = await self._rt._steps.start(code)
+                self._session.begin_run(code, replay)
+                return await self._drive(command, pause)
+            except BaseException as exc:
+                self._end_span(exc)
+                raise
+            finally:
+                tracing.deactivate(active)
+
+    def _end_span(self, error: BaseException | None, attributes: dict[str, Any] | None = None) -> None:
+        """End the current run's span, if it has one still open."""
+        span, self._span = self._span, None
+        if span is not None:
+            tracing.end(span, error, {**worker_attributes(self._rt._sup, self._span_cpu), **(attributes or {})})
 
     async def _drive(self, command: Pending, pause: bool) -> Any:
         rt, session = self._rt, self._session
@@ -190,6 +213,7 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
                         session.finish_run(error=exc)
                         raise
                     session.finish_run(value)
+                    self._end_span(None)
                     return value
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
@@ -220,12 +244,19 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
+            active = tracing.activate(self._span)
             try:
-                await self._rt._steps.answer(command, call, value, error)
-            except BaseException:
-                self._session.abandon_run()
+                try:
+                    await self._rt._steps.answer(command, call, value, error)
+                except BaseException:
+                    self._session.abandon_run()
+                    raise
+                return await self._drive(command, pause=True)
+            except BaseException as exc:
+                self._end_span(exc)
                 raise
-            return await self._drive(command, pause=True)
+            finally:
+                tracing.deactivate(active)
 
     async def _replay(self, run: RunRecord, pending: tuple[str, list[Any]] | None) -> None:
         if not run.complete:

@@ -17,11 +17,13 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
+from .._base import tracing
 from .._base.checks import NeedsWith, code_text, size
 from .._base.errors import JavaScriptError, ReplayDivergence
 from .._base.options import RuntimeKwargs, check_option_names
 from .._runtime._sync import Runtime
 from .._runtime.backends import sync as backend
+from .._runtime.spans import worker_attributes
 from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import PausedToolCall
 from .core import Action, SessionDriver
@@ -74,6 +76,10 @@ class AgentSandbox(SessionDriver, NeedsWith):
     def _start_runtime(self, options: dict[str, Any], runtime: Runtime | None) -> None:
         self._lock = backend.Lock()
         self._set_up = False
+        # The current run's span (None: nobody traces, or no run), open across its pauses,
+        # and the worker's CPU seconds when it began.
+        self._span: Any = None
+        self._span_cpu = 0.0
         self._rt = runtime if runtime is not None else Runtime(**options)
         self._ready()
 
@@ -159,6 +165,7 @@ class AgentSandbox(SessionDriver, NeedsWith):
         """Kill the session's worker. Idempotent."""
         self._closed = True
         self._paused = None
+        self._end_span(None, {"pydeno.abandoned": True})
         self._rt.close()
 
     def __enter__(self) -> AgentSandbox:
@@ -176,9 +183,25 @@ class AgentSandbox(SessionDriver, NeedsWith):
             self._check_open()
             self._ready()
             self._check_idle()
-            command = self._rt._steps.start(code)
-            self._session.begin_run(code, replay)
-            return self._drive(command, pause)
+            self._span = tracing.begin("pydeno.eval", None if replay is None else {"pydeno.replay": True}, code=code)
+            if self._span is not None:
+                self._span_cpu = self._rt._sup.worker_cpu()
+            active = tracing.activate(self._span)
+            try:
+                command = self._rt._steps.start(code)
+                self._session.begin_run(code, replay)
+                return self._drive(command, pause)
+            except BaseException as exc:
+                self._end_span(exc)
+                raise
+            finally:
+                tracing.deactivate(active)
+
+    def _end_span(self, error: BaseException | None, attributes: dict[str, Any] | None = None) -> None:
+        """End the current run's span, if it has one still open."""
+        span, self._span = self._span, None
+        if span is not None:
+            tracing.end(span, error, {**worker_attributes(self._rt._sup, self._span_cpu), **(attributes or {})})
 
     def _drive(self, command: Pending, pause: bool) -> Any:
         rt, session = self._rt, self._session
@@ -192,6 +215,7 @@ class AgentSandbox(SessionDriver, NeedsWith):
                         session.finish_run(error=exc)
                         raise
                     session.finish_run(value)
+                    self._end_span(None)
                     return value
                 action = session.on_call(call.args, pause=pause)
                 if action.kind == "pause":
@@ -222,12 +246,19 @@ class AgentSandbox(SessionDriver, NeedsWith):
     def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
+            active = tracing.activate(self._span)
             try:
-                self._rt._steps.answer(command, call, value, error)
-            except BaseException:
-                self._session.abandon_run()
+                try:
+                    self._rt._steps.answer(command, call, value, error)
+                except BaseException:
+                    self._session.abandon_run()
+                    raise
+                return self._drive(command, pause=True)
+            except BaseException as exc:
+                self._end_span(exc)
                 raise
-            return self._drive(command, pause=True)
+            finally:
+                tracing.deactivate(active)
 
     def _replay(self, run: RunRecord, pending: tuple[str, list[Any]] | None) -> None:
         if not run.complete:

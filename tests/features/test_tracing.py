@@ -262,3 +262,40 @@ def test_async_runtimes_nest_host_calls_under_their_eval(spans: InMemorySpanExpo
     assert all(c.parent is not None and c.parent.span_id == evaluated.context.span_id for c in calls)
     # The async runtime starts its worker at its first use, under whatever span is current.
     assert one(spans, "pydeno.worker_start").attributes is not None
+
+
+def test_an_agent_run_is_an_eval_span_holding_its_tool_calls(spans: InMemorySpanExporter) -> None:
+    with pydeno.AgentSandbox(tools={"triple": lambda x: 3 * x}) as agent:
+        spans.clear()  # the session's set-up
+        assert agent.run("(await tools.triple(2)) + (await tools.triple(3))") == 15
+    run = one(spans, "pydeno.eval")
+    assert run.attributes is not None and run.attributes["pydeno.worker.cpu_seconds"] > 0
+    calls = named(spans, "pydeno.tool_call")
+    assert len(calls) == 2
+    assert all(c.parent is not None and c.parent.span_id == run.context.span_id for c in calls)
+
+
+def test_an_agent_run_that_pauses_is_one_span_until_it_finishes(spans: InMemorySpanExporter) -> None:
+    with pydeno.AgentSandbox(tools={"triple": lambda x: 3 * x}) as agent:
+        spans.clear()
+        step = agent.start("(await tools.triple(2)) + (await tools.triple(3))")
+        while isinstance(step, pydeno.PausedToolCall):
+            assert named(spans, "pydeno.eval") == []
+            step = step.resume(value=3 * step.args[0])
+        assert step == 15
+    run = one(spans, "pydeno.eval")
+    assert run.status.status_code is StatusCode.UNSET
+
+
+def test_a_restored_sessions_replayed_runs_are_marked_as_replays(spans: InMemorySpanExporter) -> None:
+    key = b"k" * 32
+    with pydeno.AgentSandbox(tools={"triple": lambda x: 3 * x}) as agent:
+        agent.run("globalThis.t = await tools.triple(2)")
+        journal = agent.dump(key)
+    spans.clear()
+    with pydeno.AgentSandbox.load(journal, key=key, tools={"triple": lambda x: 3 * x}) as restored:
+        assert restored.run("t") == 6
+    replays = [s for s in named(spans, "pydeno.eval") if s.attributes and s.attributes.get("pydeno.replay")]
+    assert len(replays) == 1
+    # A replay answers from the journal: no tool ran.
+    assert named(spans, "pydeno.tool_call") == []
