@@ -23,8 +23,9 @@ from .._runtime.backends import anyio as backend
 from .._tools.tool import Tool
 from ._async import AsyncCodeMode
 from ._sync import CodeMode
+from .api import as_tools
 
-__all__ = ["CODE_DESCRIPTION", "CodeTool", "invalid_arguments", "parameters", "tool_failed"]
+__all__ = ["CODE_DESCRIPTION", "CodeTool", "invalid_arguments", "parameters", "program_tools", "tool_failed"]
 
 # What model providers accept as a tool name.
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
@@ -129,6 +130,14 @@ class CodeTool:
         caller's thread."""
         with CodeMode(list(tools), **self.options) as cm:
             return str(cm.execute(code))
+
+
+def program_tools(tools: Sequence[Any], framework: type | tuple[type, ...], kinds: str) -> list[Any]:
+    """tools= in order, each function or :class:`~pydeno.Tool` made a Tool, each of the
+    framework's own tools (instances of ``framework``) left as it is for the integration to
+    convert; ``kinds`` names all three for the error about an item that is none of them."""
+    others = iter(as_tools([t for t in tools if not isinstance(t, framework)], kinds=kinds))
+    return [t if isinstance(t, framework) else next(others) for t in tools]
 
 
 def invalid_arguments(name: str, errors: Sequence[Mapping[str, Any]]) -> ToolError:
