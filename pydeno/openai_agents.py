@@ -25,17 +25,20 @@ from typing import Any, Final, Unpack
 from ._base.errors import ToolError
 from ._base.options import RuntimeKwargs
 from ._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS
-from ._code_mode.tool import CodeTool, parameters, program_tools, tool_failed
+from ._code_mode.tool import CodeTool, invalid_arguments, parameters, program_tools, tool_failed
 from ._tools.approval import ApprovePolicy
 from ._tools.mcp import js_name
 from ._tools.tool import Tool
 from ._version import missing_extra
 
 try:
+    import pydantic
     from agents import FunctionTool, ModelBehaviorError
     from agents.tool_context import ToolContext
 except ImportError as exc:
-    missing = missing_extra(exc, "pydeno.openai_agents", "openai-agents", frozenset({"agents", "openai", "pydantic"}))
+    missing = missing_extra(
+        exc, "pydeno.openai_agents", "openai-agents", frozenset({"agents", "openai", "pydantic", "pydantic_core"})
+    )
     if missing is None:
         raise
     raise missing from exc
@@ -152,7 +155,9 @@ def _converted(tool: FunctionTool, ctx: ToolContext[Any] | None, numbers: Iterat
         try:
             return await tool.on_invoke_tool(inner, encoded)
         except ModelBehaviorError as exc:
-            # The SDK's refusal of the arguments (its own validation of them).
+            # The SDK's refusal of the arguments, its validator's reasons on the cause.
+            if isinstance(exc.__cause__, pydantic.ValidationError):
+                raise invalid_arguments(name, exc.__cause__.errors()) from None
             raise tool_failed(name, str(exc)) from None
 
     return Tool(name, call, description=tool.description, input_schema=tool.params_json_schema)
