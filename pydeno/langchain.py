@@ -100,7 +100,10 @@ class CodeModeTool(BaseTool):
             approve=approve,
             runtime_kwargs=runtime_kwargs,
             also=" and LangChain tools",
-            approve_instead="have a person approve whole programs with a LangGraph interrupt before the code tool runs",
+            approve_instead=(
+                "have a person approve whole programs before the code tool runs (HumanInTheLoopMiddleware, or a "
+                "LangGraph interrupt)"
+            ),
         )
         blocking: list[Tool] = []
         awaited: list[Tool] = []

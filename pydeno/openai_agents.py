@@ -67,12 +67,13 @@ def code_mode_tool(
     objects; a ``FunctionTool`` keeps its description and ``params_json_schema``, its name
     made a JavaScript identifier, and a program's call of it goes to its ``on_invoke_tool``
     with a ``ToolContext`` derived from the code tool's (the run's context, the tool's own
-    name, the call's JSON arguments). One that needs approval or has guardrails is refused:
-    a program would call it past them. ``description`` is put before the Code Mode prompt in
-    the tool's description. The rest (``timeout=`` bounds each program) configures the
-    :class:`~pydeno.AsyncCodeMode` behind each call; ``approve`` may be ``None``,
-    ``"read_only"``, a callable or a mapping, but not ``"ask"`` (set ``needs_approval=True`` on
-    the returned tool to have a person approve whole programs).
+    name, the call's JSON arguments). One that sets ``needs_approval``, guardrails or
+    ``is_enabled`` is refused: a program's call of it would skip them. ``description`` is
+    put before the Code Mode prompt in the tool's description. The rest (``timeout=`` bounds
+    each program) configures the :class:`~pydeno.AsyncCodeMode` behind each call;
+    ``approve`` may be ``None``, ``"read_only"``, a callable or a mapping, but not ``"ask"``
+    (set ``needs_approval=True`` on the returned tool to have a person approve whole
+    programs).
 
     Each call runs its program on a worker of its own, killed when the call ends, and
     returns the text form of its :class:`~pydeno.ExecutionResult`, a failure included; only
@@ -125,17 +126,22 @@ def _code(arguments: Any) -> str | None:
 
 
 def _check_callable(tool: FunctionTool) -> None:
-    """Refuse a FunctionTool whose safeguards the SDK applies around a model's call only: a
-    program's calls would skip them."""
-    if tool.needs_approval is not False:
-        raise ValueError(
-            f"FunctionTool {tool.name!r} needs approval, which a program's call of it would skip; give the program "
-            "tools that need none, and set needs_approval=True on the code tool to approve whole programs"
+    """Refuse a FunctionTool with a safeguard the SDK applies around a model's call of it
+    only: a program's call of it would skip the safeguard."""
+    skipped = [
+        what
+        for what, present in (
+            ("needs_approval", tool.needs_approval is not False),
+            ("guardrails", bool(tool.tool_input_guardrails or tool.tool_output_guardrails)),
+            ("is_enabled", tool.is_enabled is not True),
         )
-    if tool.tool_input_guardrails or tool.tool_output_guardrails:
+        if present
+    ]
+    if skipped:
         raise ValueError(
-            f"FunctionTool {tool.name!r} has guardrails, which a program's call of it would skip; give the program "
-            "tools without them (the code tool itself may have guardrails)"
+            f"FunctionTool {tool.name!r} sets {' and '.join(skipped)}, which the SDK applies only around a model's "
+            "call of it: a program's call would skip that; give the program tools without it, and set it on the "
+            "code tool instead"
         )
 
 

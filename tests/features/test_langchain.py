@@ -353,6 +353,24 @@ def test_each_call_has_a_worker_of_its_own_which_is_gone_when_the_call_returns()
     assert code_tool.invoke({"code": "typeof globalThis.kept"}) == 'ok: "undefined"'
 
 
+@pytest.mark.anyio
+async def test_a_call_cancelled_mid_program_leaves_no_worker_behind() -> None:
+    during: list[set[int]] = []
+
+    async def stall() -> None:
+        """Wait for longer than the caller will."""
+        during.append(workers())
+        await asyncio.sleep(30)
+
+    before = workers()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(CodeModeTool([stall]).ainvoke({"code": "await tools.stall()"}), 2)
+    started = during[0] - before
+    assert started, "no worker ran the program"
+    psutil.wait_procs([psutil.Process(pid) for pid in started if psutil.pid_exists(pid)], timeout=10)
+    assert not (workers() & started)
+
+
 @tool
 def with_call_id(city: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
     """A tool that a ToolNode gives its call's id."""

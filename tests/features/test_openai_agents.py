@@ -344,6 +344,12 @@ def guarded(city: str) -> str:
     return city
 
 
+@function_tool(is_enabled=lambda ctx, agent: ctx.context == "admin")
+def admin_only(city: str) -> str:
+    """A tool only some runs have."""
+    return city
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
@@ -365,14 +371,20 @@ def guarded(city: str) -> str:
         pytest.param(
             {"tools": [delete_city]},
             ValueError,
-            r"FunctionTool 'delete_city' needs approval, which a program's call of it would skip",
+            r"FunctionTool 'delete_city' sets needs_approval, which the SDK applies only around a model's call of it",
             id="a tool that needs approval",
         ),
         pytest.param(
             {"tools": [guarded]},
             ValueError,
-            r"FunctionTool 'guarded' has guardrails, which a program's call of it would skip",
+            r"FunctionTool 'guarded' sets guardrails, which the SDK applies only around a model's call of it",
             id="a tool with guardrails",
+        ),
+        pytest.param(
+            {"tools": [admin_only]},
+            ValueError,
+            r"FunctionTool 'admin_only' sets is_enabled, which the SDK applies only around a model's call of it",
+            id="a tool enabled under a condition",
         ),
         pytest.param(
             {"tools": [weather, function_tool(weather)]},
