@@ -17,18 +17,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Unpack
 
 import anyio
 
 from ._base.checks import NeedsAsyncWith
 from ._base.errors import ToolError
-from ._base.options import RuntimeKwargs, check_option_names
+from ._base.options import RuntimeKwargs
 from ._code_mode._async import AsyncCodeMode
 from ._code_mode.api import as_tools
 from ._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS
+from ._code_mode.tool import CodeTool, invalid_arguments, parameters, tool_failed
 from ._tools.approval import ApprovePolicy
 from ._tools.mcp import js_name
 from ._tools.tool import Tool
@@ -53,21 +53,12 @@ except ImportError as exc:
 
 __all__ = ["CodeModeToolset"]
 
-# What model providers accept as a tool name.
-_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-
-
+# The code tool's arguments, {"code": string} (parameters()), as pydantic-ai validates them.
 _VALIDATOR: Final = SchemaValidator(
     core_schema.typed_dict_schema(
         {"code": core_schema.typed_dict_field(core_schema.str_schema())}, extra_behavior="forbid"
     )
 )
-_PARAMETERS: Final = {
-    "type": "object",
-    "properties": {"code": {"type": "string", "description": "The program: TypeScript or JavaScript."}},
-    "required": ["code"],
-    "additionalProperties": False,
-}
 
 
 class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
@@ -101,46 +92,32 @@ class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
         approve: ApprovePolicy = None,
         **runtime_kwargs: Unpack[RuntimeKwargs],
     ) -> None:
-        check_option_names(type(self), runtime_kwargs)
-        if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise ValueError(f"name must be 1 to 64 letters, digits, _ or -, got {name!r}")
-        if description is not None and not isinstance(description, str):
-            raise TypeError(f"description must be a str or None, got {type(description).__name__}")
+        self._spec = CodeTool(
+            type(self),
+            tools,
+            name=name,
+            description=description,
+            max_tool_calls=max_tool_calls,
+            max_output_chars=max_output_chars,
+            approve=approve,
+            runtime_kwargs=runtime_kwargs,
+            also=", pydantic-ai tools and toolsets",
+            approve_instead="wrap the toolset in .approval_required() to approve whole programs",
+        )
         if id is not None and not isinstance(id, str):
             raise TypeError(f"id must be a str or None, got {type(id).__name__}")
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if isinstance(approve, str) and approve == "ask":
-            raise ValueError(
-                'approve="ask" cannot pause inside a model\'s tool call; use None, "read_only", a callable or a '
-                "mapping, or wrap the toolset in .approval_required() to approve whole programs"
-            )
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-            raise TypeError(
-                "tools must be a list of functions, pydeno.Tool objects, pydantic-ai tools and toolsets, "
-                f"got {type(tools).__name__}"
-            )
         self._toolsets = [t for t in tools if isinstance(t, AbstractToolset)]
         agent_tools = [t for t in tools if isinstance(t, AgentTool)]
         if agent_tools:
             self._toolsets.append(FunctionToolset(agent_tools))
         self._tools = as_tools([t for t in tools if not isinstance(t, (AbstractToolset, AgentTool))])
         self.name = name
-        self._description = description
         self._id = id
         self.max_retries = max_retries
-        self._options: dict[str, Any] = {
-            "max_tool_calls": max_tool_calls,
-            "max_output_chars": max_output_chars,
-            "approve": approve,
-            **runtime_kwargs,
-        }
-        # Refuse a bad option or tool now, not at the first program (no worker starts here).
-        # A mapping of approve= may name the toolsets' tools, known only once a run lists them.
-        early = dict(self._options)
-        if self._toolsets and isinstance(approve, Mapping):
-            early["approve"] = {k: v for k, v in approve.items() if k in {t.name for t in self._tools}}
-        AsyncCodeMode(self._tools, **early)
+        # The toolsets' tools are known only once a run lists them.
+        self._spec.check(self._tools, more_later=bool(self._toolsets))
         self._cm: AsyncCodeMode | None = None
         self._ctx: RunContext[Any] | None = None
         self._entered = 0
@@ -202,7 +179,7 @@ class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
             for toolset in self._toolsets:
                 for listed in (await toolset.get_tools(ctx)).values():
                     tools.append(self._forwarder(toolset, listed))
-            self._cm = AsyncCodeMode(tools, **self._options)
+            self._cm = self._spec.code_mode(tools)
         return self._cm
 
     def _forwarder(self, toolset: AbstractToolset[Any], listed: ToolsetTool[Any]) -> Tool:
@@ -223,11 +200,9 @@ class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
                         await checked
                 return await toolset.call_tool(original, validated, call_ctx, listed)
             except pydantic.ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "the arguments"
-                raise ToolError(f"tools.{name}(): invalid arguments: {where}: {first['msg']}") from None
+                raise invalid_arguments(name, exc.errors()) from None
             except (ModelRetry, ToolFailed) as exc:
-                raise ToolError(f"tools.{name}() failed: {exc.message}") from None
+                raise tool_failed(name, exc.message) from None
 
         return Tool(
             name,
@@ -238,13 +213,11 @@ class CodeModeToolset(AbstractToolset[Any], NeedsAsyncWith):
 
     def describe(self, cm: AsyncCodeMode) -> str:
         """The code tool's description: the Code Mode prompt, after ``description=`` if given."""
-        return f"{self._description}\n\n{cm.describe()}" if self._description else cm.describe()
+        return self._spec.describe(cm)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         cm = await self.code_mode(ctx)
-        definition = ToolDefinition(
-            name=self.name, parameters_json_schema=dict(_PARAMETERS), description=self.describe(cm)
-        )
+        definition = ToolDefinition(name=self.name, parameters_json_schema=parameters(), description=self.describe(cm))
         return {
             self.name: ToolsetTool(
                 toolset=self, tool_def=definition, max_retries=self.max_retries, args_validator=_VALIDATOR

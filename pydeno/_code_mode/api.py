@@ -21,8 +21,10 @@ from .._tools.toolset import ToolSet
 __all__ = ["CodeModeTools", "as_tools", "type_errors"]
 
 
-def as_tools(tools: Any) -> list[Tool]:
-    """tools= as a list of Tool: Tool objects, or plain functions made into tools."""
+def as_tools(tools: Any, *, kinds: str = "pydeno.Tool objects or functions") -> list[Tool]:
+    """tools= as a list of Tool: Tool objects, or plain functions made into tools. ``kinds``
+    names what the caller accepts, for the error about an item that is neither (an
+    integration that also takes its framework's tools has converted those already)."""
     if isinstance(tools, (Tool, str, bytes)) or callable(tools) or not isinstance(tools, Iterable):
         raise TypeError(f"tools must be a list of pydeno.Tool (or functions), got {type(tools).__name__}")
     out: list[Tool] = []
@@ -32,7 +34,7 @@ def as_tools(tools: Any) -> list[Tool]:
         elif callable(item):
             out.append(Tool(getattr(item, "__name__", ""), item))
         else:
-            raise TypeError(f"tools must be pydeno.Tool objects or functions, got {type(item).__name__}")
+            raise TypeError(f"tools must be {kinds}, got {type(item).__name__}")
     return out
 
 

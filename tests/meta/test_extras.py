@@ -62,9 +62,11 @@ print(pydeno.Runtime.__name__)
     ("module", "hidden", "missing", "what", "extra"),
     [
         ("pydeno.pydantic_ai", {"pydantic_ai"}, "pydantic_ai", "pydeno.pydantic_ai", "pydantic-ai"),
+        ("pydeno.langchain", {"langchain_core"}, "langchain_core", "pydeno.langchain", "langchain"),
+        ("pydeno.openai_agents", {"agents"}, "agents", "pydeno.openai_agents", "openai-agents"),
         ("pydeno.ray", {"ray"}, "ray", "pydeno.ray", "ray"),
     ],
-    ids=["pydantic-ai", "ray"],
+    ids=["pydantic-ai", "langchain", "openai-agents", "ray"],
 )
 def test_importing_a_module_without_its_extra_says_how_to_install_it(
     module: str, hidden: set[str], missing: str, what: str, extra: str

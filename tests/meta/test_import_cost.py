@@ -1,6 +1,7 @@
 """``import pydeno`` loads what an eval needs and nothing else: JSON Schema, anyio and asyncio,
 SQLite, the HTTP client, the MCP SDK, package metadata and the features' own modules load on
-first use of the names that need them."""
+first use of the names that need them; the agent frameworks' integrations, only when imported
+by name."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ NOT_FOR_AN_EVAL: Final = (
     "email",
     "httpx",
     "importlib.metadata",
+    "agents",
     "jsonschema",
+    "langchain_core",
     "mcp",
     "msgspec",
     "pydantic",
@@ -27,6 +30,9 @@ NOT_FOR_AN_EVAL: Final = (
     "pydeno._code_mode",
     "pydeno._pools",
     "pydeno._tools",
+    "pydeno.langchain",
+    "pydeno.openai_agents",
+    "pydeno.pydantic_ai",
 )
 
 

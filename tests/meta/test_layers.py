@@ -33,7 +33,7 @@ LAYERS: Final = (
     ("pydeno._code_mode",),
     ("pydeno._cli",),
     # The public faces: what users import by name.
-    ("pydeno", "pydeno.__main__", "pydeno.ray", "pydeno.pydantic_ai"),
+    ("pydeno", "pydeno.__main__", "pydeno.ray", "pydeno.pydantic_ai", "pydeno.langchain", "pydeno.openai_agents"),
 )
 # Where today's code imports a layer above its own: each edge, and why. Only with a reason.
 EXCEPTIONS: Final = {
@@ -44,7 +44,9 @@ EXCEPTIONS: Final = {
 # In no layer: the host package itself, the parent of two layers, which holds only its docstring.
 UNLAYERED: Final = frozenset({"pydeno.host"})
 # The top of pydeno/: the public faces and subpackages, nothing else.
-TOP: Final = frozenset({"__init__.py", "__main__.py", "_version.py", "py.typed", "pydantic_ai.py"})
+TOP: Final = frozenset(
+    {"__init__.py", "__main__.py", "_version.py", "py.typed", "pydantic_ai.py", "langchain.py", "openai_agents.py"}
+)
 # Packages whose __init__ is a public face; every other one holds only its docstring.
 FACES: Final = frozenset({"pydeno", "pydeno.ray"})
 # The sans-IO folder: none of it starts a process or a thread, or reads a clock or a file.
