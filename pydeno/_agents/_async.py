@@ -25,7 +25,7 @@ from .._runtime.spans import worker_attributes
 from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import PausedToolCall
 from .core import Action, SessionDriver
-from .journal import DEFAULT_MAX_JOURNAL_BYTES, Journal, RunRecord, decode_journal
+from .journal import DEFAULT_MAX_JOURNAL_BYTES, Journal, RunRecord, check_mode, decode_journal
 
 __all__ = ["AsyncAgentSandbox"]
 
@@ -145,6 +145,7 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
         """A session restored from a decoded journal, on runtime if given (see _setup)."""
         self = cls.__new__(cls)
         try:
+            check_mode(parsed, code_mode=False)
             self._setup(tools, parsed.max_tool_calls, max_pause, runtime_kwargs, parsed.seed, parsed.clock_ms, runtime)
         except BaseException:
             if runtime is not None:

@@ -28,7 +28,7 @@ from .._tools.approval import ASK_EACH, UNANSWERED, PausedToolCall
 from .._tools.bridge import ToolBridge
 from .journal import CallRecord, Journal, RunRecord, check_key, encode, seal_journal, snapshot
 
-__all__ = ["Action", "SessionCore", "SessionDriver", "runtime_options"]
+__all__ = ["Action", "SessionCore", "SessionDriver", "runtime_options", "session_clock"]
 
 # --- the session ----------------------------------------------------------------------------
 
@@ -57,10 +57,18 @@ class SessionCore:
     """One agent session's state: its tool bridge, seed and clock, and the record of its runs."""
 
     def __init__(
-        self, bridge: ToolBridge, *, expose_errors: bool, seed: int | None = None, clock_ms: int | None = None
+        self,
+        bridge: ToolBridge,
+        *,
+        expose_errors: bool,
+        seed: int | None = None,
+        clock_ms: int | None = None,
+        code_mode: bool = False,
     ) -> None:
         self.bridge = bridge
         self.expose_errors = expose_errors
+        # A Code Mode session's: its journal says so (see pydeno/_agents/journal.py).
+        self.code_mode = code_mode
         self.seed = secrets.randbits(128) if seed is None else seed
         self.clock_ms = int(time.time() * 1000) if clock_ms is None else clock_ms
         self.runs: list[RunRecord] = []
@@ -200,6 +208,17 @@ class SessionCore:
     def abandon_run(self) -> None:
         self.run, self.replaying, self.pending = None, None, None
 
+    def replayed(self, journal: Journal) -> None:
+        """After every run of journal was replayed: charge what the journal spent beyond its
+        runs' calls, or ReplayDivergence if the replay spent more."""
+        # A journal may have spent more than its runs' calls: a run its worker died in is not
+        # kept (its state died with the worker), but the calls it made stay charged.
+        if self.bridge.calls_made > journal.spent:
+            raise ReplayDivergence(
+                f"the replay spent {self.bridge.calls_made} tool calls, the journal recorded {journal.spent}"
+            )
+        self.bridge.charge_spent(journal.spent - self.bridge.calls_made)
+
     # -- journals --------------------------------------------------------------------
     def dump(self, key: Any) -> bytes:
         key = check_key(key)
@@ -208,17 +227,17 @@ class SessionCore:
         pending: Any = None
         if self.run is not None and self.pending is not None:
             kind, runs, pending = "snapshot", [*runs, self.run], list(self.pending)
-        body = encode(
-            {
-                "seed": self.seed,
-                "clock_ms": self.clock_ms,
-                "max_tool_calls": self.bridge.max_calls,
-                "spent": self.bridge.calls_made,
-                "runs": [r.to_data() for r in runs],
-                "pending": pending,
-            }
-        )
-        return seal_journal(key, kind, body)
+        fields: dict[str, Any] = {
+            "seed": self.seed,
+            "clock_ms": self.clock_ms,
+            "max_tool_calls": self.bridge.max_calls,
+            "spent": self.bridge.calls_made,
+            "runs": [r.to_data() for r in runs],
+            "pending": pending,
+        }
+        if self.code_mode:
+            fields["code_mode"] = True
+        return seal_journal(key, kind, encode(fields))
 
 
 def runtime_options(runtime_kwargs: Mapping[str, Any], max_pause: Any) -> tuple[dict[str, Any], int | None, int | None]:
@@ -226,10 +245,15 @@ def runtime_options(runtime_kwargs: Mapping[str, Any], max_pause: Any) -> tuple[
     if "max_host_wait" in runtime_kwargs:
         raise TypeError("an agent session bounds tool waits with max_pause=, not max_host_wait=")
     options = {**runtime_kwargs, "max_host_wait": max_pause}
-    # A session is deterministic by itself; random_seed= and clock= choose its seed and
-    # clock (a restored one keeps its journal's).
-    seed, clock = check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
+    seed, clock = session_clock(options)
     return options, seed, clock
+
+
+def session_clock(options: dict[str, Any]) -> tuple[int | None, int | None]:
+    """The seed and clock a session keeps, taken out of its runtime's options: a session is
+    deterministic by itself, and random_seed= and clock= choose them (a restored one keeps
+    its journal's)."""
+    return check_seed(options.pop("random_seed", None)), check_clock(options.pop("clock", None))
 
 
 class SessionDriver:
@@ -319,10 +343,4 @@ class SessionDriver:
         return command, call, value, error
 
     def _check_replayed(self, journal: Journal) -> None:
-        # A journal may have spent more than its runs' calls: a run its worker died in is not
-        # kept (its state died with the worker), but the calls it made stay charged.
-        if self._bridge.calls_made > journal.spent:
-            raise ReplayDivergence(
-                f"the replay spent {self._bridge.calls_made} tool calls, the journal recorded {journal.spent}"
-            )
-        self._bridge.charge_spent(journal.spent - self._bridge.calls_made)
+        self._session.replayed(journal)

@@ -5,9 +5,11 @@ Journal format (version 1): a msgpack array ``["pydeno-journal", 1, kind, body, 
 ``body`` the canonical msgpack encoding of the session (maps with their keys sorted by
 encoding, sets sorted, the journal's own extension types for undefined, big integers, dates,
 sets, functions and Error values) and ``mac`` its HMAC-SHA256 under the caller's key, over a domain tag,
-the format version, the kind and the body. A journal is refused (:class:`JournalError`)
-unless every byte checks; a snapshot whose MAC fails raises
-:class:`SnapshotAuthenticationError`.
+the format version, the kind and the body. A Code Mode session's body has one more field,
+``code_mode`` (true): its runs are Code Mode programs (TypeScript, run as a REPL's inputs),
+so an agent sandbox never replays them as its own JavaScript, nor a Code Mode an agent's.
+A journal is refused (:class:`JournalError`) unless every byte checks; a snapshot whose MAC
+fails raises :class:`SnapshotAuthenticationError`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "Journal",
     "RunRecord",
     "check_key",
+    "check_mode",
     "decode",
     "decode_journal",
     "encode",
@@ -249,6 +252,21 @@ class Journal:
     runs: list[RunRecord]
     # For a snapshot: the paused call, (name, args).
     pending: tuple[str, list[Any]] | None
+    # Whether the runs are a Code Mode session's programs rather than an agent's code.
+    code_mode: bool = False
+
+
+def check_mode(journal: Journal, *, code_mode: bool) -> None:
+    """JournalError unless the journal is of the kind of session that is replaying it."""
+    if journal.code_mode == code_mode:
+        return
+    if journal.code_mode:
+        raise JournalError(
+            "journal is a Code Mode session's: restore it with a SessionPool(code_mode=True), not as an agent session"
+        )
+    raise JournalError(
+        "journal is an agent session's: restore it with AgentSandbox.load or a SessionPool without code_mode="
+    )
 
 
 def decode_journal(data: Any, key: Any, max_bytes: int = DEFAULT_MAX_JOURNAL_BYTES) -> Journal:
@@ -289,7 +307,11 @@ def _parse_body(kind: Literal["journal", "snapshot"], body: Any) -> Journal:
             raise JournalError(f"journal is malformed: {what}")
 
     need(isinstance(body, dict), "the body is not a map")
-    need(set(body) == {"seed", "clock_ms", "max_tool_calls", "spent", "runs", "pending"}, "unexpected fields")
+    fields = {"seed", "clock_ms", "max_tool_calls", "spent", "runs", "pending"}
+    need(set(body) in (fields, fields | {"code_mode"}), "unexpected fields")
+    # Only ever written as true: an agent's journal has no such field, so it encodes as before.
+    need("code_mode" not in body or body["code_mode"] is True, "code_mode")
+    code_mode = "code_mode" in body
     seed, clock, limit, spent = body["seed"], body["clock_ms"], body["max_tool_calls"], body["spent"]
     need(type(seed) is int and 0 <= seed < 2**128, "seed")
     need(type(clock) is int, "clock_ms")
@@ -322,7 +344,7 @@ def _parse_body(kind: Literal["journal", "snapshot"], body: Any) -> Journal:
     else:
         need(pending is None and all(r.complete for r in runs), "a journal with a paused run")
         paused = None
-    return Journal(kind, seed, clock, limit, spent, runs, paused)
+    return Journal(kind, seed, clock, limit, spent, runs, paused, code_mode)
 
 
 def _is_error_pair(value: Any) -> bool:

@@ -6,24 +6,32 @@ trio; ``CodeMode`` (pydeno/_code_mode/_sync.py, generated from this file) drives
 :mod:`pydeno._code_mode.api`, what an execution records in :mod:`pydeno._code_mode.core`;
 this driver starts the worker, installs ``tools`` and runs programs. One worker serves a
 Code Mode's executions, one at a time; a worker that dies is replaced at the next execution.
+
+A :class:`~pydeno.AsyncSessionPool` made with ``code_mode=True`` hands out a Code Mode bound to
+a session (``_in_session``): its programs run as a REPL's inputs, so their declarations stay,
+and each one is journaled by the agent sessions' own core (pydeno/_agents/core.py): the program,
+every tool call's answer as the program received it, and how it ended. Restoring the session
+runs the journal's programs again on a fresh worker, each tool call answered from the journal.
 """
 
 from __future__ import annotations
 
 from typing import Any, Unpack
 
+from .._agents.core import SessionCore, session_clock
+from .._agents.journal import Journal, RunRecord, check_mode
 from .._base import tracing
 from .._base.checks import NeedsAsyncWith, code_text, optional_seconds
-from .._base.errors import JavaScriptError, ToolError
+from .._base.errors import JavaScriptError, JournalError, ToolError
 from .._base.failures import closed_error
 from .._base.options import RuntimeKwargs, checked_options, console_handler
 from .._runtime._async import AsyncRuntime
 from .._runtime.backends import anyio as backend
 from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import UNANSWERED, ApprovePolicy, PausedToolCall
-from .._tools.bridge import HOST_FUNCTION, Dispatcher, install_script
+from .._tools.bridge import HOST_FUNCTION, Dispatcher, ToolBridge, install_script
 from .api import CodeModeTools, type_errors
-from .core import _OPEN, Execution, PendingCall, program
+from .core import _OPEN, CONSOLE, Execution, PendingCall, program
 from .result import DEFAULT_MAX_OUTPUT_CHARS, ExecutionResult, check_output_chars
 
 __all__ = ["AsyncCodeMode"]
@@ -74,6 +82,61 @@ class AsyncCodeMode(NeedsAsyncWith):
         # REPL mode (the MCP server's sessions): a program is not wrapped in a block, so its
         # top-level let, const and class stay for the next execution on the same worker.
         self._repl = False
+        # A session's journal (a SessionPool's Code Mode), and whether it is being replayed,
+        # when the caller's own console handler is not told the programs' output again.
+        self._session: SessionCore | None = None
+        self._quiet = False
+
+    @classmethod
+    async def _in_session(
+        cls,
+        tools: Any,
+        *,
+        max_tool_calls: int | None,
+        max_output_chars: int,
+        approve: ApprovePolicy,
+        runtime_kwargs: dict[str, Any],
+        journal: Journal | None = None,
+        runtime: AsyncRuntime | None = None,
+    ) -> AsyncCodeMode:
+        """A session's Code Mode: new, or restored from journal by running its programs again
+        with their recorded tool answers (no tool runs). ``runtime``, if given, is a worker
+        started elsewhere whose on_console is route_console; the Code Mode owns it."""
+        try:
+            options = dict(runtime_kwargs)
+            seed, clock = session_clock(options)
+            self = cls(tools, max_output_chars=max_output_chars, approve=approve, **options)
+            if journal is not None:
+                check_mode(journal, code_mode=True)
+                if journal.kind != "journal":
+                    raise JournalError("journal is a snapshot of a paused run, which no Code Mode session writes")
+                max_tool_calls, seed, clock = journal.max_tool_calls, journal.seed, journal.clock_ms
+            # The session's budget is the bridge's, across its programs; its executions have none
+            # of their own.
+            bridge = ToolBridge(dict(self._tools.tools), max_calls=max_tool_calls)
+            self._session = SessionCore(bridge, expose_errors=self._expose, seed=seed, clock_ms=clock, code_mode=True)
+            self._tools.in_session, self._tools.session_calls = True, bridge.max_calls
+            self._repl = True
+        except BaseException:
+            if runtime is not None:
+                await runtime.close()
+            raise
+        await self._install(runtime if runtime is not None else AsyncRuntime(**self._options, on_console=self._console))
+        if journal is not None:
+            try:
+                await self._replay(journal)
+            except BaseException:
+                await self.close()
+                raise
+        return self
+
+    @property
+    def closed(self) -> bool:
+        """Whether it runs no more programs: close() was called, or, for a SessionPool's Code
+        Mode, its worker died (the session's next lease restores it from its journal)."""
+        if self._closed:
+            return True
+        return self._session is not None and (self._rt is None or self._rt.closed)
 
     # -- what a model reads before it writes -------------------------------------------------
     def typescript(self) -> str:
@@ -97,25 +160,87 @@ class AsyncCodeMode(NeedsAsyncWith):
             execution, refused = await self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
-            self._current = execution
+            token = CONSOLE.set(self._console)
             active = tracing.activate(execution.span)
             try:
-                rt = await self._runtime()
-                execution.usage = rt._steps.meter()
-                try:
-                    value = await rt._steps.eval(self._source(code), timeout, lang="ts", program=not self._repl)
-                except JavaScriptError as exc:
-                    returning = execution.returning(exc)
-                    if returning is None:
-                        raise
-                    value = await rt._steps.eval(returning, timeout, lang="ts", program=True)
-            except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                await self._after_failure(exc)
-                return execution.result(error=exc)
+                if self._session is not None:
+                    return await self._run_in_session(execution, code, timeout)
+                return await self._run(execution, code, timeout)
             finally:
-                self._current = None
                 tracing.deactivate(active)
-            return execution.result(value=value)
+                CONSOLE.reset(token)
+
+    async def _run(self, execution: Execution, code: str, timeout: float | None) -> ExecutionResult:
+        self._current = execution
+        try:
+            rt = await self._runtime()
+            execution.usage = rt._steps.meter()
+            try:
+                value = await rt._steps.eval(self._source(code), timeout, lang="ts", program=not self._repl)
+            except JavaScriptError as exc:
+                returning = execution.returning(exc)
+                if returning is None:
+                    raise
+                value = await rt._steps.eval(returning, timeout, lang="ts", program=True)
+        except Exception as exc:  # noqa: BLE001 - a failed program is a result
+            await self._after_failure(exc)
+            return execution.result(error=exc)
+        finally:
+            self._current = None
+        return execution.result(value=value)
+
+    async def _run_in_session(
+        self, execution: Execution, code: str, timeout: float | None, replay: RunRecord | None = None
+    ) -> ExecutionResult:
+        """Run a session's program in steps, journaled; when replay is its record, each tool
+        call is answered from it, and a failure other than the program's own error (recorded
+        as it) is raised, not returned."""
+        session, rt = self._session, self._rt
+        assert session is not None and rt is not None
+        execution.usage = rt._steps.meter()
+        session.begin_run(code, replay)
+        try:
+            command = await rt._steps.start(self._source(code), timeout, lang="ts", program=False)
+        except Exception as exc:
+            session.abandon_run()
+            await self._after_failure(exc)
+            if replay is not None:
+                execution.ended(exc)
+                raise
+            return execution.result(error=exc)
+        result = await self._drive(execution, command, timeout, replaying=replay is not None)
+        assert isinstance(result, ExecutionResult)  # a session's calls never pause
+        return result
+
+    async def _replay(self, journal: Journal) -> None:
+        """Run the journal's programs again on this Code Mode's fresh worker, each tool call
+        answered from the journal; ReplayDivergence if one asks for other calls or ends
+        otherwise than recorded."""
+        assert self._session is not None
+        self._quiet = True
+        token = CONSOLE.set(self._console)
+        try:
+            for run in journal.runs:
+                execution = Execution(
+                    self._tools, self.max_output_chars, expose=self._expose, code=run.code, replay=True
+                )
+                active = tracing.activate(execution.span)
+                try:
+                    await self._run_in_session(execution, run.code, None, replay=run)
+                finally:
+                    tracing.deactivate(active)
+        finally:
+            CONSOLE.reset(token)
+            self._quiet = False
+        self._session.replayed(journal)
+
+    def _journal(self, key: bytes) -> bytes:
+        """A session's signed journal: its finished programs, and every tool call it was
+        charged (a SessionPool writes it when a lease ends, its worker alive or not)."""
+        with backend.exclusive(self._lock):
+            if self._session is None:
+                raise RuntimeError("only a SessionPool's Code Mode keeps a journal")
+            return self._session.dump(key)
 
     async def start(
         self, code: str, *, timeout: float | None = None, typecheck: bool = False
@@ -128,10 +253,16 @@ class AsyncCodeMode(NeedsAsyncWith):
         next PausedToolCall or the ExecutionResult. The execution's timeout runs on while
         it is paused."""
         code, timeout = self._arguments(code, timeout, typecheck)
+        if self._session is not None:
+            raise RuntimeError(
+                "a Code Mode session runs programs with execute(): start() pauses at a tool call, which a "
+                "session does not keep from one lease to the next"
+            )
         async with self._lock:
             execution, refused = await self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
+            token = CONSOLE.set(self._console)
             active = tracing.activate(execution.span)
             try:
                 rt = await self._runtime()
@@ -144,25 +275,40 @@ class AsyncCodeMode(NeedsAsyncWith):
                 return await self._drive(execution, command, timeout)
             finally:
                 tracing.deactivate(active)
+                CONSOLE.reset(token)
 
     async def _drive(
-        self, execution: Execution, command: Pending, timeout: float | None = None
+        self, execution: Execution, command: Pending, timeout: float | None = None, *, replaying: bool = False
     ) -> ExecutionResult | PausedToolCall:
-        """Answer the program's tool calls until it finishes or asks for approval."""
-        rt = self._rt
+        """Answer the program's tool calls until it finishes or asks for approval; a
+        session's program is journaled as it goes (see _run_in_session for ``replaying``)."""
+        rt, session = self._rt, self._session
         assert rt is not None
         self._current = execution
+        # The program's own error, recorded (or checked against its record) as its end.
+        finished = False
         try:
             while True:
                 call = await rt._steps.next_call(command)
                 if call is None:
                     try:
-                        return execution.result(value=rt._steps.outcome(command))
+                        value = rt._steps.outcome(command)
                     except JavaScriptError as exc:
                         returning = execution.returning(exc)
                         if returning is None:
+                            if session is not None:
+                                session.finish_run(error=exc)
+                            finished = True
                             raise
+                    else:
+                        if session is not None:
+                            session.finish_run(value)
+                        return execution.result(value=value)
                     command = await rt._steps.start(returning, timeout, lang="ts", program=True)
+                    continue
+                if session is not None:
+                    value, error = await self._journaled(rt, execution, command, call)
+                    await rt._steps.answer(command, call, value, error)
                     continue
                 pending, value, error = await self._decide(rt, execution, command, call)
                 if pending is not None:
@@ -170,12 +316,40 @@ class AsyncCodeMode(NeedsAsyncWith):
                     self._paused = (paused, execution, command, call, pending)
                     return paused
                 await rt._steps.answer(command, call, value, error)
-        except Exception as exc:  # noqa: BLE001 - a failed program is a result
+        except Exception as exc:
             self._paused = None
+            if session is not None and not finished:
+                session.abandon_run()
             await self._after_failure(exc, abandoned=rt._steps.in_command)
+            if replaying and not finished:
+                execution.ended(exc)
+                raise
             return execution.result(error=exc)
         finally:
             self._current = None
+
+    async def _journaled(
+        self, rt: AsyncRuntime, execution: Execution, command: Pending, call: GuestCall
+    ) -> tuple[Any, Exception | None]:
+        """A session's tool call, and the answer the program gets: from the journal during a
+        replay; a refusal when the session's budget is spent or there is no such tool; else
+        the call decided and run as any program's. Recorded as the program receives it."""
+        session = self._session
+        assert session is not None
+        # ReplayDivergence, here, is the replay's failure: it is not the program's to catch.
+        action = session.on_call(call.args, pause=False)
+        if action.kind == "answer":
+            execution.answered(action.name, action.args, action.error)
+            return action.value, action.error
+        try:
+            pending = execution.begin(action.name, action.args)
+            if pending.decision == "ask":
+                name = pending.tool.name
+                execution.refuse(pending, f"tools.{name}() needs approval, which a session cannot pause for")
+            result = await rt._steps.resolve(command, call, execution.run(pending))
+        except Exception as exc:  # noqa: BLE001 - the guest receives it as an Error
+            return session.settle(action.name, error=exc, convertible=rt._steps.convertible)
+        return session.settle(action.name, result, convertible=rt._steps.convertible)
 
     async def _decide(
         self, rt: AsyncRuntime, execution: Execution, command: Pending, call: GuestCall
@@ -197,11 +371,13 @@ class AsyncCodeMode(NeedsAsyncWith):
             _, execution, command, call, pending = self._paused
             self._paused = None
             paused.answered = True
+            token = CONSOLE.set(self._console)
             active = tracing.activate(execution.span)
             try:
                 return await self._answer_paused(execution, command, call, pending, value, error)
             finally:
                 tracing.deactivate(active)
+                CONSOLE.reset(token)
 
     async def _answer_paused(
         self,
@@ -250,8 +426,14 @@ class AsyncCodeMode(NeedsAsyncWith):
         self, code: str, timeout: float | None, typecheck: bool
     ) -> tuple[Execution, ExecutionResult | None]:
         """A new execution, and its result already if the type check refused the program."""
-        if self._closed:
-            raise closed_error("the session is closed", "close() was called on the Code Mode")
+        if self.closed:
+            if self._closed:
+                raise closed_error("the session is closed", "close() was called on the Code Mode")
+            gone = self._rt._steps.closed_by if self._rt is not None else "it was discarded"
+            raise closed_error(
+                "the session is closed",
+                f"its worker is gone ({gone}); lease the session again: that restores it from its journal",
+            )
         if self._paused is not None:
             raise RuntimeError("a program is paused at a tool call: resume it first")
         execution = Execution(self._tools, self.max_output_chars, expose=self._expose, code=code)
@@ -283,14 +465,17 @@ class AsyncCodeMode(NeedsAsyncWith):
 
     async def _use(self, rt: AsyncRuntime) -> None:
         """Run the next execution on rt, a runtime started elsewhere (a pool's fresh worker),
-        instead of starting one. Its console handler must forward to :meth:`_console`; it is
-        closed with this Code Mode, or replaced by a new one of its own if it dies."""
+        instead of starting one. Its console handler must be route_console (pydeno/_code_mode/core.py);
+        it is closed with this Code Mode, or replaced by a new one of its own if it dies."""
         if self._rt is not None:
             raise RuntimeError("this Code Mode already has a runtime")
         await self._install(rt)
 
     async def _install(self, rt: AsyncRuntime) -> None:
         try:
+            if self._session is not None:
+                # Before any program: the session's seeded random and fixed clock.
+                await rt.eval(self._session.prelude())
             await rt.bind_function(HOST_FUNCTION, Dispatcher(self._call))
             await rt.eval(install_script(list(self._tools.tools), None, 0))
         except BaseException:
@@ -299,8 +484,12 @@ class AsyncCodeMode(NeedsAsyncWith):
         self._rt = rt
 
     async def _discard(self) -> None:
-        """The worker died or was killed: the next execution starts a fresh one."""
-        rt, self._rt = self._rt, None
+        """The worker died or was killed: the next execution starts a fresh one; a session's
+        does not (its state is its journal's, which its next lease replays), and keeps the
+        closed runtime, whose figures its pool reads."""
+        rt = self._rt
+        if self._session is None:
+            self._rt = None
         if rt is not None:
             await rt.close()
 
@@ -314,7 +503,7 @@ class AsyncCodeMode(NeedsAsyncWith):
         execution = self._current
         if execution is not None:
             execution.console(level, text)
-        if self._user_console is not None:
+        if self._user_console is not None and not self._quiet:
             self._user_console(level, text)
 
     async def close(self) -> None:

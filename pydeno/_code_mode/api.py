@@ -49,6 +49,10 @@ class CodeModeTools:
         made = as_tools(tools)
         self.set = ToolSet(made, max_calls=optional_count("max_tool_calls", max_tool_calls, 0))
         self.approve: ApprovePolicy = check_policy(approve, self.set.tools)
+        # A session's Code Mode (a SessionPool's): its runs share its declarations, its
+        # clock and its tool budget, ``session_calls`` (None: no limit).
+        self.in_session = False
+        self.session_calls: int | None = None
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -84,12 +88,22 @@ class CodeModeTools:
             "- console.log output is returned too, cut to a limit.",
             "- There is no network, no file system, no `Deno`, `process` or `require`, and "
             f"{prompt_line(self.packages)}: only the language, its standard objects and `tools`.",
-            "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
+            "- Top-level declarations (`let`, `const`, `function`, `class`) and globals stay for the next run of "
+            "this session."
+            if self.in_session
+            else "- `let`, `const` and `class` declarations stay in one run; assign to `globalThis` to keep a value "
             "for the next run.",
             "- A run that fails returns an error whose `hint` says what the program can change; the sandbox's "
             "limits (time, memory, calls) are fixed for the program.",
         ]
-        if self.max_tool_calls is not None:
+        if self.in_session:
+            lines.append(
+                "- `Date` and `Date.now()` stay at the session's start and `Math.random` is seeded: the session is "
+                "restored by running its programs again, with the tools' recorded answers."
+            )
+            if self.session_calls is not None:
+                lines.append(f"- At most {self.session_calls} tool calls in this session, across all its runs.")
+        elif self.max_tool_calls is not None:
             lines.append(f"- At most {self.max_tool_calls} tool calls per run.")
         lines.append("")
         lines.append("Tools:")

@@ -9,11 +9,13 @@ pydeno/_code_mode/result.py's.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 from .._base import tracing
@@ -27,7 +29,7 @@ from .._tools.tool import Tool
 from .api import CodeModeTools
 from .result import ExecutionResult, model_hint
 
-__all__ = ["Execution", "PendingCall", "function_program", "program"]
+__all__ = ["CONSOLE", "Execution", "PendingCall", "function_program", "program", "route_console"]
 
 _STDERR_LEVELS: Final = frozenset({"warn", "error"})
 # Where a guest frame points: the worker names an eval's frames "guest:eval".
@@ -52,6 +54,22 @@ def program(code: str) -> str:
 def function_program(code: str) -> str:
     """The source a Code Mode evaluates for a program that returns its value."""
     return _FUNCTION_OPEN + code + _FUNCTION_CLOSE
+
+
+# The console handler of the Code Mode whose program is running in this context: a Code Mode
+# sets it while it runs a program, so a runtime started elsewhere (a pool's warm worker) whose
+# on_console is route_console hands each line to that program's execution. A runtime calls
+# its handler in the task (or thread) that steps its command.
+CONSOLE: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
+    "pydeno_code_mode_console", default=None
+)
+
+
+def route_console(level: str, text: str) -> None:
+    """The on_console of a runtime a Code Mode did not start itself."""
+    target = CONSOLE.get()
+    if target is not None:
+        target(level, text)
 
 
 # --- One execution ---------------------------------------------------------------------------
@@ -83,7 +101,9 @@ class Execution:
     driver runs them on; the lock keeps each record whole.
     """
 
-    def __init__(self, tools: CodeModeTools, max_output_chars: int, *, expose: bool = False, code: str = "") -> None:
+    def __init__(
+        self, tools: CodeModeTools, max_output_chars: int, *, expose: bool = False, code: str = "", replay: bool = False
+    ) -> None:
         self.toolset = tools
         # The program as written, and how many characters of a wrapper come before it on its
         # first line in the source that runs: where an error is placed.
@@ -103,7 +123,8 @@ class Execution:
         # Set by the driver once the program's worker is ready; None: no worker ran it.
         self.usage: Usage | None = None
         # Its span (None: nobody traces), current while the driver runs it, ended with the result.
-        self.span = tracing.begin("pydeno.execute", code=code)
+        # A session's program run again to restore it (replay) is marked so.
+        self.span = tracing.begin("pydeno.execute", {"pydeno.replay": True} if replay else None, code=code)
 
     def console(self, level: str, text: str) -> None:
         field = "stderr" if level in _STDERR_LEVELS else "stdout"
@@ -171,6 +192,22 @@ class Execution:
             raise
         pending.decision = "ask" if decision == "ask" else "run"
         return pending
+
+    def answered(self, name: str, args: list[Any], error: BaseException | None) -> None:
+        """Record a call a session answered without running its tool: from its journal during
+        a replay, or refused before any tool ran (its budget spent, no such tool)."""
+        record: dict[str, Any] = {
+            "name": name,
+            "arguments": args[0] if len(args) == 1 else args,
+            "outcome": "ok" if error is None else "error",
+            "error": None,
+            "duration_s": 0.0,
+        }
+        if error is not None:
+            kind, message = guest_error(error, expose=self.expose, where=f"tools.{name}()")
+            record["error"] = f"{kind}: {message}"
+        with self._lock:
+            self.tool_calls.append(record)
 
     def refuse(self, pending: PendingCall, message: str) -> NoReturn:
         """Refuse a call that waited for approval: the guest gets a ToolError."""

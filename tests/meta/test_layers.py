@@ -31,6 +31,8 @@ LAYERS: Final = (
     ("pydeno._pools",),
     ("pydeno._agents",),
     ("pydeno._code_mode",),
+    # Session pools serve agent sandboxes and Code Mode alike: above both.
+    ("pydeno._agents.sessions",),
     ("pydeno._cli",),
     # The public faces: what users import by name.
     ("pydeno", "pydeno.__main__", "pydeno.ray", "pydeno.pydantic_ai", "pydeno.langchain", "pydeno.openai_agents"),

@@ -1,8 +1,10 @@
-"""The session pools: many long-lived agent sessions, few workers.
+"""The session pools: many long-lived agent or Code Mode sessions, few workers.
 
 ``async with sessions.lease(session_id) as agent:`` (``with`` for the sync ``SessionPool``)
 hands out the session's :class:`~pydeno.AsyncAgentSandbox` with its state, exclusively:
-another lease of the same session waits for this one to end. At most ``max_live`` sessions
+another lease of the same session waits for this one to end. A pool made with
+``code_mode=True`` hands out an :class:`~pydeno.AsyncCodeMode` bound to the session instead,
+journaled by the same core (pydeno/_code_mode/_async.py); everything below holds for both. At most ``max_live`` sessions
 hold a worker; a lease that needs one more evicts the least recently used idle session,
 which comes back on its next lease by replaying its journal on a fresh worker. Each lease's
 end writes the session's journal to the store when it changed, sealed under the pool's key
@@ -17,19 +19,24 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from ..._base.checks import NeedsAsyncWith, count, limit_text, size
 from ..._base.errors import JournalError, StoreError
 from ..._base.options import RuntimeOptions, check_option_names
 from ..._base.stats import Stats
+from ..._code_mode._async import AsyncCodeMode
+from ..._code_mode.api import CodeModeTools
+from ..._code_mode.core import route_console
+from ..._code_mode.result import DEFAULT_MAX_OUTPUT_CHARS, check_output_chars
 from ..._pools._async import AsyncSandboxPool
 from ..._pools.core import WARM_UP_AWAIT
 from ..._runtime._async import AsyncRuntime
 from ..._runtime.backends import anyio as backend
+from ..._tools.approval import ApprovePolicy
 from .._async import AsyncAgentSandbox
-from ..core import runtime_options
-from ..journal import DEFAULT_MAX_JOURNAL_BYTES, check_key, decode_journal
+from ..core import runtime_options, session_clock
+from ..journal import DEFAULT_MAX_JOURNAL_BYTES, Journal, check_key, decode_journal
 from .core import Entry, LeaseBook, check_owner, check_session_id, open_record, other_owner, seal, shown
 from .store import JournalStore
 
@@ -58,10 +65,13 @@ class _WarmWorkers(AsyncSandboxPool):
 # lease's end.
 _NO_EXPIRY = 3600.0
 
+# What a lease hands out: an agent sandbox, or (code_mode=True) a Code Mode.
+Session = TypeVar("Session", AsyncAgentSandbox, AsyncCodeMode)
 
-class AsyncSessionPool(NeedsAsyncWith):
-    """``AsyncSessionPool(store, key, *, max_live=64, idle_ttl=None, lease_timeout=30.0,
-    max_live_per_owner=None, max_bytes_per_owner=None, **agent_kwargs)``.
+
+class AsyncSessionPool(NeedsAsyncWith, Generic[Session]):
+    """``AsyncSessionPool(store, key, *, code_mode=False, max_live=64, idle_ttl=None,
+    lease_timeout=30.0, max_live_per_owner=None, max_bytes_per_owner=None, **session_kwargs)``.
 
     ``store`` keeps the journals (:class:`~pydeno.MemoryJournalStore`,
     :class:`~pydeno.SQLiteJournalStore`); ``key`` (bytes, at least 16) signs them.
@@ -74,17 +84,24 @@ class AsyncSessionPool(NeedsAsyncWith):
     ``setup(rt)`` prepares each session's new worker, as a pool's ``setup=`` does, before the
     session is made or replayed on it: the workers then come from the warm ones (started
     when a lease asks if ``warm_workers`` is 0).
-    ``agent_kwargs`` are :class:`~pydeno.AsyncAgentSandbox`'s: ``tools``,
-    ``max_tool_calls``, ``max_pause`` and the runtime's options. Use it as
+    ``session_kwargs`` are :class:`~pydeno.AsyncAgentSandbox`'s: ``tools`` (a mapping),
+    ``max_tool_calls``, ``max_pause`` and the runtime's options. With ``code_mode=True`` a
+    lease hands out an :class:`~pydeno.AsyncCodeMode` bound to the session, and they are
+    Code Mode's: ``tools`` (a list of :class:`~pydeno.Tool` or functions), ``max_tool_calls``
+    (the session's budget, across its programs), ``max_output_chars``, ``approve`` and the
+    runtime's options; its programs' declarations stay from one to the next (docs/sessions.md,
+    "Code Mode sessions"). Use it as
     ``async with AsyncSessionPool(...) as sessions:`` (that starts the idle reaper), or call
     :meth:`close`: closing kills every worker the pool holds; the journals stay in the store.
     """
 
+    @overload
     def __init__(
-        self,
+        self: AsyncSessionPool[AsyncAgentSandbox],
         store: JournalStore,
         key: bytes,
         *,
+        code_mode: Literal[False] = False,
         max_live: int = 64,
         idle_ttl: float | None = None,
         lease_timeout: float = 30.0,
@@ -97,7 +114,51 @@ class AsyncSessionPool(NeedsAsyncWith):
         max_tool_calls: int | None = None,
         max_pause: float | None = None,
         **runtime_kwargs: Any,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: AsyncSessionPool[AsyncCodeMode],
+        store: JournalStore,
+        key: bytes,
+        *,
+        code_mode: Literal[True],
+        max_live: int = 64,
+        idle_ttl: float | None = None,
+        lease_timeout: float = 30.0,
+        max_live_per_owner: int | None = None,
+        max_bytes_per_owner: int | str | None = None,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
+        warm_workers: int = 0,
+        setup: Callable[[AsyncRuntime], Any] | None = None,
+        tools: Any = None,
+        max_tool_calls: int | None = None,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        approve: ApprovePolicy = None,
+        **runtime_kwargs: Any,
+    ) -> None: ...
+    def __init__(
+        self,
+        store: JournalStore,
+        key: bytes,
+        *,
+        code_mode: bool = False,
+        max_live: int = 64,
+        idle_ttl: float | None = None,
+        lease_timeout: float = 30.0,
+        max_live_per_owner: int | None = None,
+        max_bytes_per_owner: int | str | None = None,
+        max_journal_bytes: int | str = DEFAULT_MAX_JOURNAL_BYTES,
+        warm_workers: int = 0,
+        setup: Callable[[AsyncRuntime], Any] | None = None,
+        tools: Any = None,
+        max_tool_calls: int | None = None,
+        max_pause: float | None = None,
+        max_output_chars: int | None = None,
+        approve: ApprovePolicy = None,
+        **runtime_kwargs: Any,
     ) -> None:
+        if not isinstance(code_mode, bool):
+            raise TypeError(f"code_mode must be a bool, got {type(code_mode).__name__}")
         if not isinstance(store, JournalStore):
             raise TypeError(
                 f"store must be a journal store (pydeno.MemoryJournalStore(), pydeno.SQLiteJournalStore(path)), "
@@ -108,8 +169,19 @@ class AsyncSessionPool(NeedsAsyncWith):
         self._book = LeaseBook.create(max_live, max_live_per_owner, max_bytes_per_owner, idle_ttl, lease_timeout)
         self._max_journal_bytes = size("max_journal_bytes", max_journal_bytes, 1)
         # A bad option fails here, not in the first lease.
-        check_option_names(type(self), runtime_kwargs, without=("max_host_wait",))
-        options, _, _ = runtime_options(runtime_kwargs, max_pause)
+        self._code_mode = code_mode
+        if code_mode:
+            options = self._code_mode_options(
+                tools, max_tool_calls, max_pause, max_output_chars, approve, runtime_kwargs
+            )
+        else:
+            if max_output_chars is not None or approve is not None:
+                raise TypeError(
+                    "max_output_chars= and approve= are a Code Mode session's: pass code_mode=True for a pool of "
+                    "Code Mode sessions"
+                )
+            check_option_names(type(self), runtime_kwargs, without=("max_host_wait",))
+            options, _, _ = runtime_options(runtime_kwargs, max_pause)
         RuntimeOptions(**options)
         warm = count("warm_workers", warm_workers, 0)
         # The warm workers are a pool's, started as a session's runtime would be. A setup
@@ -118,6 +190,8 @@ class AsyncSessionPool(NeedsAsyncWith):
         self._tools = tools
         self._max_tool_calls = max_tool_calls
         self._max_pause = max_pause
+        self._max_output_chars = DEFAULT_MAX_OUTPUT_CHARS if max_output_chars is None else max_output_chars
+        self._approve = approve
         self._runtime_kwargs = runtime_kwargs
         self._cond = backend.Condition()
         # The figures of the workers closed so far, and the leases' waits: under a plain
@@ -128,7 +202,33 @@ class AsyncSessionPool(NeedsAsyncWith):
         self._background = backend.Background(self._reap, "pydeno-sessions")
         # unasync: self._background.start()
 
-    async def __aenter__(self) -> AsyncSessionPool:
+    def _code_mode_options(
+        self,
+        tools: Any,
+        max_tool_calls: Any,
+        max_pause: Any,
+        max_output_chars: Any,
+        approve: Any,
+        runtime_kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Check a Code Mode session's arguments now; the options of its workers' runtimes."""
+        if max_pause is not None:
+            raise TypeError(
+                "max_pause= is an agent session's: a Code Mode session bounds its tools' waits with max_host_wait=, "
+                "as CodeMode does"
+            )
+        check_option_names(type(self), runtime_kwargs)
+        if max_output_chars is not None:
+            check_output_chars(max_output_chars)
+        CodeModeTools([] if tools is None else tools, max_tool_calls=max_tool_calls, approve=approve)
+        options = dict(runtime_kwargs)
+        session_clock(options)
+        # A Code Mode hands its programs' console output to the caller's handler itself; a
+        # warm worker's handler hands it to the Code Mode whose program runs on it.
+        options["on_console"] = route_console
+        return options
+
+    async def __aenter__(self) -> AsyncSessionPool[Session]:
         await self._background.start()
         if self._warm is not None:
             await self._warm.__aenter__()
@@ -146,15 +246,16 @@ class AsyncSessionPool(NeedsAsyncWith):
     @contextlib.asynccontextmanager
     async def lease(
         self, session_id: str, owner: str | None = None, *, timeout: float | None = None
-    ) -> AsyncIterator[AsyncAgentSandbox]:
-        """The session's sandbox for this block, made on first use and restored from its
-        journal if it has no worker; its journal is written when the block ends."""
+    ) -> AsyncIterator[Session]:
+        """The session's sandbox (with code_mode=True, its Code Mode) for this block, made on
+        first use and restored from its journal if it has no worker; its journal is written
+        when the block ends."""
         session_id, owner = check_session_id(session_id), check_owner(owner)
         limit = self._book.lease_limit(timeout)
         self._background.check_started("use the session pool as `async with AsyncSessionPool(...) as sessions:`")
         entry = await self._acquire(session_id, owner, limit)
         try:
-            yield entry.sandbox
+            yield cast(Session, entry.sandbox)
         finally:
             with backend.shielded():
                 await self._end(entry)
@@ -197,7 +298,7 @@ class AsyncSessionPool(NeedsAsyncWith):
             entry.journal, entry.stored_bytes = journal, size
         return entry
 
-    async def _restore(self, entry: Entry) -> tuple[AsyncAgentSandbox, int, bytes | None, int]:
+    async def _restore(self, entry: Entry) -> tuple[Any, int, bytes | None, int]:
         """A sandbox with the session's state: its stored journal replayed, or new (no
         record, or the tombstone of a delete, whose version the new session goes on from)."""
         session_id = entry.session_id
@@ -218,21 +319,43 @@ class AsyncSessionPool(NeedsAsyncWith):
                 if owner != entry.owner:
                     raise other_owner(session_id)
                 parsed = decode_journal(journal, self._key, self._max_journal_bytes)
-                rt = await self._warm_runtime(entry)
-                sandbox = await AsyncAgentSandbox._replayed(
-                    parsed, self._tools, self._max_pause, dict(self._runtime_kwargs), runtime=rt
-                )
+                sandbox = await self._session_on(await self._warm_runtime(entry), parsed)
                 return sandbox, version, journal, len(stored[2])
-        rt = await self._warm_runtime(entry)
+        return await self._session_on(await self._warm_runtime(entry), None), version, None, 0
+
+    async def _session_on(self, rt: AsyncRuntime | None, journal: Journal | None) -> Any:
+        """The session's sandbox or Code Mode, on rt (a warm worker, or None: one of its own),
+        new or restored from journal."""
+        kwargs = dict(self._runtime_kwargs)
+        if self._code_mode:
+            return await AsyncCodeMode._in_session(
+                self._tools if self._tools is not None else [],
+                max_tool_calls=self._max_tool_calls,
+                max_output_chars=self._max_output_chars,
+                approve=self._approve,
+                runtime_kwargs=kwargs,
+                journal=journal,
+                runtime=rt,
+            )
+        if journal is not None:
+            return await AsyncAgentSandbox._replayed(journal, self._tools, self._max_pause, kwargs, runtime=rt)
         if rt is None:
-            sandbox = AsyncAgentSandbox(
+            return AsyncAgentSandbox(
                 self._tools, max_tool_calls=self._max_tool_calls, max_pause=self._max_pause, **self._runtime_kwargs
             )
-        else:
-            sandbox = await AsyncAgentSandbox._on(
-                rt, self._tools, self._max_tool_calls, self._max_pause, dict(self._runtime_kwargs)
-            )
-        return sandbox, version, None, 0
+        return await AsyncAgentSandbox._on(rt, self._tools, self._max_tool_calls, self._max_pause, kwargs)
+
+    async def _stored(self, session_id: str) -> bool:
+        """Whether the pool holds the session live, or the store a journal of it that this
+        pool would restore (a tombstone is none); JournalError for a record it would refuse."""
+        if session_id in self._book.live:
+            return True
+        stored = await backend.blocking(lambda: self._store.read(session_id))
+        if stored is None:
+            return False
+        known = self._book.known.get(session_id, 0)
+        _, _, journal = open_record(self._key, session_id, stored[2], known, self._max_journal_bytes, stored[0])
+        return journal is not None
 
     async def _warm_runtime(self, entry: Entry) -> Any:
         """A worker from the warm ones (None if the pool keeps none), the session's to own;
