@@ -8,7 +8,7 @@ emitter, pydeno/_tools/typescript.py, and the packages' from pydeno/_base/packag
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._base.checks import optional_count
@@ -25,7 +25,8 @@ def as_tools(tools: Any, *, kinds: str = "pydeno.Tool objects or functions") -> 
     """tools= as a list of Tool: Tool objects, or plain functions made into tools. ``kinds``
     names what the caller accepts, for the error about an item that is neither (an
     integration that also takes its framework's tools has converted those already)."""
-    if isinstance(tools, (Tool, str, bytes)) or callable(tools) or not isinstance(tools, Iterable):
+    # A mapping of names to functions is a ToolBridge's (an agent's) form: its keys are no tools.
+    if isinstance(tools, (Tool, str, bytes, Mapping)) or callable(tools) or not isinstance(tools, Iterable):
         raise TypeError(f"tools must be a list of pydeno.Tool (or functions), got {type(tools).__name__}")
     out: list[Tool] = []
     for item in tools:
