@@ -473,6 +473,13 @@ def _mcp_parser() -> argparse.ArgumentParser:
         "(default: every call runs on a fresh worker)",
     )
     parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="with --session: keep the sessions in the SQLite file PATH (created if missing), signed with the key "
+        "in PATH.key (made, mode 0600, if missing), so that a session's state comes back after its worker closed "
+        "and a server started again on PATH resumes a session whose client presents its id again",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=_seconds,
         metavar="SECONDS",
@@ -574,6 +581,8 @@ def _mcp(argv: Sequence[str]) -> int:
         return EXIT_FAILURE
     if args.package_lock is not None and not args.package:
         parser.error("--package-lock needs --package")
+    if args.store is not None and not args.session:
+        parser.error("--store needs --session: it keeps the sessions, and without --session there are none")
     if args.package:
         from .._base.packages import Packages
 
@@ -608,6 +617,13 @@ def _mcp(argv: Sequence[str]) -> int:
         )
         if value is not None
     }
+    if args.store is not None:
+        from .mcp_store import StoreSetupError, open_store
+
+        try:
+            changes["store"], changes["store_key"] = open_store(args.store)
+        except StoreSetupError as exc:
+            parser.error(str(exc))
     return serve(dataclasses.replace(config, **changes))
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._base.options import DEFAULT_TIMEOUT, RuntimeKwargs
+
+if TYPE_CHECKING:
+    from .._agents.sessions.store import SQLiteJournalStore
 
 TOOL_NAME: Final = "run_javascript"
 DEFAULT_PORT: Final = 8765
@@ -20,6 +23,9 @@ DEFAULT_MAX_CODE_BYTES: Final = 100_000
 DEFAULT_MAX_WORKERS: Final = 16
 # Each session holds a worker: the cap is what keeps many clients from holding them all.
 DEFAULT_MAX_SESSIONS: Final = 16
+# Over stdio one process serves one client: with --store, its one session is kept under this
+# id, so the next server started on the same store resumes it.
+STDIO_SESSION: Final = "stdio"
 # Calls that may wait for a worker (or for their session's running call) at once.
 DEFAULT_MAX_QUEUED: Final = 32
 # One JSON-RPC message: far over --max-code-bytes, the size of the SDK's own HTTP body cap.
@@ -52,3 +58,7 @@ class ServerConfig:
     allow_hosts: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     runtime: RuntimeKwargs = dataclasses.field(default_factory=RuntimeKwargs)
+    # --store: where sessions are kept across restarts (None: in the workers only), and the
+    # key that signs them.
+    store: SQLiteJournalStore | None = None
+    store_key: bytes = dataclasses.field(default=b"", repr=False)

@@ -1,11 +1,14 @@
 """The streamable HTTP transport of ``pydeno mcp``: the Host and Origin guards for any bound
 address, each request's disconnect made visible to its call, a session ended by its DELETE,
-and uvicorn run under the server's own signal handling."""
+a stored session resumed under the id its client presents (--store), and uvicorn run under
+the server's own signal handling."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
+import logging
 import re
 import socket
 import sys
@@ -17,18 +20,39 @@ import anyio.lowlevel
 import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._version import __version__
 from .mcp_config import GRACEFUL_SHUTDOWN, HTTP_PATH, SESSION_HEADER, ServerConfig
+
+log = logging.getLogger("pydeno.mcp")
 
 # The scope key of an HTTP request's event that is set when its client disconnects.
 _DISCONNECTED: Final = "pydeno.disconnected"
+# The scope key of the session id the request's client presented: the transport may know the
+# session by another id (a resumed one's, see _Resumer).
+_SESSION: Final = "pydeno.session"
+# How long the server's own handshake for a resumed session may take.
+_HANDSHAKE_SECONDS: Final = 10.0
 
 
 def disconnect_of(ctx: ServerRequestContext[Any, Any]) -> anyio.Event | None:
     scope = getattr(ctx.request, "scope", None)
     event = scope.get(_DISCONNECTED) if isinstance(scope, dict) else None
     return event if isinstance(event, anyio.Event) else None
+
+
+def client_session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The session id the request's client presented (its Mcp-Session-Id), whatever id the
+    transport knows the session by."""
+    scope = getattr(ctx.request, "scope", None)
+    session = scope.get(_SESSION) if isinstance(scope, dict) else None
+    if isinstance(session, str) and session:
+        return session
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get(SESSION_HEADER) if headers is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 def _host_of(host: str) -> str | None:
@@ -86,12 +110,174 @@ async def _plain(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _watch_http(app: ASGIApp, config: ServerConfig, end_session: Callable[[str], Awaitable[None]]) -> ASGIApp:
+def _with_session(headers: list[tuple[bytes, bytes]], old: str | None, new: str) -> list[tuple[bytes, bytes]]:
+    """headers with their Mcp-Session-Id (old's, if old is given) set to new."""
+    name = SESSION_HEADER.encode("latin-1")
+    kept = [(k, v) for k, v in headers if k.lower() != name or (old is not None and v.decode("latin-1") != old)]
+    if old is not None and len(kept) == len(headers):
+        return headers
+    return [*kept, (name, new.encode("latin-1"))]
+
+
+class _Resumer:
+    """Sessions kept in the store (--store), resumed under the id their client presents.
+
+    A client keeps its Mcp-Session-Id across a restart of the server, whose transport no
+    longer knows it (nor, past its idle timeout, a session of this server's own life): it
+    answers 404. When the store keeps the session, the server opens a transport session of
+    its own instead, by the handshake a client makes, and the request goes on over it; the
+    client's id stays the session's, mapped to the transport's both ways (the transport's
+    never reaches the client). A request the transport answers otherwise passes as it is.
+    """
+
+    def __init__(self, app: ASGIApp, stored: Callable[[str], Awaitable[bool]]) -> None:
+        self.app = app
+        self.stored = stored
+        # The client's session id -> the transport's session that serves it.
+        self.transport_of: dict[str, str] = {}
+        self._reopening = anyio.Lock()
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, session: str) -> None:
+        consumed: list[Message] = []
+
+        async def recording() -> Message:
+            message = await receive()
+            consumed.append(message)
+            return message
+
+        tried = self.transport_of.get(session, session)
+        held = await self._attempt(scope, recording, send, session, tried)
+        if held is None:
+            return
+        # One at a time: a client's GET stream and its call may both find the session gone.
+        async with self._reopening:
+            transport = self.transport_of.get(session)
+            if transport is None or transport == tried:
+                self.transport_of.pop(session, None)
+                transport = await self._reopen(scope, session)
+        if transport is not None:
+            replayed = iter(consumed)
+
+            async def again() -> Message:
+                message = next(replayed, None)
+                return message if message is not None else await receive()
+
+            held = await self._attempt(scope, again, send, session, transport)
+        for message in held or ():
+            await send(message)
+
+    async def _attempt(
+        self, scope: Scope, receive: Receive, send: Send, session: str, transport: str
+    ) -> list[Message] | None:
+        """Serve the request over the transport's session ``transport``: None once answered,
+        or the 404 it answered (unknown session), held back unsent."""
+        held: list[Message] | None = None
+
+        async def sending(message: Message) -> None:
+            nonlocal held
+            if held is not None:
+                held.append(message)
+                return
+            if message["type"] == "http.response.start":
+                if message["status"] == 404:
+                    held = [message]
+                    return
+                if transport != session:
+                    headers = _with_session(list(message.get("headers", [])), transport, session)
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        if transport != session:
+            scope = {**scope, "headers": _with_session(list(scope["headers"]), None, transport)}
+        await self.app(scope, receive, sending)
+        return held
+
+    async def _reopen(self, scope: Scope, session: str) -> str | None:
+        """A transport session for the client's id, when the store keeps the session: the
+        handshake, at the protocol version the request carries (or the latest)."""
+        try:
+            if not await self.stored(session):
+                return None
+        except Exception as exc:  # noqa: BLE001 - a record the pool would refuse: no resume
+            log.warning("session %s is not resumed: %s: %s", session[:8], type(exc).__name__, exc)
+            return None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        version = headers.get("mcp-protocol-version", "")
+        if version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            version = LATEST_HANDSHAKE_VERSION
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "pydeno-resumed-session", "version": __version__},
+            },
+        }
+        with anyio.move_on_after(_HANDSHAKE_SECONDS):
+            status, answer = await self._exchange(scope, hello, None, version)
+            transport = answer.get(SESSION_HEADER)
+            if status != 200 or not transport:
+                return None
+            ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            status, _ = await self._exchange(scope, ready, transport, version)
+            if status != 202:
+                return None
+            self.transport_of[session] = transport
+            log.info("session %s resumed from the store", session[:8])
+            return transport
+        return None
+
+    async def _exchange(
+        self, scope: Scope, message: dict[str, Any], transport: str | None, version: str
+    ) -> tuple[int, dict[str, str]]:
+        """POST one JSON-RPC message to the transport as a client would: the response's status
+        and headers (its body read to its end and dropped)."""
+        body = json.dumps(message).encode()
+        headers = [(name, value) for name, value in scope["headers"] if name.lower() == b"host"] + [
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if transport is not None:
+            headers += [(SESSION_HEADER.encode(), transport.encode()), (b"mcp-protocol-version", version.encode())]
+        status, answer, done, sent = 0, {}, anyio.Event(), False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(reply: Message) -> None:
+            nonlocal status
+            if reply["type"] == "http.response.start":
+                status = int(reply["status"])
+                answer.update({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in reply.get("headers", [])})
+            elif reply["type"] == "http.response.body" and not reply.get("more_body", False):
+                done.set()
+
+        own = {k: v for k, v in scope.items() if k not in (_DISCONNECTED, _SESSION)}
+        await self.app({**own, "method": "POST", "headers": headers, "query_string": b""}, receive, send)
+        return status, answer
+
+
+def _watch_http(
+    app: ASGIApp,
+    config: ServerConfig,
+    end_session: Callable[[str], Awaitable[None]],
+    stored: Callable[[str], Awaitable[bool]] | None = None,
+) -> ASGIApp:
     """app, behind the Host and Origin checks (for whatever address the server binds), with
-    each request's disconnect made visible to its call, and a session's worker closed as soon
-    as the transport accepted the client's DELETE of it."""
+    each request's disconnect made visible to its call, a session's worker closed as soon as
+    the transport accepted the client's DELETE of it, and (``stored``: --store) a session the
+    store keeps resumed under its client's id."""
 
     allowed = tuple(name.lower() for name in config.allow_hosts)
+    resumer = _Resumer(app, stored) if stored is not None else None
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -121,9 +307,16 @@ def _watch_http(app: ASGIApp, config: ServerConfig, end_session: Callable[[str],
                 status = int(message["status"])
             await send(message)
 
-        await app(scope, watched, sent)
         session = headers.get(SESSION_HEADER)
+        if session:
+            scope[_SESSION] = session
+        if resumer is not None and session and scope.get("path") == HTTP_PATH:
+            await resumer.serve(scope, watched, sent, session)
+        else:
+            await app(scope, watched, sent)
         if scope.get("method") == "DELETE" and session and 200 <= status < 300:
+            if resumer is not None:
+                resumer.transport_of.pop(session, None)
             await end_session(session)
 
     return wrapped
@@ -146,7 +339,11 @@ class _Uvicorn(uvicorn.Server):
 
 
 async def serve_http(
-    server: Server[Any], config: ServerConfig, end_session: Callable[[str], Awaitable[None]], stop: anyio.Event
+    server: Server[Any],
+    config: ServerConfig,
+    end_session: Callable[[str], Awaitable[None]],
+    stop: anyio.Event,
+    stored: Callable[[str], Awaitable[bool]] | None = None,
 ) -> None:
     app = server.streamable_http_app(
         streamable_http_path=HTTP_PATH,
@@ -164,7 +361,7 @@ async def serve_http(
         sock.bind((config.host, config.port))
         web = _Uvicorn(
             uvicorn.Config(
-                _watch_http(app, config, end_session),
+                _watch_http(app, config, end_session, stored),
                 log_level="warning",
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
                 lifespan="on",

@@ -14,6 +14,12 @@ The command line (pydeno/_cli/main.py) parses the flags into a :class:`ServerCon
   its place (``--max-sessions``), or when the server stops. A call whose client disconnects
   or cancels it is stopped, which kills its worker (a session's next call starts on a fresh
   one). Over stdio the process serves one client, so the whole connection is one session.
+* With ``--session --store PATH`` the sessions are a Code Mode :class:`~pydeno.AsyncSessionPool`'s,
+  journaled in the SQLite file PATH (signed with the key beside it, mcp_store): a session's
+  worker may be closed (idle, given way, killed by a limit) and its state comes back by replay
+  at its next call, and a server started again on the same store resumes a session whose
+  client presents its id again (over HTTP its Mcp-Session-Id, see mcp_http; over stdio the one
+  session, kept as ``stdio``). A session the client deletes is deleted from the store.
 
 What a client cannot take: more than ``--max-workers`` live workers, more than
 ``--max-queued`` waiting calls (past both a call is turned away at once, retryably, as a
@@ -30,7 +36,6 @@ never ``import pydeno``.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import json
 import logging
@@ -39,7 +44,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Final
 
 import anyio
@@ -49,14 +54,16 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from .._base.errors import CheckoutTimeout
+from .._agents.sessions._async import AsyncSessionPool
+from .._base.errors import CheckoutTimeout, PydenoError, ReplayDivergence, StoreError
 from .._base.kinds import Catalog
 from .._code_mode._async import AsyncCodeMode
+from .._code_mode.core import route_console
 from .._code_mode.result import ExecutionResult
 from .._pools._async import AsyncSandboxPool
 from .._version import __version__
-from .mcp_config import SESSION_HEADER, TOOL_NAME, ServerConfig
-from .mcp_http import disconnect_of, serve_http
+from .mcp_config import STDIO_SESSION, TOOL_NAME, ServerConfig
+from .mcp_http import client_session_of, disconnect_of, serve_http
 from .mcp_stdio import serve_stdio
 from .mcp_tool import call_arguments, call_result, refused, tool
 
@@ -66,18 +73,6 @@ log = logging.getLogger("pydeno.mcp")
 
 
 # -- running calls -----------------------------------------------------------------------------
-
-# The Code Mode whose call a pool worker is serving: a pool's workers share one console handler,
-# which the worker calls in the task that runs the call.
-_console_target: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
-    "pydeno_mcp_console", default=None
-)
-
-
-def _console(level: str, text: str) -> None:
-    target = _console_target.get()
-    if target is not None:
-        target(level, text)
 
 
 @dataclasses.dataclass(eq=False)
@@ -190,6 +185,8 @@ class Service:
         self._options = options
         self._sessions: dict[str, _Session] = {}
         self._pool: AsyncSandboxPool | None = None
+        # --store: the sessions, journaled in the store.
+        self._stored: AsyncSessionPool[AsyncCodeMode] | None = None
         self._changed = anyio.Event()
         # Over HTTP each MCP session is a client of its own; over stdio there is one client.
         shared = config.http
@@ -221,21 +218,47 @@ class Service:
         """Serve calls inside the block; at its end every worker is closed, however it ends."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.close)
-            self._pool = await stack.enter_async_context(
-                AsyncSandboxPool(
-                    min(self.config.pool_size, self.config.max_workers),
-                    max_workers=self.config.max_workers,
-                    **self._options,
-                    on_console=_console,
+            if self.config.store is not None:
+                stack.callback(self.config.store.close)
+                self._stored = await stack.enter_async_context(self._stored_sessions())
+            else:
+                self._pool = await stack.enter_async_context(
+                    AsyncSandboxPool(
+                        min(self.config.pool_size, self.config.max_workers),
+                        max_workers=self.config.max_workers,
+                        **self._options,
+                        on_console=route_console,
+                    )
                 )
-            )
             group = await stack.enter_async_context(anyio.create_task_group())
-            if self.config.session:
+            if self.config.session and self._stored is None:
                 group.start_soon(self._reap)
             try:
                 yield self
             finally:
                 group.cancel_scope.cancel()
+
+    def _stored_sessions(self) -> AsyncSessionPool[AsyncCodeMode]:
+        """The pool of stored sessions: --max-sessions live at once (the least recently used
+        idle one gives way), each closed after --idle-timeout idle, with --pool-size warm
+        workers beside them, all within --max-workers."""
+        config = self.config
+        assert config.store is not None
+        return AsyncSessionPool(
+            config.store,
+            config.store_key,
+            code_mode=True,
+            tools=[],
+            max_live=config.max_sessions,
+            idle_ttl=config.idle_timeout,
+            lease_timeout=config.timeout,
+            warm_workers=max(0, min(config.pool_size, config.max_workers - config.max_sessions)),
+            **self._options,
+        )
+
+    async def stored(self, session: str) -> bool:
+        """Whether --store keeps the session, for a client that presents its id again."""
+        return self._stored is not None and await self._stored._stored(session)
 
     async def run(self, code: str, timeout: float | None, session: str | None) -> ExecutionResult:
         # A call may lower the server's timeout, never raise it.
@@ -254,11 +277,12 @@ class Service:
                     "session: connect with the session handshake (an initialize request, then Mcp-Session-Id)"
                 )
             )
+        if self._stored is not None:
+            return await self._run_stored(code, limit, session)
         try:
             entry, opening = await self._session(session)
         except CheckoutTimeout as exc:
             return refused(exc)
-        token = _console_target.set(entry.code_mode._console)
         try:
             async with self._gate.admit(client, self.config.timeout):
                 if opening:
@@ -269,10 +293,47 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - a session closed under a waiting call is a result
             return refused(exc)
         finally:
-            _console_target.reset(token)
             entry.active -= 1
             entry.last_used = time.monotonic()
             self._changed.set()
+
+    async def _run_stored(self, code: str, timeout: float, session: str) -> ExecutionResult:
+        """A call of a stored session: one lease of it (restored from the store first if it
+        has no worker), whose end writes its journal."""
+        assert self._stored is not None
+        result: ExecutionResult | None = None
+        try:
+            async with (
+                self._gate.admit(session, self.config.timeout),
+                self._stored.lease(session) as code_mode,
+            ):
+                result = await code_mode.execute(code, timeout=timeout)
+        except ReplayDivergence as exc:
+            return await self._lost(session, exc)
+        except StoreError as exc:
+            if result is None:
+                return refused(exc)
+            # The session keeps its state live, unevicted, and its next call's end writes it.
+            log.warning("session %s: its journal is not stored yet: %s", session[:8], exc)
+        except Exception as exc:  # noqa: BLE001 - a session the store refused is a result
+            return refused(exc)
+        assert result is not None
+        return result
+
+    async def _lost(self, session: str, exc: ReplayDivergence) -> ExecutionResult:
+        """A stored session whose programs did not replay as recorded (one read something a
+        fresh worker does not share): it is deleted, so that its next call starts afresh,
+        and this call, which did not run, says so."""
+        assert self._stored is not None
+        log.warning("session %s could not be restored, and is deleted: %s", session[:8], exc)
+        with contextlib.suppress(PydenoError):
+            await self._stored.delete(session)
+        return refused(
+            ReplayDivergence(
+                f"{exc}; this call did not run, and what the session's earlier calls defined is lost: "
+                "its next call starts on an empty runtime"
+            )
+        )
 
     async def _session(self, key: str) -> tuple[_Session, bool]:
         """The session's entry, counted busy (``active``) for the caller; a new one when it has
@@ -314,7 +375,6 @@ class Service:
     async def _run_fresh(self, code: str, timeout: float) -> ExecutionResult:
         assert self._pool is not None
         code_mode = AsyncCodeMode([], **self._options)
-        token = _console_target.set(code_mode._console)
         try:
             async with self._pool.checkout() as rt:
                 await code_mode._use(rt)
@@ -322,11 +382,17 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - no worker to run on is a result too
             return refused(exc)
         finally:
-            _console_target.reset(token)
             await code_mode.close()
 
     async def end_session(self, session: str) -> None:
-        """The client ended its session: close its worker now."""
+        """The client ended its session: close its worker now (and, --store, delete it from
+        the store)."""
+        if self._stored is not None:
+            try:
+                await self._stored.delete(session)
+            except PydenoError as exc:
+                log.warning("session %s: its journal could not be deleted from the store: %s", session[:8], exc)
+            return
         entry = self._sessions.pop(session, None)
         if entry is not None:
             await entry.close()
@@ -364,11 +430,7 @@ class Service:
 
 def session_of(ctx: ServerRequestContext[Any, Any], http: bool) -> str | None:
     """The session a call belongs to: over stdio the one client; over HTTP its Mcp-Session-Id."""
-    if not http:
-        return "stdio"
-    headers = getattr(ctx.request, "headers", None)
-    value = headers.get(SESSION_HEADER) if headers is not None else None
-    return value if isinstance(value, str) and value else None
+    return client_session_of(ctx) if http else STDIO_SESSION
 
 
 # The runtime's keywords that operator advice names, and the flag of this server that sets
@@ -490,7 +552,9 @@ async def _main(config: ServerConfig) -> None:
         group.start_soon(watch_signals)
         server = build_server(service)
         serving: Coroutine[Any, Any, None] = (
-            serve_http(server, config, service.end_session, stop) if config.http else serve_stdio(server, config, stop)
+            serve_http(server, config, service.end_session, stop, service.stored if config.store else None)
+            if config.http
+            else serve_stdio(server, config, stop)
         )
         await serving
         group.cancel_scope.cancel()

@@ -34,14 +34,25 @@ def tool_description(config: ServerConfig) -> str:
     if memory is not None:
         limits += f", {_size(memory)} of memory"
     limits += f", programs up to {config.max_code_bytes} bytes"
-    state = (
-        "Top-level declarations (`let`, `const`, `function`, `class`) and globals persist from call to call in "
-        "this session, so a later call can use what an earlier one defined. A call that hits a limit loses them: "
-        "the next call starts on a fresh runtime."
-        if config.session
-        else "Each call runs on a fresh runtime: nothing persists between calls, so send everything a program "
-        "needs in that program."
-    )
+    if config.store is not None:
+        state = (
+            "Top-level declarations (`let`, `const`, `function`, `class`) and globals persist from call to call in "
+            "this session, so a later call can use what an earlier one defined, even after the server restarts. "
+            "A call that hits a limit is not kept; what earlier calls defined stays. The session is kept by "
+            "running its calls again, so in it `Date.now()` stays at the session's start and `Math.random` is "
+            "seeded."
+        )
+    elif config.session:
+        state = (
+            "Top-level declarations (`let`, `const`, `function`, `class`) and globals persist from call to call in "
+            "this session, so a later call can use what an earlier one defined. A call that hits a limit loses "
+            "them: the next call starts on a fresh runtime."
+        )
+    else:
+        state = (
+            "Each call runs on a fresh runtime: nothing persists between calls, so send everything a program "
+            "needs in that program."
+        )
     return "\n".join(
         [
             "Run a JavaScript or TypeScript program (types are stripped, not checked) in a sandboxed Deno "
