@@ -122,6 +122,22 @@ async def test_a_session_its_client_deleted_or_an_id_no_store_keeps_is_not_resum
     assert statuses == [404, 404, 200]
 
 
+async def test_a_client_that_opens_its_saved_session_id_again_with_a_handshake_resumes_it_under_that_id(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "sessions.db"
+    async with server_on(store) as url, httpx.AsyncClient() as http:
+        saved = await open_session(http, url)
+        await post(http, url, call("let total = 40"), saved)
+    async with server_on(store, port_of(url)) as url, httpx.AsyncClient() as http:
+        hello = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}
+        opened = await post(http, url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}, saved)
+        await post(http, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, saved)
+        answer = await post(http, url, call("total + 2"), saved)
+    assert (opened.status_code, opened.headers["mcp-session-id"]) == (200, saved)
+    assert '"value":42' in answer.text
+
+
 async def test_a_stdio_server_started_again_on_the_same_store_resumes_its_one_session(tmp_path: Path) -> None:
     store = tmp_path / "sessions.db"
     async with stdio_client("--session", "--store", str(store)) as (client, _):
