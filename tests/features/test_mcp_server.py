@@ -416,6 +416,7 @@ def test_pydeno_mcp_help_explains_every_flag(capsys: pytest.CaptureFixture[str])
         "--host",
         "--port",
         "--session",
+        "--store",
         "--idle-timeout",
         "--max-sessions",
         "--pool-size",
