@@ -299,3 +299,19 @@ def test_a_restored_sessions_replayed_runs_are_marked_as_replays(spans: InMemory
     assert len(replays) == 1
     # A replay answers from the journal: no tool ran.
     assert named(spans, "pydeno.tool_call") == []
+
+
+def test_a_restored_code_mode_sessions_replayed_programs_are_marked_as_replays(spans: InMemorySpanExporter) -> None:
+    triple = pydeno.Tool("triple", lambda x: 3 * x)
+    with pydeno.SessionPool(pydeno.MemoryJournalStore(), b"k" * 32, code_mode=True, tools=[triple], max_live=1) as pool:
+        with pool.lease("a") as cm:
+            assert cm.execute("let t = await tools.triple({ x: 2 }); t").value == 6
+        with pool.lease("b"):
+            pass
+        spans.clear()
+        with pool.lease("a") as cm:
+            assert cm.execute("t").value == 6
+    executions = named(spans, "pydeno.execute")
+    assert [bool(s.attributes and s.attributes.get("pydeno.replay")) for s in executions] == [True, False]
+    # A replay answers from the journal: no tool ran.
+    assert named(spans, "pydeno.tool_call") == []
