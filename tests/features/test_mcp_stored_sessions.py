@@ -162,6 +162,26 @@ async def test_with_a_store_a_call_that_hits_a_limit_loses_only_itself(tmp_path:
     assert after.structured_content["value"] == ["yes", "undefined"]
 
 
+async def test_a_stored_session_that_does_not_replay_as_recorded_is_started_afresh_and_the_call_says_so(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "sessions.db"
+    # --sandbox off: a program reads its worker's real process id, which a fresh worker does not share.
+    flags = ("--session", "--store", str(store), "--sandbox", "off")
+    async with stdio_client(*flags) as (client, _):
+        await run(client, "let pid = (await import('node:process')).default.pid; pid")
+    async with stdio_client(*flags) as (client, _):
+        lost = await run(client, "typeof pid")
+        fresh = await run(client, "typeof pid")
+    error = lost.structured_content["error"]
+    assert error["kind"] == "replay_divergence"
+    assert error["message"].endswith(
+        "this call did not run, and what the session's earlier calls defined is lost: its next call starts on an "
+        "empty runtime"
+    )
+    assert fresh.structured_content["value"] == "undefined"
+
+
 def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as exited:
         _cli.main(argv)
