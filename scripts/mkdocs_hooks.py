@@ -351,7 +351,8 @@ def ray_table(data: Mapping[str, Any]) -> str:
     lines = [
         "| one evaluation | p50 | p90 | p99 |",
         "|---|---|---|---|",
-        f"| Ray's floor: a call of an empty actor method | {_percentiles(ray.get('floor'))} |",
+        f"| Ray's floor: a call of an empty actor method, back to back | {_percentiles(ray.get('floor'))} |",
+        f"| Ray's floor, paced as the evaluations below are | {_percentiles(ray.get('floor_paced'))} |",
     ]
     for label, side in (("local `SandboxPool`", local), ("`RayPool`", ray)):
         lines.append(f"| {label}, a warm worker ready | {_percentiles(side.get('paced'))} |")
