@@ -18,13 +18,11 @@ Imported only by pydeno/ray/__init__.py, once it knows Ray is installed.
 
 from __future__ import annotations
 
-import contextvars
 import os
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any, Final, Unpack
 
 import psutil
@@ -35,7 +33,7 @@ from .._base.failures import start_failed
 from .._base.options import RuntimeKwargs
 from .._code_mode._sync import CodeMode
 from .._code_mode.api import CodeModeTools
-from .._code_mode.core import Execution
+from .._code_mode.core import Execution, route_console
 from .._code_mode.result import ExecutionResult
 from .._pools._sync import SandboxPool
 from .._runtime._sync import Runtime
@@ -47,19 +45,6 @@ __all__ = ["CONTROL", "SandboxActor", "SpacedPool", "StartSpacing"]
 CONTROL: Final = "control"
 # How many worker start times an actor keeps, for info().
 _KEPT_STARTS: Final = 256
-
-# The Code Mode execution a thread is running: a pooled runtime's console handler forwards
-# to it (each command runs on a thread of its own, with a context of its own).
-_CONSOLE: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
-    "pydeno_ray_console", default=None
-)
-
-
-def _route_console(level: str, text: str) -> None:
-    target = _CONSOLE.get()
-    if target is not None:
-        target(level, text)
-
 
 _NO_FUNCTIONS: Final = (
     "the value holds a function handle (JsFunction), which ends with the worker that made it: "
@@ -186,8 +171,9 @@ class SandboxActor:
                 packages=options.get("packages"),
             )
             # A Code Mode execution's console output is its own: the pooled runtimes hand
-            # it to the execution that runs on them; the caller's handler runs after it.
-            pool_options["on_console"] = _route_console
+            # it to the execution that runs on them (each command runs on a thread of its
+            # own, with a context of its own); the caller's handler runs after it.
+            pool_options["on_console"] = route_console
         self._cm_options = options
         self._pool = SpacedPool(
             size,
@@ -220,12 +206,10 @@ class SandboxActor:
                         approve=settings["approve"],
                         **self._cm_options,
                     )
-                    token = _CONSOLE.set(cm._console)
                     try:
                         cm._use(rt)
                         return cm.execute(code, timeout=timeout, typecheck=typecheck)
                     finally:
-                        _CONSOLE.reset(token)
                         cm.close()
             except Exception as exc:  # noqa: BLE001 - no worker to run on is a result too
                 execution = Execution(
