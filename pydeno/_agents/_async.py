@@ -21,7 +21,6 @@ from .._base.errors import JavaScriptError, ReplayDivergence
 from .._base.options import RuntimeKwargs, check_option_names
 from .._runtime._async import AsyncRuntime
 from .._runtime.backends import anyio as backend
-from .._runtime.spans import worker_attributes
 from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import PausedToolCall
 from .core import Action, SessionDriver
@@ -184,8 +183,8 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
             self._check_idle()
             self._span = tracing.begin("pydeno.eval", None if replay is None else {"pydeno.replay": True}, code=code)
             if self._span is not None:
-                self._span_cpu = self._rt._sup.worker_cpu()
-            active = tracing.activate(self._span)
+                self._span_cpu = self._rt._steps.worker_cpu()
+            token = tracing.activate(self._span)
             try:
                 command = await self._rt._steps.start(code)
                 self._session.begin_run(code, replay)
@@ -194,13 +193,13 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
                 self._end_span(exc)
                 raise
             finally:
-                tracing.deactivate(active)
+                tracing.deactivate(token)
 
     def _end_span(self, error: BaseException | None, attributes: dict[str, Any] | None = None) -> None:
         """End the current run's span, if it has one still open."""
         span, self._span = self._span, None
         if span is not None:
-            tracing.end(span, error, {**worker_attributes(self._rt._sup, self._span_cpu), **(attributes or {})})
+            tracing.end(span, error, {**self._rt._steps.span_attributes(self._span_cpu), **(attributes or {})})
 
     async def _drive(self, command: Pending, pause: bool) -> Any:
         rt, session = self._rt, self._session
@@ -245,7 +244,7 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
     async def _resume(self, paused: PausedToolCall, value: Any, error: Exception | None) -> Any:
         async with self._lock:
             command, call, value, error = self._take_waiting(paused, value, error)
-            active = tracing.activate(self._span)
+            token = tracing.activate(self._span)
             try:
                 try:
                     await self._rt._steps.answer(command, call, value, error)
@@ -257,7 +256,7 @@ class AsyncAgentSandbox(SessionDriver, NeedsAsyncWith):
                 self._end_span(exc)
                 raise
             finally:
-                tracing.deactivate(active)
+                tracing.deactivate(token)
 
     async def _replay(self, run: RunRecord, pending: tuple[str, list[Any]] | None) -> None:
         if not run.complete:

@@ -26,7 +26,6 @@ from .kinds import classify_error
 
 __all__ = [
     "GUEST_TEXT_VARIABLE",
-    "Active",
     "activate",
     "around",
     "begin",
@@ -138,44 +137,36 @@ def _type_name(error: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-class Active:
-    """A span made the current one (activate), for the spans started under it."""
-
-    __slots__ = ("span", "token")
-
-    def __init__(self, span: Any, token: object) -> None:
-        self.span = span
-        self.token = token
-
-
-def activate(span: Any | None) -> Active | None:
-    """Make span the current one in this context until deactivate (None: nothing)."""
+def activate(span: Any | None) -> object | None:
+    """Make span the current one in this context (None: nothing): the token to give
+    deactivate, for the spans started meanwhile to be its children."""
     if span is None:
         return None
     trace = sys.modules["opentelemetry.trace"]
-    context = sys.modules["opentelemetry.context"]
-    return Active(span, context.attach(trace.set_span_in_context(span)))
+    token: object = sys.modules["opentelemetry.context"].attach(trace.set_span_in_context(span))
+    return token
 
 
-def deactivate(active: Active | None) -> None:
-    if active is not None:
-        sys.modules["opentelemetry.context"].detach(active.token)
+def deactivate(token: object | None) -> None:
+    if token is not None:
+        sys.modules["opentelemetry.context"].detach(token)
 
 
 def around(name: str, attributes: Mapping[str, Any], run: Callable[[], Any]) -> Any:
     """run() inside a span named name: its result, or, where run() returns an awaitable (an
-    async tool, say), an awaitable that ends the span once it is done. Nobody tracing: run()."""
+    async tool or host function), an awaitable that ends the span once it is done. Nobody
+    tracing: run() itself."""
     span = begin(name, attributes)
     if span is None:
         return run()
-    active = activate(span)
+    token = activate(span)
     try:
         result = run()
     except BaseException as exc:
-        deactivate(active)
         end(span, exc)
         raise
-    deactivate(active)
+    finally:
+        deactivate(token)
     if hasattr(result, "__await__"):
         return _finish(span, result)
     end(span)
@@ -184,13 +175,13 @@ def around(name: str, attributes: Mapping[str, Any], run: Callable[[], Any]) -> 
 
 async def _finish(span: Any, pending: Awaitable[Any]) -> Any:
     # Current again in the context that awaits, for what runs there.
-    active = activate(span)
+    token = activate(span)
+    error: BaseException | None = None
     try:
-        value = await pending
+        return await pending
     except BaseException as exc:
-        deactivate(active)
-        end(span, exc)
+        error = exc
         raise
-    deactivate(active)
-    end(span)
-    return value
+    finally:
+        deactivate(token)
+        end(span, error)

@@ -22,7 +22,6 @@ from typing import Any, Unpack
 
 from .._agents.core import SessionCore, session_clock
 from .._agents.journal import Journal, RunRecord, check_mode
-from .._base import tracing
 from .._base.checks import NeedsWith, code_text, optional_seconds
 from .._base.errors import JavaScriptError, JournalError, ToolError
 from .._base.failures import closed_error
@@ -33,7 +32,7 @@ from .._runtime.stepping import GuestCall, Pending
 from .._tools.approval import UNANSWERED, ApprovePolicy, PausedToolCall
 from .._tools.bridge import HOST_FUNCTION, Dispatcher, ToolBridge, install_script
 from .api import CodeModeTools, type_errors
-from .core import _OPEN, CONSOLE, Execution, PendingCall, program
+from .core import _OPEN, Execution, PendingCall, program
 from .result import DEFAULT_MAX_OUTPUT_CHARS, ExecutionResult, check_output_chars
 
 __all__ = ["CodeMode"]
@@ -162,15 +161,10 @@ class CodeMode(NeedsWith):
             execution, refused = self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
-            token = CONSOLE.set(self._console)
-            active = tracing.activate(execution.span)
-            try:
+            with execution.running(self._console):
                 if self._session is not None:
                     return self._run_in_session(execution, code, timeout)
                 return self._run(execution, code, timeout)
-            finally:
-                tracing.deactivate(active)
-                CONSOLE.reset(token)
 
     def _run(self, execution: Execution, code: str, timeout: float | None) -> ExecutionResult:
         self._current = execution
@@ -220,19 +214,14 @@ class CodeMode(NeedsWith):
         otherwise than recorded."""
         assert self._session is not None
         self._quiet = True
-        token = CONSOLE.set(self._console)
         try:
             for run in journal.runs:
                 execution = Execution(
                     self._tools, self.max_output_chars, expose=self._expose, code=run.code, replay=True
                 )
-                active = tracing.activate(execution.span)
-                try:
+                with execution.running(self._console):
                     self._run_in_session(execution, run.code, None, replay=run)
-                finally:
-                    tracing.deactivate(active)
         finally:
-            CONSOLE.reset(token)
             self._quiet = False
         self._session.replayed(journal)
 
@@ -264,20 +253,15 @@ class CodeMode(NeedsWith):
             execution, refused = self._begin(code, timeout, typecheck)
             if refused is not None:
                 return refused
-            token = CONSOLE.set(self._console)
-            active = tracing.activate(execution.span)
-            try:
-                rt = self._runtime()
-                execution.usage = rt._steps.meter()
-                command = rt._steps.start(self._source(code), timeout, lang="ts", program=not self._repl)
-            except Exception as exc:  # noqa: BLE001 - a failed program is a result
-                self._after_failure(exc)
-                return execution.result(error=exc)
-            else:
+            with execution.running(self._console):
+                try:
+                    rt = self._runtime()
+                    execution.usage = rt._steps.meter()
+                    command = rt._steps.start(self._source(code), timeout, lang="ts", program=not self._repl)
+                except Exception as exc:  # noqa: BLE001 - a failed program is a result
+                    self._after_failure(exc)
+                    return execution.result(error=exc)
                 return self._drive(execution, command, timeout)
-            finally:
-                tracing.deactivate(active)
-                CONSOLE.reset(token)
 
     def _drive(
         self, execution: Execution, command: Pending, timeout: float | None = None, *, replaying: bool = False
@@ -373,13 +357,8 @@ class CodeMode(NeedsWith):
             _, execution, command, call, pending = self._paused
             self._paused = None
             paused.answered = True
-            token = CONSOLE.set(self._console)
-            active = tracing.activate(execution.span)
-            try:
+            with execution.running(self._console):
                 return self._answer_paused(execution, command, call, pending, value, error)
-            finally:
-                tracing.deactivate(active)
-                CONSOLE.reset(token)
 
     def _answer_paused(
         self,

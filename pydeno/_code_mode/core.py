@@ -9,13 +9,14 @@ pydeno/_code_mode/result.py's.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal, NoReturn, Protocol
 
 from .._base import tracing
@@ -287,6 +288,19 @@ class Execution:
             max_output_chars=self.max_output_chars,
             exception=error,
         )
+
+    @contextlib.contextmanager
+    def running(self, console: Callable[[str, str], None]) -> Iterator[None]:
+        """This execution as the one running in this context while the block runs: console
+        (its Code Mode's handler) is where route_console sends the worker's lines, and its
+        span is the parent of the spans started meanwhile."""
+        console_token = CONSOLE.set(console)
+        span_token = tracing.activate(self.span)
+        try:
+            yield
+        finally:
+            tracing.deactivate(span_token)
+            CONSOLE.reset(console_token)
 
     def ended(self, error: BaseException | None, attributes: dict[str, Any] | None = None) -> None:
         """End the execution's span (once): with its result, or abandoned (a paused program

@@ -156,7 +156,7 @@ class Runtime(NeedsWith):
         ends with the worker's figures: its pid, the CPU it used meanwhile, its peak RSS."""
         sup = self._sup
         cpu = sup.worker_cpu()
-        active = tracing.activate(span)
+        token = tracing.activate(span)
         error: BaseException | None = None
         try:
             return run()
@@ -164,7 +164,7 @@ class Runtime(NeedsWith):
             error = exc
             raise
         finally:
-            tracing.deactivate(active)
+            tracing.deactivate(token)
             tracing.end(span, error, worker_attributes(sup, cpu))
 
     def add_module(self, specifier: str, source: str) -> None:
@@ -363,20 +363,15 @@ class Runtime(NeedsWith):
         that outlives it fails the command: the monitor has killed the worker by then), and
         answer the guest."""
         error: Exception | None = None
-        span = tracing.begin("pydeno.host_call", {"pydeno.function.name": call.name})
-        active = tracing.activate(span)
         try:
-            finished, result = backend.resolve_within(self._sup.host_call_left(), target(*call.args))
+            called = tracing.around("pydeno.host_call", {"pydeno.function.name": call.name}, lambda: target(*call.args))
+            finished, result = backend.resolve_within(self._sup.host_call_left(), called)
         except Exception as exc:  # noqa: BLE001 - shown to the guest as an Error (Core.settle_host_call)
             # (or, once the runtime has failed, raised by it: the command ends with it)
             finished, result, error = True, None, exc
         except BaseException as exc:
-            tracing.deactivate(active)
-            tracing.end(span, exc)
             self._sup.abandon(command, exc)
             raise
-        tracing.deactivate(active)
-        tracing.end(span, error)
         self._answer(command, call, result, error, overran=not finished)
 
     def _receive(self, command: Command | None, startup_deadline: float) -> bool:
@@ -478,6 +473,14 @@ class Steps:
     def meter(self) -> Meter:
         """Start measuring what the runtime's worker uses from now (Meter.read)."""
         return Meter(self._rt)
+
+    def worker_cpu(self) -> float:
+        """CPU seconds the worker has used so far: where a span's figures start."""
+        return self._rt._sup.worker_cpu()
+
+    def span_attributes(self, cpu_before: float) -> dict[str, Any]:
+        """The worker's figures for a span begun when it had used cpu_before seconds."""
+        return worker_attributes(self._rt._sup, cpu_before)
 
     @property
     def in_command(self) -> bool:

@@ -4,29 +4,18 @@ tested in tests/features/test_sessions.py; here, that a Code Mode session has ea
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 
 import pydeno
+from tests.support.processes import deno_workers as workers
 
 pytestmark = pytest.mark.slow
 
 KEY = b"k" * 32
-
-
-def workers() -> list[psutil.Process]:
-    """This process's deno workers."""
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
-                found.append(p)
-    return found
 
 
 class Prices:

@@ -24,8 +24,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import BaseModel, Field, field_validator
 
 import pydeno
-from pydeno.host.process import spawner
 from pydeno.langchain import CodeModeTool
+from tests.support.processes import worker_pids as workers
 
 
 @pytest.fixture
@@ -140,12 +140,6 @@ def graph(model: ScriptedChatModel, code_tool: CodeModeTool) -> CompiledStateGra
 
 def tool_messages(messages: list[AnyMessage]) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
-
-
-def workers() -> set[int]:
-    """The worker processes alive now (the spawner's zygote is kept between runtimes)."""
-    kept = spawner.infrastructure().processes
-    return {p.pid for p in psutil.Process().children(recursive=True)} - kept
 
 
 PROGRAM = (

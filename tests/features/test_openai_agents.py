@@ -29,8 +29,8 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from pydantic import BaseModel, field_validator
 
 import pydeno
-from pydeno.host.process import spawner
 from pydeno.openai_agents import code_mode_tool
+from tests.support.processes import worker_pids as workers
 
 
 @pytest.fixture
@@ -141,12 +141,6 @@ def called(code: str, call_id: str = "call_0", context: str = "ann") -> tuple[To
     """What the SDK passes to on_invoke_tool for a model's call of the code tool."""
     arguments = json.dumps({"code": code})
     return ToolContext(context, tool_name="run_code", tool_call_id=call_id, tool_arguments=arguments), arguments
-
-
-def workers() -> set[int]:
-    """The worker processes alive now (the spawner's zygote is kept between runtimes)."""
-    kept = spawner.infrastructure().processes
-    return {p.pid for p in psutil.Process().children(recursive=True)} - kept
 
 
 async def test_the_model_is_given_one_strict_code_tool_described_by_the_typed_api() -> None:

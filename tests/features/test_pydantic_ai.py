@@ -18,8 +18,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 
 import pydeno
-from pydeno.host.process import spawner
 from pydeno.pydantic_ai import CodeModeToolset
+from tests.support.processes import worker_pids as workers
 
 pytestmark = pytest.mark.anyio
 
@@ -77,12 +77,6 @@ class Scripted:
 
 def agent_with(model: Callable[..., ModelResponse], toolset: CodeModeToolset) -> Agent[str, str]:
     return Agent(FunctionModel(model), toolsets=[toolset], deps_type=str)
-
-
-def workers() -> set[int]:
-    """The worker processes alive now (the spawner's zygote is kept between runtimes)."""
-    kept = spawner.infrastructure().processes
-    return {p.pid for p in psutil.Process().children(recursive=True)} - kept
 
 
 async def test_the_model_sees_one_code_tool_described_by_the_typed_api() -> None:

@@ -20,21 +20,12 @@ import psutil
 import pytest
 
 import pydeno
+from tests.support.processes import deno_workers as workers
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
 KEY = b"k" * 32
-
-
-def workers() -> list[psutil.Process]:
-    """This process's deno workers."""
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
-                found.append(p)
-    return found
 
 
 class Counter:

@@ -15,18 +15,14 @@ import anyio
 import psutil
 from mcp import Client, StdioServerParameters
 
+from tests.support.processes import deno_workers
+
 SERVER = [sys.executable, "-m", "pydeno", "mcp"]
 
 
 def workers(server: psutil.Process) -> list[psutil.Process]:
-    """The server's deno workers (its other descendants are the spawner's own, and a
-    ``deno cache`` that stages the worker's code at start)."""
-    found = []
-    for p in server.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
-                found.append(p)
-    return found
+    """The server's deno workers."""
+    return deno_workers(server)
 
 
 def wait_until(condition: Callable[[], Any], what: str, limit: float = 20.0) -> Any:
