@@ -324,6 +324,34 @@ def test_one_shot_inspector_calls_that_never_delete_their_session_are_never_lock
             assert structured(reply)["value"] == {"seen": 42, "earlier": None}, f"call {call + 1}"
 
 
+def test_a_stdio_server_on_a_store_resumes_its_session_for_the_next_inspector_run(
+    inspector: Inspector, tmp_path: Path
+) -> None:
+    # Each Inspector run starts a server process of its own and ends it: with --store, the one
+    # stdio session outlives both, and the second run's server replays it.
+    target = stdio("--session", "--store", str(tmp_path / "sessions.db"))
+    first = inspector.run_javascript(target, "const kept = [1, 2, 3]; let total = 6; total")
+    assert first.status == 0, first.stdout[:1000]
+    assert structured(first)["value"] == 6
+    second = inspector.run_javascript(target, "({ kept, total: total + 1 })")
+    assert second.status == 0, second.stdout[:1000]
+    assert structured(second)["value"] == {"kept": [1, 2, 3], "total": 7}
+
+
+def test_one_shot_inspector_calls_to_an_http_server_on_a_store_are_each_served_afresh(
+    inspector: Inspector, tmp_path: Path
+) -> None:
+    # Every Inspector run is a new MCP session (and never deletes it): each is stored, and
+    # none sees another's state.
+    code = "const earlier = globalThis.earlier ?? null; globalThis.earlier = 'set'; earlier"
+    flags = ("--session", "--store", str(tmp_path / "sessions.db"), "--max-sessions", "2")
+    with http_server(tmp_path / "server.err", *flags) as (url, _):
+        for call in range(4):
+            reply = inspector.run_javascript(http(url), code)
+            assert reply.status == 0, f"call {call + 1}: {reply.stdout[:1000]}"
+            assert structured(reply)["value"] is None, f"call {call + 1}"
+
+
 # -- a stdio server never outlives its client --------------------------------------------
 
 
