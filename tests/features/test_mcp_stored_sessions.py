@@ -122,6 +122,29 @@ async def test_a_session_its_client_deleted_or_an_id_no_store_keeps_is_not_resum
     assert statuses == [404, 404, 200]
 
 
+async def test_a_resumed_sessions_id_with_garbage_is_refused_and_leaves_the_session_to_its_client(
+    tmp_path: Path,
+) -> None:
+    # A hostile client after the restart: the stored session's id with a body that is not
+    # JSON, with a JSON-RPC message that is no request, and a forged id of 8 KiB. Each is
+    # refused; the session's own client then finds it whole.
+    store = tmp_path / "sessions.db"
+    async with server_on(store) as url, httpx.AsyncClient() as http:
+        session = await open_session(http, url)
+        assert (await post(http, url, call("let mine = 'intact'"), session)).status_code == 200
+    async with server_on(store, port_of(url)) as url, httpx.AsyncClient() as http:
+        headers = {"accept": ACCEPT, "mcp-protocol-version": VERSION, "mcp-session-id": session}
+        as_json = {**headers, "content-type": "application/json"}
+        garbage = await http.post(url, content=b"\xff{not json", headers=as_json)
+        assert 400 <= garbage.status_code < 500, garbage.text
+        no_request = await http.post(url, json={"jsonrpc": "2.0", "id": 7}, headers=headers)
+        assert 400 <= no_request.status_code < 500, no_request.text
+        forged = await post(http, url, call("1"), "z" * 8192)
+        assert forged.status_code == 404
+        reply = await post(http, url, call("mine"), session)
+        assert reply.status_code == 200 and "intact" in reply.text, reply.text
+
+
 async def test_a_client_that_opens_its_saved_session_id_again_with_a_handshake_resumes_it_under_that_id(
     tmp_path: Path,
 ) -> None:
