@@ -31,5 +31,18 @@ export const TypedArrayLength = uncurry(
   Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "length")!.get!,
 ) as (array: ArrayLike<number>) => number;
 
+/** A global of Deno's that it loads on first use (its getter loads the module that holds it,
+ * a millisecond or more of every start were it read then): the getter, taken now, gives the
+ * global's own value whenever it is first asked, whatever the guest assigned to the name. A
+ * plain value is kept as it is. */
+export function lazyGlobal<T>(name: string): () => T {
+  const found = Object.getOwnPropertyDescriptor(globalThis, name)!;
+  const get = found.get, plain = found.value;
+  if (get === undefined) return () => plain;
+  const call = uncurry(get);
+  let value: T | undefined;
+  return () => (value ??= call(globalThis));
+}
+
 /** Deno's TypeScript transpiler: node:module's stripTypeScriptTypes. */
 export type Strip = (code: string, options: any) => string;

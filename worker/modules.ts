@@ -10,6 +10,7 @@
 
 // deno-lint-ignore-file no-explicit-any
 import {
+  lazyGlobal,
   NumberParseInt,
   ObjectCreate,
   ObjectDefineProperty,
@@ -31,8 +32,8 @@ const JSONParse = JSON.parse;
 const ObjectKeys = Object.keys;
 const TypeErrorCtor = TypeError;
 const coreEncode: (s: string) => Uint8Array = (Deno as any)[(Deno as any).internal].core.encode;
-const btoaFn = globalThis.btoa;
-const atobFn = globalThis.atob;
+const btoaFn = lazyGlobal<(data: string) => string>("btoa");
+const atobFn = lazyGlobal<(data: string) => string>("atob");
 const coreDecode: (b: Uint8Array) => string = (Deno as any)[(Deno as any).internal].core.decode;
 const Uint8ArrayCtor = Uint8Array;
 
@@ -165,7 +166,7 @@ function base64(text: string): string {
     for (let j = i; j < end; j++) chunk += fromCharCode(bytes[j]);
     binary += chunk;
   }
-  return btoaFn(binary);
+  return btoaFn()(binary);
 }
 
 /** text with each import of an added module or package replaced by its URL; edits says
@@ -381,7 +382,7 @@ export function moduleCompileError(e: any): any {
   let name: string | undefined = found[2];
   if (name === undefined) {
     let text = "";
-    try { text = decodeUtf8(atobFn(found[1])); } catch { return e; }
+    try { text = decodeUtf8(atobFn()(found[1])); } catch { return e; }
     name = RegExpExec(SOURCE_URL, text)?.[1];
   }
   if (name === undefined || named[name] === undefined) return e;

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
         [sys.executable, "-m", "ruff", "check", "pydeno", "tests", "benchmarks", "scripts", "examples"],
         [sys.executable, "-m", "ruff", "format", "--check", "pydeno", "tests", "benchmarks", "scripts", "examples"],
         [sys.executable, "-m", "mypy"],
-        [find_deno(), "check", "--quiet", "--no-config", "worker/main.ts"],
+        [find_deno(), "check", "--quiet", "--no-config", "worker/main.ts", "worker/join.ts"],
         [find_deno(), "lint", "--quiet", "--no-config", "worker"],
     ],
     ids=["ruff-check", "ruff-format", "mypy", "deno-check", "deno-lint"],

@@ -4,8 +4,10 @@ read them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -127,12 +129,14 @@ def test_deno_reads_the_worker_s_files_through_a_descriptor_under_urls_that_name
         assert process is not None
         entry = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[-2].decode()
         prefix, fd, folder, name = entry.rsplit("/", 3)
-        assert prefix == "/proc/self/fd" and (folder, name) == (staged.entry.parent.name, "main.ts"), entry
-        # A confined worker's descriptor has the number the launcher gives it, whose URLs the
-        # transpile cache was warmed for: it can write no cache of its own.
+        assert prefix == "/proc/self/fd" and (folder, name) == (staged.entry.parent.name, staging.JOINED), entry
+        # A confined worker's descriptor has the number the launcher gives it, whose URLs deno's
+        # module cache was warmed for: it can write no cache of its own.
         if sandbox == "require":
             assert int(fd) == WORKER_FILES_FD
-            assert (staged.cache / "gen/file/proc/self/fd/3" / folder / "main.ts.js").is_file()
+            with contextlib.closing(sqlite3.connect(staged.cache / "dep_analysis_cache_v2")) as cache:
+                url = f"file:///proc/self/fd/{WORKER_FILES_FD}/{folder}/{staging.JOINED}"
+                assert cache.execute("SELECT 1 FROM moduleinfocache WHERE specifier = ?", (url,)).fetchall() == [(1,)]
         assert os.readlink(f"/proc/{process.pid}/fd/{fd}") == str(staged.base)
         assert rt.eval("await 0; 6 * 7") == 42
 

@@ -283,7 +283,7 @@ def test_a_guest_cannot_confirm_a_guess_at_where_the_worker_s_files_are_by_impor
     # are loaded through a descriptor, under URLs that name no host directory.
     staged = staging.stage(os.path.realpath(staging.find_deno()), staging.worker_entry())
     folders = [staging.worker_entry().parent, staged.entry.parent]
-    guesses = [(folder / name).as_uri() for folder in folders for name in ("main.ts", "codec.ts")]
+    guesses = [(folder / name).as_uri() for folder in folders for name in ("main.ts", "codec.ts", staging.JOINED)]
     got = rt.eval(
         f"const out = []; for (const url of {json.dumps(guesses)}) {{"
         " try { await import(url); out.push('imported'); } catch (e) { out.push(e.name); } } out"

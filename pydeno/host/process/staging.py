@@ -42,6 +42,9 @@ __all__ = [
 # the temporary directory and named with the host's user id, stays out of the guest's sight.
 SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
 _CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
+# What deno starts a worker from: the worker's modules joined into one JavaScript file
+# (worker/join.ts says why), made when they are staged.
+JOINED: Final = "worker.js"
 
 
 def runnable_deno() -> str:
@@ -135,6 +138,33 @@ def _install_copy(source: Path, target: Path, mode: int, *, link: bool = True) -
     os.replace(temporary, target)
 
 
+def _install_bytes(data: bytes, target: Path) -> None:
+    """Write data to target atomically: another process may be staging it at the same time."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    temporary.write_bytes(data)
+    temporary.chmod(0o644)
+    os.replace(temporary, target)
+
+
+def _join(deno: str, entry: Path, cache: Path) -> bytes:
+    """The worker's modules from entry on, joined into one JavaScript file (worker/join.ts)."""
+    folder = entry.parent
+    flags = ("--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", f"--allow-read={folder}")
+    done = subprocess.run(
+        [deno, "run", *flags, str(folder / "join.ts"), str(entry)],
+        env={**deno_environment(cache), "NO_COLOR": "1"},
+        cwd="/",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0 or not done.stdout:
+        # An OSError: the runtime reports it as a failure to start its worker.
+        said = done.stderr.decode(errors="replace").strip()
+        raise OSError(errno.ENOEXEC, f"the worker's modules could not be joined into one program: {said}")
+    return done.stdout
+
+
 def _no_web_storage(cache: Path) -> None:
     """Make ``<DENO_DIR>/location_data`` a plain file, so that deno can never create the
     directory where localStorage and the Cache API would keep a guest's data: otherwise,
@@ -188,6 +218,7 @@ def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
             _install_copy(Path(deno), target, 0o755)
             deno = str(target)
         sources = sorted(entry.parent.glob("*.ts"))
+        sources_entry = entry.name
         digest = hashlib.sha256()
         for source in sources:
             digest.update(source.name.encode() + b"\0" + source.read_bytes())
@@ -198,9 +229,11 @@ def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
             # Copied, never linked: the folder is named by these contents, and a link would
             # change with a source edited in place, under the name of the contents it had.
             _install_copy(source, folder / source.name, 0o644, link=False)
-        entry = folder / entry.name
         cache = base / "deno-dir"
         _no_web_storage(cache)
+        entry = folder / JOINED
+        if not entry.exists():
+            _install_bytes(_join(deno, folder / sources_entry, cache), entry)
         found = Staged(deno, entry, cache, base)
         # Where deno reads the worker's files by their own path, the cache is warmed for them
         # here; served through a descriptor, it is warmed for the URLs a confined worker has
