@@ -43,6 +43,7 @@ SECTION_UNITS = {
     "big_result_decode": "ms",
     "big_result_floor": "ms",
     "wake_floor": "us",
+    "echo_floor": "us",
 }
 TIMED_SECTIONS = tuple(SECTION_UNITS)
 

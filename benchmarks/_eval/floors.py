@@ -128,6 +128,12 @@ class WakeFloor:
         if self._proc.stdout.read(1) != b"x":
             raise RuntimeError(f"the echoing deno answered wrong or exited ({self._proc.poll()})")
 
+    def back_to_back_ns(self) -> int:
+        """One byte there and back at once: the floor of a warm eval."""
+        t0 = time.perf_counter_ns()
+        self._echo()
+        return time.perf_counter_ns() - t0
+
     def round_trip_ns(self, slept: float) -> int:
         wait = self._last + slept - time.perf_counter()
         if wait > 0:

@@ -78,6 +78,24 @@ ROWS = (
         targets=(Target(3.0, ISSUE34),),
         over=("peer_inprocess", "warm_eval", "fastest_round_p50_us"),
     ),
+    # The floor of any eval across a process boundary: a bare deno echoing one byte, back to
+    # back, over pipes, held against the same fastest round.
+    Row(
+        "echo_floor",
+        "ours: bare deno echoing a byte over pipes back to back, over the peer in-process's fastest round",
+        "echo_floor",
+        "p50_us",
+        "us",
+        over=("peer_inprocess", "warm_eval", "fastest_round_p50_us"),
+    ),
+    Row(
+        "warm_eval_vs_echo_floor",
+        "ours: warm eval p50 over that floor",
+        "warm_eval",
+        "p50_us",
+        "us",
+        over=("ours", "echo_floor", "p50_us"),
+    ),
     Row(
         "host_call_p50",
         f"host call eval({HOST_CALL_CODE!r}) p50",

@@ -4,13 +4,17 @@ sections after it, closed by close."""
 from __future__ import annotations
 
 import gc
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 from _common.cpu import by_thread_name, cpu_used
 from _common.procfs import process_rss
 
 from ..config import AWAIT_CODE, HOST_CALL_AWAIT_CODE, HOST_CALL_CODE, NEW_CODE_AWAIT, NEW_CODE_PLAIN, WARM_CODE
 from ..context import Context
+from ..floors import WakeFloor
 from ..runtimes import WrongValue, add, time_evals
 
 
@@ -23,6 +27,23 @@ def warm_eval(ctx: Context) -> None:
     time_evals(rt, WARM_CODE, 2, ctx.params.warmup)
     gc.collect()
     ctx.record("warm_eval", time_evals(rt, WARM_CODE, 2, ctx.params.iterations))
+    if ctx.ours:
+        ctx.record("echo_floor", echo_round_trips(ctx.params.warmup, ctx.params.iterations))
+
+
+def echo_round_trips(warmup: int, iterations: int) -> list[int]:
+    """A bare jitless deno echoing one byte over pipes, back to back: what any eval across a
+    process boundary takes at least, before a byte of it is framed or evaluated."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-echo-floor-"))
+    try:
+        echo = WakeFloor(workdir, warm=warmup)
+        try:
+            gc.collect()
+            return [echo.back_to_back_ns() for _ in range(iterations)]
+        finally:
+            echo.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def warm_eval_unmonitored(ctx: Context) -> None:
