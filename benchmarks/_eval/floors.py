@@ -32,12 +32,31 @@ def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
     inspector.write_text('import "node:inspector";\n', encoding="utf-8")
     plain = [binary, *DENO_FLOOR_ARGS, str(script)]
     worker_flags = ["--no-code-cache", "--v8-flags=--jitless,--expose-gc"]
-    return {
+    commands = {
         "deno_floor": plain,
         "deno_floor_jitless": [binary, *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)],
         "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
         "deno_floor_worker_flags": [binary, *DENO_FLOOR_ARGS, *worker_flags, str(script)],
     }
+    code = _worker_code()
+    if code is not None:
+        # The worker's own program, compiled and never run: deno's start and V8's parse of
+        # the code every worker must have, with none of its work.
+        parsed = workdir / "worker-parsed.js"
+        parsed.write_text(f"function never() {{\n{code}\n}}\n", encoding="utf-8")
+        commands["deno_floor_worker_code"] = [binary, *DENO_FLOOR_ARGS, *worker_flags, str(parsed)]
+    return commands
+
+
+def _worker_code() -> str | None:
+    """The program a worker of ours starts from (the staged, joined worker), if this pydeno
+    has one."""
+    try:
+        from pydeno.host.process import staging
+    except ImportError:
+        return None
+    entry = staging.staged().entry
+    return entry.read_text(encoding="utf-8") if entry.suffix == ".js" else None
 
 
 def deno_floor_memory(workdir: Path, count: int = DENSITY_WORKERS) -> dict[str, Any]:

@@ -187,6 +187,14 @@ ROWS = (
         has_ratio=False,
     ),
     Row(
+        "deno_floor_worker_code_p50",
+        "ours: the same, the worker's own program compiled and never run, p50",
+        "deno_floor_worker_code",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
         "cold_start_vs_deno_floor",
         "ours: cold start p50 over the bare deno floor p50",
         "cold_start",
@@ -202,6 +210,14 @@ ROWS = (
         "p50_ms",
         "ms",
         over=("ours", "deno_floor_worker_flags", "p50_ms"),
+    ),
+    Row(
+        "worker_code_floor_vs_peer",
+        "ours: that floor with the worker's program parsed, over the peer's cold start",
+        "deno_floor_worker_code",
+        "p50_ms",
+        "ms",
+        over=("peer", "cold_start", "p50_ms"),
     ),
     Row(
         "big_result_p50",

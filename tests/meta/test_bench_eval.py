@@ -203,10 +203,21 @@ def test_an_idle_window_names_the_host_thread_that_used_the_cpu() -> None:
     assert cost["total_ms_per_s"] == pytest.approx(parts, abs=1e-3)
 
 
-def test_the_bare_deno_floor_runs_deno_on_an_empty_script(tmp_path: Path) -> None:
+def test_the_bare_deno_floors_run_deno_on_an_empty_script_and_on_the_worker_s_program_never_run(tmp_path: Path) -> None:
     commands = floors.deno_floor_commands(tmp_path)
-    assert set(commands) == {"deno_floor", "deno_floor_jitless", "deno_floor_inspector", "deno_floor_worker_flags"}
+    assert set(commands) == {
+        "deno_floor",
+        "deno_floor_jitless",
+        "deno_floor_inspector",
+        "deno_floor_worker_flags",
+        "deno_floor_worker_code",
+    }
     assert "--no-code-cache" in commands["deno_floor_worker_flags"]
+    # The worker's own program, inside a function nothing calls: compiled, never run.
+    parsed = Path(commands["deno_floor_worker_code"][-1]).read_text()
+    assert parsed.startswith("function never() {\n") and "const $m_codec = (() => {" in parsed
+    assert commands["deno_floor_worker_code"][:-1] == commands["deno_floor_worker_flags"][:-1]
+    assert floors.spawn_to_exit_ns(commands["deno_floor_worker_code"], tmp_path) > 0
     assert Path(commands["deno_floor_worker_flags"][-1]).read_text() == ""
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
     assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'
@@ -429,8 +440,9 @@ def test_measure_runs_the_selected_sections_in_their_order_on_the_warm_runtime()
     result = measure("ours", params)
     assert result["errors"] == {}
     assert list(result["section_seconds"]) == ["warm_eval", "host_call", "close"]
-    assert list(result["samples_ns"]) == ["warm_eval", "host_call"]
-    assert result["warm_eval"]["n"] == result["host_call"]["n"] == 20
+    # Ours: the warm eval's floor (a bare deno echoing a byte) is measured beside it.
+    assert list(result["samples_ns"]) == ["warm_eval", "echo_floor", "host_call"]
+    assert result["warm_eval"]["n"] == result["echo_floor"]["n"] == result["host_call"]["n"] == 20
     assert result["rss_at_start"]["worker_bytes"] > 0
     assert "rss" not in result
 
