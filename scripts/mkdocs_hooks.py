@@ -195,8 +195,9 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             f"{ms(ours, 'deno_floor')} / {ms(ours, 'deno_floor_inspector')}",
         ),
         (
-            "the same, its session connected, with the worker's flags (no V8 code cache, jitless)",
-            ms(ours, "deno_floor_worker_flags"),
+            "deno alone on an empty script with the worker's flags (no V8 code cache, jitless) / on the"
+            " worker's own program, compiled and never run",
+            f"{ms(ours, 'deno_floor_worker_flags')} / {ms(ours, 'deno_floor_worker_code')}",
         ),
         (
             "20k-object result: the guest's build alone / decoding its JSON on the host / the two",
@@ -206,9 +207,11 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             "bare deno answering one byte over a pipe after the sleep a pooled worker had",
             us(ours, "wake_floor"),
         ),
+        ("bare deno echoing one byte over pipes, back to back (a warm eval's floor)", us(ours, "echo_floor")),
         (
-            "peer in-process: warm eval / cold start p50 (no process at all)",
-            f"{us(inprocess, 'warm_eval')} / {ms(inprocess, 'cold_start')}",
+            "peer in-process: warm eval, pooled / its fastest round / cold start p50 (no process at all)",
+            f"{us(inprocess, 'warm_eval')} / {us(inprocess, 'warm_eval', 'fastest_round_p50_us')}"
+            f" / {ms(inprocess, 'cold_start')}",
         ),
     ]
     lines = ["| floor | figure |", "|---|---|", *(f"| {label} | {value} |" for label, value in rows)]
