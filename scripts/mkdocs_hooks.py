@@ -195,9 +195,13 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             f"{ms(ours, 'deno_floor')} / {ms(ours, 'deno_floor_inspector')}",
         ),
         (
-            "deno alone on an empty script with the worker's flags (no V8 code cache, jitless) / on the"
-            " worker's own program, compiled and never run",
-            f"{ms(ours, 'deno_floor_worker_flags')} / {ms(ours, 'deno_floor_worker_code')}",
+            "deno alone on an empty script with the worker's flags (no V8 code cache, jitless), to exit",
+            ms(ours, "deno_floor_worker_flags"),
+        ),
+        (
+            "the same to its first statement (a byte written) / with the worker's own program compiled"
+            " and never run before it",
+            f"{ms(ours, 'deno_floor_first_byte')} / {ms(ours, 'deno_floor_worker_code')}",
         ),
         (
             "20k-object result: the guest's build alone / decoding its JSON on the host / the two",

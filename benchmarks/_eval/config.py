@@ -40,6 +40,7 @@ SECTION_UNITS = {
     "deno_floor_inspector": "ms",
     "deno_floor_worker_flags": "ms",
     "deno_floor_worker_code": "ms",
+    "deno_floor_first_byte": "ms",
     "big_result_build": "ms",
     "big_result_decode": "ms",
     "big_result_floor": "ms",

@@ -38,14 +38,23 @@ def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
         "deno_floor_inspector": [binary, *DENO_FLOOR_ARGS, str(inspector)],
         "deno_floor_worker_flags": [binary, *DENO_FLOOR_ARGS, *worker_flags, str(script)],
     }
+    # Timed to the first byte they write (FIRST_BYTE), as a cold start is to its first result:
+    # deno's own start to its first statement, and with the worker's own program compiled
+    # and never run before it (V8's parse of the code every worker must have).
+    first = workdir / "first-byte.js"
+    first.write_text(FIRST_BYTE, encoding="utf-8")
+    commands["deno_floor_first_byte"] = [binary, *DENO_FLOOR_ARGS, *worker_flags, str(first)]
     code = _worker_code()
     if code is not None:
-        # The worker's own program, compiled and never run: deno's start and V8's parse of
-        # the code every worker must have, with none of its work.
         parsed = workdir / "worker-parsed.js"
-        parsed.write_text(f"function never() {{\n{code}\n}}\n", encoding="utf-8")
+        parsed.write_text(f"function never() {{\n{code}\n}}\n{FIRST_BYTE}", encoding="utf-8")
         commands["deno_floor_worker_code"] = [binary, *DENO_FLOOR_ARGS, *worker_flags, str(parsed)]
     return commands
+
+
+# One byte to stdout, through deno's core: what the floors timed to a first byte write.
+FIRST_BYTE = "const D = globalThis.Deno; D[D.internal].core.writeSync(1, new Uint8Array([120]));\n"
+FIRST_BYTE_FLOORS = frozenset({"deno_floor_first_byte", "deno_floor_worker_code"})
 
 
 def _worker_code() -> str | None:
@@ -101,6 +110,21 @@ def _start_idle(
     ended = [p.returncode for p in procs if p.poll() is not None]
     if ended:
         raise RuntimeError(f"an idle bare deno exited with {ended[0]}")
+
+
+def spawn_to_first_byte_ns(argv: list[str], workdir: Path) -> int:
+    """Time from starting argv to the first byte on its stdout (it must write one), with
+    deno's cache in workdir; it is then waited for, untimed."""
+    env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+    t0 = time.perf_counter_ns()
+    proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    with proc.stdout:
+        got = proc.stdout.read(1)
+    t1 = time.perf_counter_ns()
+    if proc.wait() != 0 or got != b"x":
+        raise RuntimeError(f"{argv[0]} wrote {got!r} and exited with {proc.returncode}")
+    return t1 - t0
 
 
 def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:

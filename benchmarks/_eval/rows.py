@@ -187,8 +187,16 @@ ROWS = (
         has_ratio=False,
     ),
     Row(
+        "deno_floor_first_byte_p50",
+        "ours: the same, to its first statement (a byte written) p50",
+        "deno_floor_first_byte",
+        "p50_ms",
+        "ms",
+        has_ratio=False,
+    ),
+    Row(
         "deno_floor_worker_code_p50",
-        "ours: the same, the worker's own program compiled and never run, p50",
+        "ours: the same, the worker's own program compiled and never run before it, p50",
         "deno_floor_worker_code",
         "p50_ms",
         "ms",
@@ -210,6 +218,14 @@ ROWS = (
         "p50_ms",
         "ms",
         over=("ours", "deno_floor_worker_flags", "p50_ms"),
+    ),
+    Row(
+        "cold_start_vs_worker_code_floor",
+        "ours: cold start p50 over deno's start with the worker's program parsed",
+        "cold_start",
+        "p50_ms",
+        "ms",
+        over=("ours", "deno_floor_worker_code", "p50_ms"),
     ),
     Row(
         "worker_code_floor_vs_peer",

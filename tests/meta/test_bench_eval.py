@@ -211,13 +211,16 @@ def test_the_bare_deno_floors_run_deno_on_an_empty_script_and_on_the_worker_s_pr
         "deno_floor_inspector",
         "deno_floor_worker_flags",
         "deno_floor_worker_code",
+        "deno_floor_first_byte",
     }
     assert "--no-code-cache" in commands["deno_floor_worker_flags"]
     # The worker's own program, inside a function nothing calls: compiled, never run.
     parsed = Path(commands["deno_floor_worker_code"][-1]).read_text()
     assert parsed.startswith("function never() {\n") and "const $m_codec = (() => {" in parsed
+    assert parsed.endswith(floors.FIRST_BYTE)
     assert commands["deno_floor_worker_code"][:-1] == commands["deno_floor_worker_flags"][:-1]
-    assert floors.spawn_to_exit_ns(commands["deno_floor_worker_code"], tmp_path) > 0
+    assert floors.spawn_to_first_byte_ns(commands["deno_floor_worker_code"], tmp_path) > 0
+    assert floors.spawn_to_first_byte_ns(commands["deno_floor_first_byte"], tmp_path) > 0
     assert Path(commands["deno_floor_worker_flags"][-1]).read_text() == ""
     assert commands["deno_floor"][1] == "run" and Path(commands["deno_floor"][-1]).read_text() == ""
     assert Path(commands["deno_floor_inspector"][-1]).read_text() == 'import "node:inspector";\n'

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import WARM_CODE
 from ..context import Context
-from ..floors import deno_floor_commands, spawn_to_exit_ns
+from ..floors import FIRST_BYTE_FLOORS, deno_floor_commands, spawn_to_exit_ns, spawn_to_first_byte_ns
 from ..runtimes import WrongValue
 
 
@@ -42,7 +42,8 @@ def _cold_start(ctx: Context, make: Callable[[], Any], name: str, floors: bool) 
         for i in range(params.cold_warmup + params.cold_runs):
             for key, argv in commands.items():
                 gc.collect()
-                spent = spawn_to_exit_ns(argv, workdir)
+                timed = spawn_to_first_byte_ns if key in FIRST_BYTE_FLOORS else spawn_to_exit_ns
+                spent = timed(argv, workdir)
                 if i >= params.cold_warmup:
                     floor_samples[key].append(spent)
             gc.collect()
