@@ -456,6 +456,11 @@ class Steps:
         """The completed command's value, or raise its error."""
         return self._rt._sup.finish(cast(Command, pending))
 
+    def stop(self) -> None:
+        """Stop a worker its owner is done with but retires later: it runs nothing more
+        (Supervisor.stop); its runtime must serve no further command."""
+        self._rt._sup.stop()
+
     def retire(self) -> Future[None] | None:
         """Close the runtime of a worker its owner is done with: killed now, its teardown
         finished in the background; the future says when (Supervisor.retire)."""

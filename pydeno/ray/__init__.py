@@ -75,6 +75,9 @@ class _RayPoolBase(NeedsWith):
     """What RayPool and RayCodeMode share: the arguments, the actors, stats() and close()."""
 
     _method: str = "eval"
+    # How long an actor holds a used worker for the driver's word that it has the reply
+    # (pydeno/ray/_actor.py); None: the actor's own limit. Tests set it.
+    _hold_limit: float | None = None
 
     def __init__(
         self,
@@ -136,6 +139,7 @@ class _RayPoolBase(NeedsWith):
                 start_rate=rate,
                 start_jitter=jitter,
                 code_mode=code_mode,
+                **({} if self._hold_limit is None else {"hold_limit": self._hold_limit}),
             )
 
         asks = ", ".join(f"{k}={v}" for k, v in options.items() if k in ("num_cpus", "num_gpus", "memory", "resources"))
@@ -158,8 +162,8 @@ class _RayPoolBase(NeedsWith):
         last reported them; ``commands`` is the commands the pool answered, and
         ``queue_wait_seconds`` the waits for admission), and ``actors``,
         ``actors_replaced``, ``inflight``, ``max_inflight_per_actor`` and ``per_actor``
-        (each actor's pool's ``stats()``, with its ``index``, ``running`` and
-        ``peak_running``). Asks every live actor; readable after close()."""
+        (each actor's pool's ``stats()``, with its ``index``, ``running``,
+        ``peak_running`` and ``held``). Asks every live actor; readable after close()."""
         return self._actors.stats()
 
     def close(self) -> None:

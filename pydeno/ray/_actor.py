@@ -9,6 +9,15 @@ number, so a command never waits inside the actor for a thread). Its ``info``, `
 Failures are raised as they are: Ray carries the pydeno exception back as the ``cause`` of
 its ``RayTaskError``, pickled with its attributes, and the driver raises that cause.
 
+A command's checkout does not end when the command does: its worker is stopped at once
+(SIGSTOP: the guest runs nothing more, and the worker serves no other command) and is held
+until the driver, once it holds the reply, sends :meth:`SandboxActor.end` for it. Ending a
+checkout kills the worker and starts its replacement, and the kernel's teardown of a worker
+is heavy: done while Ray sends the reply, it competed with that on the node's CPUs and
+delayed the reply. The driver's word says when the reply has gone; :data:`HOLD_LIMIT` ends
+a checkout the driver never ends (a lost driver, a lost message), and close() ends every one
+still held.
+
 Worker starts are spaced (:class:`StartSpacing`): at most ``rate`` per second, and a start
 the limit holds back waits a random extra moment, so that actors warming up together (a new
 pool, or a node that killed many workers at once) do not start their workers in lockstep.
@@ -18,11 +27,13 @@ Imported only by pydeno/ray/__init__.py, once it knows Ray is installed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any, Final, Unpack
 
 import psutil
@@ -39,10 +50,17 @@ from .._pools._sync import SandboxPool
 from .._runtime._sync import Runtime
 from .._runtime.function import JsFunction
 
-__all__ = ["CONTROL", "SandboxActor", "SpacedPool", "StartSpacing"]
+__all__ = ["CONTROL", "ENDS", "HOLD_LIMIT", "Held", "SandboxActor", "SpacedPool", "StartSpacing"]
 
 # The concurrency group of the calls that must not queue behind commands.
 CONTROL: Final = "control"
+# The concurrency group of the driver's end() calls: one thread, never behind a command.
+ENDS: Final = "ends"
+# The longest a used worker is held, stopped, waiting for the driver's end() (seconds). The
+# driver sends it as soon as it holds the reply, well within this; the limit is for an end
+# that never comes (the driver died, a lost message, a caller that never took the reply).
+# Short, as a held worker still counts against the pool's max_workers and holds its memory.
+HOLD_LIMIT: Final = 1.0
 # How many worker start times an actor keeps, for info().
 _KEPT_STARTS: Final = 256
 
@@ -123,6 +141,86 @@ class SpacedPool(SandboxPool):
         return super()._start()
 
 
+class Held:
+    """The checkouts whose command is over but whose worker is not yet ended, by the token
+    the driver gave the command. Each is ended exactly once: by :meth:`end` (the driver's
+    word), by the backstop thread once ``limit`` seconds passed, or by :meth:`close`; a
+    checkout held after close() is ended at once."""
+
+    def __init__(self, limit: float = HOLD_LIMIT) -> None:
+        self.limit = limit
+        self._cond = threading.Condition()
+        # In the order held, which is the order of their deadlines (one limit for all).
+        self._held: dict[int, tuple[float, contextlib.ExitStack]] = {}
+        self._closed = False
+        self._backstop: threading.Thread | None = None
+
+    def hold(self, token: int, checkout: contextlib.ExitStack) -> None:
+        with self._cond:
+            if not self._closed:
+                was_empty = not self._held
+                self._held[token] = (time.monotonic() + self.limit, checkout)
+                if self._backstop is None:
+                    self._backstop = threading.Thread(target=self._run, name="pydeno-held", daemon=True)
+                    self._backstop.start()
+                elif was_empty:
+                    # Only a backstop with nothing to wait for sleeps without a deadline.
+                    self._cond.notify()
+                return
+        _end(checkout)
+
+    def end(self, token: int) -> bool:
+        """End the checkout held for ``token``; False if none is (already ended, or the
+        command never checked a worker out)."""
+        with self._cond:
+            held = self._held.pop(token, None)
+        if held is None:
+            return False
+        _end(held[1])
+        return True
+
+    def close(self) -> None:
+        """End every held checkout now, and every one held from now on."""
+        with self._cond:
+            self._closed = True
+            held = list(self._held.values())
+            self._held.clear()
+            self._cond.notify()
+        for _, checkout in held:
+            _end(checkout)
+        if self._backstop is not None:
+            self._backstop.join()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def _run(self) -> None:
+        while True:
+            due: list[contextlib.ExitStack] = []
+            with self._cond:
+                while not self._closed and not due:
+                    now = time.monotonic()
+                    for token, (deadline, checkout) in list(self._held.items()):
+                        if deadline > now:
+                            break
+                        del self._held[token]
+                        due.append(checkout)
+                    if not due:
+                        first = next(iter(self._held.values()), None)
+                        self._cond.wait(None if first is None else first[0] - now)
+                if self._closed and not due:
+                    return
+            for checkout in due:
+                _end(checkout)
+
+
+def _end(checkout: contextlib.ExitStack) -> None:
+    # The checkout's end retires its worker and wakes the pool's replenisher: nothing that
+    # fails in it is the command's, whose reply has gone.
+    with contextlib.suppress(Exception):
+        checkout.close()
+
+
 class _Running:
     """How many commands an actor runs at once, and the most it ever ran."""
 
@@ -157,6 +255,7 @@ class SandboxActor:
         start_rate: float | None,
         start_jitter: float,
         code_mode: dict[str, Any] | None = None,
+        hold_limit: float = HOLD_LIMIT,
     ) -> None:
         self._index = index
         self._running = _Running()
@@ -175,6 +274,7 @@ class SandboxActor:
             # own, with a context of its own); the caller's handler runs after it.
             pool_options["on_console"] = route_console
         self._cm_options = options
+        self._held = Held(hold_limit)
         self._pool = SpacedPool(
             size,
             max_workers=max_workers,
@@ -184,40 +284,63 @@ class SandboxActor:
         )
 
     # -- commands (the default concurrency group) -------------------------------------------
-    def eval(self, code: str, timeout: float | None) -> Any:
-        with self._running, self._pool.checkout() as rt:
+    @contextlib.contextmanager
+    def _checkout(self, token: int | None) -> Iterator[Runtime]:
+        """A fresh worker for one command. With a token, the checkout outlives the block:
+        its worker is stopped and held until the driver's end(token) (:class:`Held`)."""
+        with self._running:
+            if token is None:
+                with self._pool.checkout() as rt:
+                    yield rt
+                return
+            checkout = contextlib.ExitStack()
+            rt = checkout.enter_context(self._pool.checkout())
+            try:
+                yield rt
+            finally:
+                rt._steps.stop()
+                self._held.hold(token, checkout)
+
+    def eval(self, code: str, timeout: float | None, token: int | None = None) -> Any:
+        with self._checkout(token) as rt:
             value = rt.eval(code, timeout=timeout)
         if _holds_function(value):
             raise TypeError(_NO_FUNCTIONS)
         return value
 
-    def execute(self, code: str, timeout: float | None, typecheck: bool) -> ExecutionResult:
+    def execute(self, code: str, timeout: float | None, typecheck: bool, token: int | None = None) -> ExecutionResult:
         """A Code Mode execution on a fresh worker; never raises for a failure of the program,
         of a limit or of the pool (the result says what failed)."""
         assert self._code_mode is not None and self._toolset is not None
         settings = self._code_mode
-        with self._running:
-            try:
-                with self._pool.checkout() as rt:
-                    cm = CodeMode(
-                        self._toolset.tools.values(),
-                        max_tool_calls=settings["max_tool_calls"],
-                        max_output_chars=settings["max_output_chars"],
-                        approve=settings["approve"],
-                        **self._cm_options,
-                    )
-                    try:
-                        cm._use(rt)
-                        return cm.execute(code, timeout=timeout, typecheck=typecheck)
-                    finally:
-                        cm.close()
-            except Exception as exc:  # noqa: BLE001 - no worker to run on is a result too
-                execution = Execution(
-                    self._toolset,
-                    settings["max_output_chars"],
-                    expose=bool(self._cm_options.get("expose_host_errors", False)),
+        try:
+            with self._checkout(token) as rt:
+                cm = CodeMode(
+                    self._toolset.tools.values(),
+                    max_tool_calls=settings["max_tool_calls"],
+                    max_output_chars=settings["max_output_chars"],
+                    approve=settings["approve"],
+                    **self._cm_options,
                 )
-                return execution.result(error=exc)
+                try:
+                    cm._use(rt)
+                    return cm.execute(code, timeout=timeout, typecheck=typecheck)
+                finally:
+                    cm.close()
+        except Exception as exc:  # noqa: BLE001 - no worker to run on is a result too
+            execution = Execution(
+                self._toolset,
+                settings["max_output_chars"],
+                expose=bool(self._cm_options.get("expose_host_errors", False)),
+            )
+            return execution.result(error=exc)
+
+    @ray.method(concurrency_group=ENDS)
+    def end(self, token: int) -> None:
+        """The driver holds the reply of the command it gave ``token``: end its checkout (kill
+        its worker, start the next). Sent without waiting for an answer; nothing for a
+        checkout already ended."""
+        self._held.end(token)
 
     # -- control (their own concurrency group) ----------------------------------------------
     @ray.method(concurrency_group=CONTROL)
@@ -248,7 +371,9 @@ class SandboxActor:
 
     @ray.method(concurrency_group=CONTROL)
     def close(self) -> dict[str, Any]:
-        """Kill every worker of the pool; the last figures, for the driver to keep."""
+        """Kill every worker of the pool, those held for an end() first; the last figures,
+        for the driver to keep."""
+        self._held.close()
         self._pool.close()
         return self._figures()
 
@@ -256,4 +381,5 @@ class SandboxActor:
         figures = self._pool.stats()
         figures["running"] = self._running.now
         figures["peak_running"] = self._running.peak
+        figures["held"] = len(self._held)
         return figures

@@ -1,11 +1,17 @@
 """The driver's side of a Ray pool: its actors, which one takes each call (at most
 max_inflight_per_actor each, the rest queued here, not in their mailboxes), and a dead actor
-replaced before the next call."""
+replaced before the next call.
+
+Each command carries a token; as soon as its reply reaches the driver (whoever waits for it:
+eval, map, execute, result(), or a caller's own ``ray.get`` of a submit()'s reference), the
+driver tells its actor to end that command's checkout, without waiting for an answer
+(pydeno/ray/_actor.py says why the actor holds it until then)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -17,7 +23,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from .._base.errors import ActorDied
 from .._base.stats import Stats, merge_dicts
-from ._actor import CONTROL, SandboxActor
+from ._actor import CONTROL, ENDS, SandboxActor
 
 # Actor options the pool decides itself: replacing a dead actor is the pool's (Ray's own
 # restarts would replace it a second time), and admission is max_inflight_per_actor.
@@ -25,7 +31,7 @@ OWN_OPTIONS: Final = frozenset({"max_concurrency", "concurrency_groups", "max_re
 # How long close() and stats() wait for an actor's answer before they give up on it.
 CONTROL_WAIT: Final = 10.0
 
-ActorClass = ray.remote(concurrency_groups={CONTROL: 2})(SandboxActor)  # type: ignore[call-overload]
+ActorClass = ray.remote(concurrency_groups={CONTROL: 2, ENDS: 1})(SandboxActor)  # type: ignore[call-overload]
 
 
 def actor_died(index: int, what: str, ray_text: str) -> ActorDied:
@@ -82,6 +88,7 @@ class Actors:
         self.inflight = 0
         self.finished = 0
         self.waits = Stats()
+        self._tokens = itertools.count()
         # Every actor this pool started, by Ray's id: which slot it served, what it last said.
         self._owners: dict[str, int] = {}
         self._last: dict[str, dict[str, Any]] = {}
@@ -187,17 +194,30 @@ class Actors:
         slot = self.admit(block=block, since=since)
         if slot is None:
             return None
+        token = next(self._tokens)
         try:
-            ref = getattr(slot.handle, method).remote(*args)
+            ref = getattr(slot.handle, method).remote(*args, token=token)
             future = ref.future()
         except BaseException:
             self._release(slot, None)
             raise
-        future.add_done_callback(functools.partial(self._finished, slot))
+        future.add_done_callback(functools.partial(self._finished, slot, token))
         return Call(slot, ref, future)
 
-    def _finished(self, slot: _Slot, future: Future[Any]) -> None:
-        self._release(slot, future.exception())
+    def _finished(self, slot: _Slot, token: int, future: Future[Any]) -> None:
+        """The reply is here (in a thread of Ray's): release the place, and have the actor
+        end the command's checkout. An actor that died holds nothing more; a closed pool's
+        actors ended every checkout as they closed."""
+        error = future.exception()
+        if not isinstance(error, RayActorError) and not self.closed:
+            self.end(slot, token)
+        self._release(slot, error)
+
+    def end(self, slot: _Slot, token: int) -> None:
+        """Tell slot's actor to end the checkout of the command given ``token``, without
+        waiting: the reference is dropped, the call still runs."""
+        with contextlib.suppress(Exception):
+            slot.handle.end.remote(token)
 
     def _release(self, slot: _Slot, error: BaseException | None) -> None:
         with self._cond:

@@ -12,6 +12,7 @@ deno process and no Ray process is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import pickle
@@ -34,6 +35,9 @@ import pydeno.ray
 from pydeno._base import failures
 from pydeno._pools.core import PoolCore
 from pydeno._pools.retry.policy import gave_up
+from pydeno.ray._actor import HOLD_LIMIT
+from pydeno.ray._dispatch import Actors
+from tests.support.processes import deno_workers
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -663,6 +667,129 @@ def test_each_actor_asks_ray_for_one_cpu_per_worker_and_a_pool_the_cluster_canno
         "has 2 CPUs): start fewer actors or workers per actor, add nodes, or raise start_timeout="
     )
     assert pydeno.classify_error(raised.value).kind == "timeout"
+
+
+# -- the end of a command's checkout ---------------------------------------------------------------
+def untold(pool: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, int]]:
+    """Keep the pool's driver from telling its actors that it has a command's reply: what it
+    would have told them (the place and the command's token), in order."""
+    told: list[tuple[Any, int]] = []
+    monkeypatch.setattr(pool._actors, "end", lambda slot, token: told.append((slot, token)))
+    return told
+
+
+def the_worker(pool: Any) -> psutil.Process:
+    """The one deno worker of the pool's only actor, once its pool has it ready."""
+    actor = psutil.Process(actor_infos(pool)[0]["pid"])
+    deadline = time.monotonic() + 20
+    while len(found := deno_workers(actor)) != 1 or pool.stats()["per_actor"][0]["idle"] != 1:
+        assert time.monotonic() < deadline, "the actor's pool never had its worker ready"
+        time.sleep(0.02)
+    return found[0]
+
+
+def stopped(process: psutil.Process) -> bool:
+    """Whether the process is stopped (SIGSTOP), waiting a moment for the signal to land."""
+    deadline = time.monotonic() + 5
+    while True:
+        with contextlib.suppress(psutil.Error):
+            if process.status() == psutil.STATUS_STOPPED:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
+def held(pool: Any) -> int:
+    return int(pool.stats()["per_actor"][0]["held"])
+
+
+def test_a_used_worker_is_stopped_serves_no_second_command_and_ends_when_the_driver_says_it_has_the_reply(
+    own_pool: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pydeno.ray.RayPool, "_hold_limit", 120.0)
+    pool = own_pool(actors=1)
+    told = untold(pool, monkeypatch)
+    used = the_worker(pool)
+    assert pool.eval("globalThis.mark = 'first'") == "first"
+    assert stopped(used)
+    assert held(pool) == 1
+    # The next command runs on another worker; the used one stays stopped, held.
+    assert pool.eval("typeof globalThis.mark") == "undefined"
+    assert used.is_running() and stopped(used)
+    assert held(pool) == 2
+    assert [token for _, token in told] == [0, 1]
+    # The driver's word, late: the worker ends at once, long before the hold's limit.
+    Actors.end(pool._actors, *told[0])
+    assert still_running({used.pid: used.create_time()}, within=5) == []
+    assert held(pool) == 1
+
+
+def test_the_driver_ends_each_checkout_once_it_has_the_reply_of_eval_map_submit_and_execute(
+    own_pool: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pydeno.ray.RayPool, "_hold_limit", 120.0)
+
+    def nothing_held(pool: Any) -> bool:
+        deadline = time.monotonic() + 5
+        while held(pool):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    pool = own_pool(actors=1)
+    used = the_worker(pool)
+    assert pool.eval("1") == 1
+    assert still_running({used.pid: used.create_time()}, within=5) == []
+    assert nothing_held(pool)
+    assert pool.map(["1", "2", "null.x"], return_exceptions=True)[:2] == [1, 2]
+    assert nothing_held(pool)
+    # A reference a caller reads with Ray's own ray.get, never with result(), too.
+    assert ray.get(pool.submit("3")) == 3
+    assert nothing_held(pool)
+    cm = own_pool(code_mode=[], actors=1)
+    assert cm.execute("4").value == 4
+    assert nothing_held(cm)
+
+
+def test_a_used_worker_the_driver_never_ends_is_ended_by_the_hold_limit(
+    own_pool: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = own_pool(actors=1)
+    untold(pool, monkeypatch)
+    used = the_worker(pool)
+    assert pool.eval("1") == 1
+    held_at = time.monotonic()
+    assert stopped(used)
+    assert still_running({used.pid: used.create_time()}, within=HOLD_LIMIT + 5) == []
+    assert time.monotonic() - held_at >= HOLD_LIMIT * 0.9
+    assert held(pool) == 0
+
+
+def test_closing_an_actor_ends_every_held_checkout_at_once_and_leaves_no_deno_process(
+    own_pool: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pydeno.ray.RayPool, "_hold_limit", 120.0)
+    pool = own_pool(actors=1)
+    untold(pool, monkeypatch)
+    actor = psutil.Process(actor_infos(pool)[0]["pid"])
+    actor_created = actor.create_time()
+    # Two: the actor's pool has at most two workers alive (max_workers), the held among them.
+    assert [pool.eval(str(i)) for i in range(2)] == [0, 1]
+    assert held(pool) == 2
+    workers = deno_workers(actor)
+    assert len(workers) == 2 and all(stopped(w) for w in workers)
+    created = {w.pid: w.create_time() for w in workers}
+    started = time.monotonic()
+    # What the pool's close() asks each actor first; its kill of the actor comes after.
+    figures = ray.get(pool._actors.slots[0].handle.close.remote(), timeout=10)
+    assert time.monotonic() - started < 5
+    assert figures["held"] == 0
+    assert [pid for pid, at in created.items() if alive(pid, at)] == []
+    assert deno_workers(actor) == []
+    pool.close()
+    assert still_running({actor.pid: actor_created}) == []
 
 
 # -- close and stats --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import IO, Protocol
 
 from .zygote import ZygoteChild
 
-__all__ = ["Child", "close_pipes", "kill", "reap", "signal_kill"]
+__all__ = ["Child", "close_pipes", "kill", "reap", "signal_kill", "signal_stop"]
 
 
 class Child(Protocol):
@@ -44,6 +44,20 @@ def signal_kill(child: Child) -> None:
             os.killpg(child.pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         child.kill()
+
+
+def signal_stop(child: Child) -> None:
+    """SIGSTOP the process group: it runs nothing more until a SIGKILL ends it (a stopped
+    process still dies of that). From any thread, never raises; as signal_kill does, a
+    zygote's child is signalled through its pidfd."""
+    if isinstance(child, subprocess.Popen):
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGSTOP)
+        return
+    if isinstance(child, ZygoteChild):
+        with contextlib.suppress(OSError):
+            child.send_signal(signal.SIGSTOP)
 
 
 def kill(child: Child) -> None:

@@ -219,6 +219,12 @@ class Supervisor:
         with self._spawning:
             pass
 
+    def stop(self) -> None:
+        """Stop the worker where it is (SIGSTOP): a worker its owner is done with, to be
+        retired later, runs nothing meanwhile. The runtime stays open until then."""
+        if self.process is not None and not self.core.closed:
+            self.process.signal_stop()
+
     def retire(self) -> Future[None] | None:
         """Close the runtime of a worker that was started and is done with (a pool's, after
         its checkout): the worker is killed now, and its teardown (the reap, descriptors,

@@ -23,7 +23,7 @@ from ..wire.connection import clean_text
 from ..wire.protocol import EXIT_PERMISSION_KEPT, EXIT_UNAVAILABLE, WORKER_PREFIX
 from . import platform
 from .cgroup import WorkerGroup
-from .child import Child, kill, reap, signal_kill
+from .child import Child, kill, reap, signal_kill, signal_stop
 from .launcher import PREFIX, SELFTEST, SKIPPED
 from .mailbox import Mailbox
 from .spawner import Spawner
@@ -241,6 +241,10 @@ class WorkerProcess:
         zygote's child through its pidfd, so a pid that init reaped and handed out again is
         never hit; a child of this process keeps its pid until its owner reaps it."""
         signal_kill(self.popen)
+
+    def signal_stop(self) -> None:
+        """SIGSTOP the worker's process group: it runs nothing more, and a kill still ends it."""
+        signal_stop(self.popen)
 
     def close(self, *, wait: bool = True) -> Future[None] | None:
         """Kill, reap and close every descriptor. With ``wait=False`` only the kill is sent
