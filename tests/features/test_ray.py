@@ -738,7 +738,8 @@ def test_the_driver_ends_each_checkout_once_it_has_the_reply_of_eval_map_submit_
             time.sleep(0.02)
         return True
 
-    pool = own_pool(actors=1)
+    # Half a CPU each: the module's shared pool holds one of the cluster's two.
+    pool = own_pool(actors=1, num_cpus_per_actor=0.5)
     used = the_worker(pool)
     assert pool.eval("1") == 1
     assert still_running({used.pid: used.create_time()}, within=5) == []
@@ -748,7 +749,7 @@ def test_the_driver_ends_each_checkout_once_it_has_the_reply_of_eval_map_submit_
     # A reference a caller reads with Ray's own ray.get, never with result(), too.
     assert ray.get(pool.submit("3")) == 3
     assert nothing_held(pool)
-    cm = own_pool(code_mode=[], actors=1)
+    cm = own_pool(code_mode=[], actors=1, num_cpus_per_actor=0.5)
     assert cm.execute("4").value == 4
     assert nothing_held(cm)
 
