@@ -123,6 +123,18 @@ DENO_FLOOR_ARGS = ("run", "--quiet", "--no-prompt", "--no-config", "--no-lock", 
 POOL_IDLE_SECONDS = 0.05
 # The wake floor's bare deno: each chunk read from stdin is written back, with blocking reads
 # and writes, as a worker's read loop does once it has stopped polling.
+# The warm eval's floor: each chunk read from a non-blocking stdin is written back, the read
+# retried at once while there is none, so the echo never sleeps (as a warm worker polls).
+SPIN_ECHO_SCRIPT = (
+    "const core = Deno[Deno.internal].core;\n"
+    "const buf = new Uint8Array(64);\n"
+    "for (;;) {\n"
+    "  let n;\n"
+    "  try { n = core.readSync(0, buf); } catch { continue; }\n"
+    "  if (n === 0) break;\n"
+    "  core.writeSync(1, buf.subarray(0, n));\n"
+    "}\n"
+)
 ECHO_SCRIPT = (
     "const buf = new Uint8Array(64);\n"
     "for (;;) {\n"

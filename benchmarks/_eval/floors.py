@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from typing import Any
 
 from _common import procfs
 
-from .config import BIG_LEN, DENO_FLOOR_ARGS, DENSITY_WORKERS, ECHO_SCRIPT, SETTLE_SECONDS
+from .config import BIG_LEN, DENO_FLOOR_ARGS, DENSITY_WORKERS, ECHO_SCRIPT, SETTLE_SECONDS, SPIN_ECHO_SCRIPT
 
 
 def deno_floor_commands(workdir: Path) -> dict[str, list[str]]:
@@ -138,6 +139,55 @@ def spawn_to_exit_ns(argv: list[str], workdir: Path) -> int:
     return t1 - t0
 
 
+class EchoFloor:
+    """A bare jitless deno (from the ``deno`` wheel) echoing bytes over pipes, back to back,
+    neither side ever sleeping: deno retries its read of a non-blocking stdin at once, and
+    this side retries its read of deno's stdout, as a warm worker and the host poll. What one
+    byte there and back takes is the floor of any eval across a process boundary, before a
+    byte of it is framed or evaluated."""
+
+    def __init__(self, workdir: Path) -> None:
+        import deno
+
+        script = workdir / "spin-echo.js"
+        script.write_text(SPIN_ECHO_SCRIPT, encoding="utf-8")
+        env = {"DENO_DIR": str(workdir / "cache"), "DENO_NO_UPDATE_CHECK": "1"}
+        argv = [str(deno.find_deno_bin()), *DENO_FLOOR_ARGS, "--v8-flags=--jitless", str(script)]
+        read_end, self._write = os.pipe()
+        os.set_blocking(read_end, False)
+        try:
+            self._proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=read_end, stdout=subprocess.PIPE)
+        finally:
+            os.close(read_end)
+        assert self._proc.stdout is not None
+        self._read = self._proc.stdout.fileno()
+        os.set_blocking(self._read, False)
+
+    def round_trip_ns(self) -> int:
+        t0 = time.perf_counter_ns()
+        os.write(self._write, b"x")
+        while True:
+            try:
+                got = os.read(self._read, 64)
+            except BlockingIOError:
+                continue
+            break
+        t1 = time.perf_counter_ns()
+        if got != b"x":
+            raise RuntimeError(f"the echoing deno answered {got!r} or exited ({self._proc.poll()})")
+        return t1 - t0
+
+    def close(self) -> None:
+        os.close(self._write)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
 class WakeFloor:
     """A bare jitless deno (from the ``deno`` wheel) echoing bytes over pipes: the floor of a
     pool's first eval, which goes to a process that has slept in a read since it started.
@@ -170,12 +220,6 @@ class WakeFloor:
         self._proc.stdin.write(b"x")
         if self._proc.stdout.read(1) != b"x":
             raise RuntimeError(f"the echoing deno answered wrong or exited ({self._proc.poll()})")
-
-    def back_to_back_ns(self) -> int:
-        """One byte there and back at once: the floor of a warm eval."""
-        t0 = time.perf_counter_ns()
-        self._echo()
-        return time.perf_counter_ns() - t0
 
     def round_trip_ns(self, slept: float) -> int:
         wait = self._last + slept - time.perf_counter()

@@ -14,7 +14,7 @@ from _common.procfs import process_rss
 
 from ..config import AWAIT_CODE, HOST_CALL_AWAIT_CODE, HOST_CALL_CODE, NEW_CODE_AWAIT, NEW_CODE_PLAIN, WARM_CODE
 from ..context import Context
-from ..floors import WakeFloor
+from ..floors import EchoFloor
 from ..runtimes import WrongValue, add, time_evals
 
 
@@ -32,14 +32,15 @@ def warm_eval(ctx: Context) -> None:
 
 
 def echo_round_trips(warmup: int, iterations: int) -> list[int]:
-    """A bare jitless deno echoing one byte over pipes, back to back: what any eval across a
-    process boundary takes at least, before a byte of it is framed or evaluated."""
+    """The floor of a warm eval (floors.EchoFloor), as many round trips as the eval's."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-echo-floor-"))
     try:
-        echo = WakeFloor(workdir, warm=warmup)
+        echo = EchoFloor(workdir)
         try:
+            for _ in range(warmup):
+                echo.round_trip_ns()
             gc.collect()
-            return [echo.back_to_back_ns() for _ in range(iterations)]
+            return [echo.round_trip_ns() for _ in range(iterations)]
         finally:
             echo.close()
     finally:
