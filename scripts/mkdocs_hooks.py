@@ -211,7 +211,7 @@ def eval_floors(results: Mapping[str, Any]) -> str:
             "bare deno answering one byte over a pipe after the sleep a pooled worker had",
             us(ours, "wake_floor"),
         ),
-        ("bare deno echoing one byte over pipes, back to back (a warm eval's floor)", us(ours, "echo_floor")),
+        ("bare deno echoing one byte over pipes, neither side sleeping (a warm eval's floor)", us(ours, "echo_floor")),
         (
             "peer in-process: warm eval, pooled / its fastest round / cold start p50 (no process at all)",
             f"{us(inprocess, 'warm_eval')} / {us(inprocess, 'warm_eval', 'fastest_round_p50_us')}"
