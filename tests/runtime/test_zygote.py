@@ -92,7 +92,9 @@ def test_a_confined_worker_is_the_zygotes_child(runtime: pydeno.Runtime) -> None
     assert psutil.Process(zygote).ppid() == os.getpid()
     assert os.getsid(zygote) == zygote != os.getsid(0)
     kept = spawner_module.infrastructure()
-    assert kept.processes == {zygote}
+    # The zygote, and the spare it forks ahead of the next request (one at most).
+    assert zygote in kept.processes and len(kept.processes) <= 2
+    assert all(psutil.Process(pid).ppid() == zygote for pid in kept.processes - {zygote})
     thread = spawner_module.spawner().thread()
     assert thread is not None and kept.threads == {thread.ident}
 
@@ -290,3 +292,56 @@ def test_a_forked_host_starts_its_own_zygote() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["0", "7"]
+
+
+def _spare_after(rt: pydeno.Runtime) -> int:
+    """The spare the zygote forks once rt's worker is spawned."""
+    assert rt.eval("1 + 1") == 2
+    zygote = spawner_module.spawner().zygote
+    assert zygote is not None
+    assert _eventually(lambda: bool(zygote.spare_pids()))
+    (spare,) = zygote.spare_pids()
+    return spare
+
+
+def test_the_next_worker_is_the_spare_the_zygote_forked_and_confined_before_it_was_asked() -> None:
+    with pydeno.Runtime() as first:
+        spare = _spare_after(first)
+        asked = time.time()
+        with pydeno.Runtime() as second:
+            assert second.eval("6 * 7") == 42
+            worker = _worker(second)
+            assert worker.pid == spare
+            assert psutil.Process(spare).create_time() < asked
+            # Confined as any worker: the zygote's child, seccomp in force, no root.
+            assert psutil.Process(spare).ppid() == _zygote_pid()
+            assert worker.seccomp_filtered()
+            assert psutil.Process(spare).uids().real != 0
+
+
+def test_a_spare_made_for_another_spec_is_ended_and_the_worker_forked_anew(launch: Launcher) -> None:
+    with pydeno.Runtime() as first:
+        spare = _spare_after(first)
+        launch(missing_layers={"landlock": "simulated"})
+        with pytest.raises(pydeno.WorkerCrashed, match="landlock is unavailable: simulated"):
+            pydeno.Runtime()
+        assert _eventually(lambda: _gone(spare))
+
+
+def test_a_spare_tells_the_host_what_its_launcher_skipped_and_what_its_self_test_found(launch: Launcher) -> None:
+    # Written to the worker's stderr once it has one, as the launcher writes them.
+    launch(missing_layers={"landlock": "simulated"})
+    with pytest.warns(RuntimeWarning, match="landlock is unavailable: simulated"):
+        first = pydeno.Runtime(sandbox="best_effort")
+    with first:
+        spare = _spare_after(first)
+        with pydeno.Runtime(sandbox="best_effort") as second:
+            assert _worker(second).pid == spare
+            assert _worker(second).sandbox_skipped() == ["landlock is unavailable: simulated"]
+    launch(missing_layers={}, silent_layers=frozenset({"seccomp"}))
+    with pytest.raises(pydeno.WorkerCrashed, match=r"sandbox self-test failed: .*started a process"):
+        pydeno.Runtime()
+    zygote = spawner_module.spawner().zygote
+    assert zygote is not None and _eventually(lambda: bool(zygote.spare_pids()))
+    with pytest.raises(pydeno.WorkerCrashed, match=r"sandbox self-test failed: .*started a process"):
+        pydeno.Runtime()

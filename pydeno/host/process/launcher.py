@@ -41,11 +41,20 @@ marshalled tuple:
                      ("exit", pid, returncode) when a worker ends (negative: its signal)
                      ("reaped", pid) once a released worker is reaped (killed first if
                      it was still running)
+                     ("spare", pid) when it forked a spare (below), ("spare gone", pid)
+                     once one no request took is reaped; a spare taken is the
+                     "spawned" worker of that pid
 
 Per spawn it forks (it is single-threaded, so that is safe); the child takes the three pipes
 as 0, 1 and 2, starts a new session, closes everything else and then does exactly what the
 one-off launcher does, its parent-death signal aimed at the zygote (whose pid stands in for
-the spec's "parent"), whose own is aimed at the host's spawner thread. An exited worker
+the spec's "parent"), whose own is aimed at the host's spawner thread. After each spawn it
+forks a spare, ahead of the next request: a child that does all of that for the same spec
+but for what differs between workers (deno's arguments after its path, the environment, the
+caps), layers, self-test and all, and then waits. A request whose spec is the same in the
+rest is handed to it, with its three pipes, and it writes what the launcher would have
+written to stderr and execs deno at once: the fork, the layers and the self-test are off the
+start's path. Any other request ends the spare and forks as before. An exited worker
 stays a zombie until the host releases it, so its pid (and process group) cannot be reused
 while the host may still signal it.
 
@@ -97,6 +106,15 @@ CAP_INTERVAL = 0.02
 # so that the URLs of those files, and the transpile cache entries warmed for them, are the
 # same for every worker.
 WORKER_FILES_FD = 3
+# Where a spare (below) holds its end of the socket the zygote hands it a worker's
+# descriptors, arguments and environment on; closed at its execve.
+SPARE_FD = WORKER_FILES_FD + 1
+# How long after a spawn the zygote makes the next spare: not while the worker it just started
+# is starting too, on the same CPUs.
+SPARE_DELAY = 0.0
+# What of a spec a spare is made ready for: what every worker of one staging shares. The rest
+# ("env", deno's arguments after its path, the caps) comes with the request it serves.
+STATIC_KEYS = ("parent", "host", "selftest", "mode", "read", "execute", "argv0", "files", "simulate", "silent")
 
 
 def _layers() -> ModuleType:
@@ -114,6 +132,35 @@ def main(argv: list[str]) -> int:
 
 def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     """Apply the layers to this process and execve deno; the exit code if that ends early."""
+    ready = confine_ahead(spec, layers, parent, _to_stderr)
+    if isinstance(ready, int):
+        return ready
+    return launch(ready, spec)
+
+
+def _to_stderr(line: str) -> None:
+    os.write(2, line.encode())
+
+
+def launch(ready: Callable[..., None], spec: dict[str, Any]) -> int:
+    """execve deno as spec says, in a process confine_ahead() made ready; the exit code if
+    that fails (it does not return otherwise)."""
+    try:
+        ready(spec["argv"][1:], dict(spec.get("env", {})), spec.get("argv0"))
+    except OSError as exc:
+        os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
+        return EXIT_EXEC_FAILED
+    return EXIT_DONE  # pragma: no cover - an execve that succeeds does not return
+
+
+def confine_ahead(
+    spec: dict[str, Any], layers: ModuleType, parent: int, say: Callable[[str], None]
+) -> int | Callable[..., None]:
+    """Apply the layers to this process and run the self-test's probes: everything but deno's
+    execve, which the returned callable makes (layers.ready_to_exec); or the exit code when
+    the process is to end now. Of spec it reads only what every worker of one staging shares
+    (not "env", nor "argv" after deno's path, nor the caps). ``say`` takes each line for the
+    host: the worker's stderr, or a list the zygote's spare writes there once it has one."""
     strict = spec["mode"] == "require"
     simulated: dict[str, str] = spec.get("simulate", {})
     # Layers a simulated kernel accepts but does not enforce: skipped without a word, which is
@@ -122,12 +169,12 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
 
     def refused(exc: Exception) -> None:
         if strict:
-            os.write(2, f"{PREFIX}{exc}\n".encode())
+            say(f"{PREFIX}{exc}\n")
             raise SystemExit(EXIT_UNAVAILABLE)
-        os.write(2, f"{SKIPPED}{exc}\n".encode())
+        say(f"{SKIPPED}{exc}\n")
 
     def breach(what: str) -> None:
-        os.write(2, f"{SELFTEST}{what}\n".encode())
+        say(f"{SELFTEST}{what}\n")
 
     def apply(layer: str, action: Callable[..., None], *args: object) -> None:
         try:
@@ -146,7 +193,7 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
         try:
             files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
         except OSError as exc:
-            os.write(2, f"{PREFIX}cannot open the worker's files: {exc.strerror}\n".encode())
+            say(f"{PREFIX}cannot open the worker's files: {exc.strerror}\n")
             return EXIT_EXEC_FAILED
         if files != WORKER_FILES_FD:
             os.dup2(files, WORKER_FILES_FD)
@@ -159,24 +206,20 @@ def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
     read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
     apply("landlock", layers.restrict_filesystem, read, spec["execute"])
-    command, env, argv0 = spec["argv"], dict(spec.get("env", {})), spec.get("argv0")
-    host, targets = spec.get("host"), spec.get("selftest")
+    program, host, targets = spec["argv"][0], spec.get("host"), spec.get("selftest")
+    # The filter goes in inside ready_to_exec, after everything it refuses: it refuses every
+    # execve but deno's, including any a later deno would make.
     try:
-        # The filter goes in inside exec_confined, right before its execve: it refuses every
-        # other execve, including any a later deno would make.
-        try:
-            if "seccomp" in simulated:
-                raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-            layers.exec_confined(
-                command, env, seccomp="seccomp" not in silent, argv0=argv0, report=breach, host=host, targets=targets
-            )
-        except layers.LayerUnavailable as exc:
-            refused(exc)
-            layers.exec_confined(command, env, seccomp=False, argv0=argv0, report=breach, host=host, targets=targets)
-    except OSError as exc:
-        os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
-        return EXIT_EXEC_FAILED
-    return EXIT_DONE  # pragma: no cover - exec_confined does not return
+        if "seccomp" in simulated:
+            raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
+        return layers.ready_to_exec(  # type: ignore[no-any-return]
+            program, seccomp="seccomp" not in silent, report=breach, host=host, targets=targets
+        )
+    except layers.LayerUnavailable as exc:
+        refused(exc)
+        return layers.ready_to_exec(  # type: ignore[no-any-return]
+            program, seccomp=False, report=breach, host=host, targets=targets
+        )
 
 
 # --- serve mode ---------------------------------------------------------------------------------
@@ -222,6 +265,13 @@ class _Server:
         self.released: set[int] = set()  # released while still running: reap without a report
         self.outbox: list[tuple[bytes, list[int]]] = []
         self.caps: dict[int, tuple[int, int]] = {}  # pid -> (memory, threads) it is killed over (0: none)
+        # The spare: a child forked ahead and confined as the last request's spec says, but for
+        # what differs between workers, waiting on its socket for those (pid, pidfd, socket,
+        # the static part of the spec it is ready for); and the spec the next one is made for,
+        # once the time is due.
+        self.spare: tuple[int, int, Any, bytes] | None = None
+        self.spares: dict[int, int] = {}  # pidfd -> pid of a spare not yet taken, until reaped
+        self.next_spare: tuple[float, dict[str, Any]] | None = None
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -231,6 +281,9 @@ class _Server:
             wait = None
             if self.caps:
                 wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
+            if self.next_spare is not None:
+                due = max(0, int((self.next_spare[0] - time.monotonic()) * 1000) + 1)
+                wait = due if wait is None else min(wait, due)
             for fd, events in self.poller.poll(wait):
                 if fd != sock_fd:
                     self.child_exited(fd)
@@ -242,6 +295,10 @@ class _Server:
             if self.caps and time.monotonic() - checked >= CAP_INTERVAL:
                 checked = time.monotonic()
                 self.check_caps()
+            if self.next_spare is not None and time.monotonic() >= self.next_spare[0]:
+                spec = self.next_spare[1]
+                self.next_spare = None
+                self.make_spare(spec)
 
     def check_caps(self) -> None:
         """Kill every capped worker over its memory or thread cap, saying which first."""
@@ -310,30 +367,127 @@ class _Server:
             _close(fds)
             self.say("failed", 22, "a spawn request needs exactly three descriptors")  # EINVAL
             return
-        try:
-            pid = os.fork()
-        except OSError as exc:
+        self.next_spare = (time.monotonic() + SPARE_DELAY, spec)
+        pid = self.take_spare(spec, fds)
+        if pid is None:
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                _close(fds)
+                self.say("failed", exc.errno, exc.strerror)
+                return
+            if pid == 0:
+                self.child(spec, fds)
             _close(fds)
-            self.say("failed", exc.errno, exc.strerror)
-            return
-        if pid == 0:
-            self.child(spec, fds)
-        _close(fds)
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError as exc:
-            # Untracked it could not be reported or reaped: end it now, while it is ours.
-            os.kill(pid, platform.SIGKILL)
-            os.waitpid(pid, 0)
-            self.say("failed", exc.errno, exc.strerror)
-            return
-        self.pidfds[pid] = pidfd
-        self.pids[pidfd] = pid
-        self.poller.register(pidfd, self.select.POLLIN)
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError as exc:
+                # Untracked it could not be reported or reaped: end it now, while it is ours.
+                os.kill(pid, platform.SIGKILL)
+                os.waitpid(pid, 0)
+                self.say("failed", exc.errno, exc.strerror)
+                return
+            self.pidfds[pid] = pidfd
+            self.pids[pidfd] = pid
+            self.poller.register(pidfd, self.select.POLLIN)
         caps = (int(spec.get("memory_cap") or 0), int(spec.get("thread_cap") or 0))
         if any(caps):
             self.caps[pid] = caps
-        self.say("spawned", pid, fds=[pidfd])
+        self.say("spawned", pid, fds=[self.pidfds[pid]])
+
+    def take_spare(self, spec: dict[str, Any], fds: list[int]) -> int | None:
+        """Hand the request to the spare, if it was made ready for spec: its pid, now a worker
+        (its pidfd in pidfds); else None (a spare made for another spec is ended)."""
+        if self.spare is None:
+            return None
+        pid, pidfd, sock, key = self.spare
+        self.spare = None
+        if key == _static(spec):
+            try:
+                dynamic = {"argv": spec["argv"], "env": spec.get("env", {})}
+                sock.sendmsg([marshal.dumps(dynamic)], [(self.socket.SOL_SOCKET, self.socket.SCM_RIGHTS, _pack(fds))])
+            except OSError:
+                pass
+            else:
+                sock.close()
+                _close(fds)
+                del self.spares[pidfd]  # a worker from now on, its pidfd still polled
+                self.pidfds[pid] = pidfd
+                self.pids[pidfd] = pid
+                return pid
+        sock.close()  # a spare whose socket closes exits; it is reaped as it does
+        self.discard_spare(pid)
+        return None
+
+    def make_spare(self, spec: dict[str, Any]) -> None:
+        """Fork the spare for spec: confined, its self-test run, waiting for a request."""
+        if self.spare is not None:
+            return
+        ours, theirs = self.socket.socketpair(self.socket.AF_UNIX, self.socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return
+        if pid == 0:
+            ours.close()
+            self.spare_child(spec, theirs.detach())
+        theirs.close()
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            os.kill(pid, platform.SIGKILL)
+            os.waitpid(pid, 0)
+            ours.close()
+            return
+        self.spares[pidfd] = pid
+        self.poller.register(pidfd, self.select.POLLIN)
+        self.spare = (pid, pidfd, ours, _static(spec))
+        self.say("spare", pid)
+
+    def discard_spare(self, pid: int) -> None:
+        """End a spare no request will take; it is reaped once it has exited (child_exited)."""
+        _quietly(os.kill, pid, platform.SIGKILL)
+
+    def spare_child(self, spec: dict[str, Any], sock_fd: int) -> None:
+        """The forked spare: confine itself as spec says, then wait for a worker's descriptors,
+        arguments and environment, and become it. Never returns."""
+        code = EXIT_INTERNAL
+        try:
+            os.setsid()
+            null = os.open("/dev/null", os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            if sock_fd != SPARE_FD:  # dup3 refuses a descriptor onto itself
+                os.dup2(sock_fd, SPARE_FD, inheritable=False)
+            os.set_inheritable(SPARE_FD, False)
+            os.closerange(3, SPARE_FD)
+            os.closerange(SPARE_FD + 1, platform.max_fd())
+            lines: list[str] = []
+            ready = confine_ahead(spec, self.layers, self.pid, lines.append)
+            if isinstance(ready, int):
+                code = ready
+                return
+            sock = self.socket.socket(fileno=SPARE_FD)
+            data, ancillary, flags, _ = sock.recvmsg(MAX_REQUEST, self.socket.CMSG_SPACE(4 * 4))
+            fds = [fd for level, kind, raw in ancillary if kind == self.socket.SCM_RIGHTS for fd in _unpack(raw)]
+            if not data or len(fds) != 3 or flags & (self.socket.MSG_TRUNC | self.socket.MSG_CTRUNC):
+                code = EXIT_DONE  # the zygote ended it: no worker to become
+                return
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            sock.close()
+            for line in lines:
+                os.write(2, line.encode())
+            code = launch(ready, {**spec, **marshal.loads(data)})
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+        except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
+            os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(code)
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:
         """The forked child: become the worker. Never returns."""
@@ -356,6 +510,20 @@ class _Server:
             os._exit(code)
 
     def child_exited(self, pidfd: int) -> None:
+        spare = self.spares.pop(pidfd, None)
+        if spare is not None:
+            # A spare no request took that exited (ended, or unable to confine itself): reaped,
+            # and only its pid reported, as no worker's.
+            self.poller.unregister(pidfd)
+            if self.spare is not None and self.spare[1] == pidfd:
+                self.spare[2].close()
+                self.spare = None
+            try:
+                os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+            finally:
+                os.close(pidfd)
+            self.say("spare gone", spare)
+            return
         pid = self.pids.get(pidfd)
         if pid is None:  # pragma: no cover - a descriptor this loop no longer watches
             return
@@ -400,9 +568,16 @@ class _Server:
 
     def shutdown(self) -> None:
         """The host is gone: so is every worker (their parent-death signal would see to it)."""
+        for pid in self.spares.values():
+            _quietly(os.kill, pid, platform.SIGKILL)
         for pid in self.pidfds:
             _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
+
+
+def _static(spec: dict[str, Any]) -> bytes:
+    """What of spec a spare is made ready for, comparable: deno's path and STATIC_KEYS."""
+    return marshal.dumps((spec["argv"][0], *(spec.get(key) for key in STATIC_KEYS)))
 
 
 def _pack(fds: list[int]) -> bytes:

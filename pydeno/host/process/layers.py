@@ -80,6 +80,7 @@ __all__ = [
     "exec_confined",
     "install_seccomp_filter",
     "prepare",
+    "ready_to_exec",
     "restrict_filesystem",
     "set_no_new_privs",
     "set_parent_death_signal",
@@ -625,22 +626,42 @@ def exec_confined(
     gets each of :func:`process_breaches` (signalling ``host`` among them) and, with
     ``targets``, of :func:`reach_breaches` first, filter or not.
 
-    The filename is a buffer whose address the filter allows, so this execve passes and any
-    later one (from deno, in the same address space's successor) is refused. Returns only if
-    execve fails, raising OSError.
-    """
-    path = ctypes.create_string_buffer(os.fsencode(argv[0]))
-    shown = [argv[0] if argv0 is None else argv0, *argv[1:]]
-    args = (ctypes.c_char_p * (len(shown) + 1))(*[os.fsencode(a) for a in shown], None)
-    envp = (ctypes.c_char_p * (len(env) + 1))(*[os.fsencode(f"{k}={v}") for k, v in env.items()], None)
+    Returns only if execve fails, raising OSError. :func:`ready_to_exec` is the same in two
+    steps: everything but the execve first, the arguments and the environment later."""
+    ready_to_exec(argv[0], seccomp=seccomp, report=report, host=host, targets=targets)(argv[1:], env, argv0)
+
+
+def ready_to_exec(
+    program: str,
+    *,
+    seccomp: bool = True,
+    report: Callable[[str], object] | None = None,
+    host: int | None = None,
+    targets: Mapping[str, Any] | None = None,
+) -> Callable[[Sequence[str], dict[str, str], str | None], None]:
+    """Install the seccomp filter (unless ``seccomp`` is false) and run the self-test's probes
+    (see :func:`exec_confined`); return what execs ``program`` with its arguments (after
+    argv[0]), its environment and the argv[0] it sees (None: ``program``). That raises OSError
+    if execve fails.
+
+    The filename is a buffer whose address the filter allows, so that execve passes and any
+    later one (from deno, in the same address space's successor) is refused."""
+    path = ctypes.create_string_buffer(os.fsencode(program))
     if seccomp:
         install_seccomp_filter(exec_pointer=ctypes.addressof(path))
     if report is not None:
         for what in [*process_breaches(host), *(reach_breaches(targets) if targets is not None else [])]:
             report(what)
-    _libc.execve(path, args, envp)
-    code = ctypes.get_errno()
-    raise OSError(code, os.strerror(code), argv[0])
+
+    def execute(args: Sequence[str], env: dict[str, str], argv0: str | None = None) -> None:
+        shown = [program if argv0 is None else argv0, *args]
+        argv = (ctypes.c_char_p * (len(shown) + 1))(*[os.fsencode(a) for a in shown], None)
+        envp = (ctypes.c_char_p * (len(env) + 1))(*[os.fsencode(f"{k}={v}") for k, v in env.items()], None)
+        _libc.execve(path, argv, envp)
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), program)
+
+    return execute
 
 
 # Keep struct packing honest: a wrong layout would hand the kernel garbage silently.

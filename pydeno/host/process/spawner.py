@@ -121,7 +121,8 @@ class Spawner:
         zygote, thread = self.zygote, self._thread
         live = zygote is not None and zygote.socket.fileno() >= 0
         return Infrastructure(
-            processes=frozenset([zygote.popen.pid] if zygote is not None else []),
+            # The zygote, and the spare it keeps forked ahead of the next request.
+            processes=frozenset([zygote.popen.pid, *zygote.spare_pids()] if zygote is not None else []),
             descriptors=frozenset([zygote.fd] if live and zygote is not None else []),
             threads=frozenset([thread.ident] if thread is not None and thread.ident is not None else []),
         )

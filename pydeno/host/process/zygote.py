@@ -107,6 +107,8 @@ class Zygote:
         # pid -> the cap the zygote killed it over ("memory" or "threads") and what it read.
         self.overlimits: dict[int, tuple[str, int]] = {}
         self._reaped: set[int] = set()
+        # The zygote's spares no request has taken yet (launcher.py): processes of its own.
+        self.spares: set[int] = set()
         self.ready = False
         # No more requests: it died, stopped taking them, or is being stopped.
         self.gone = False
@@ -152,6 +154,12 @@ class Zygote:
         except BaseException:
             _close_fds(ours)
             raise
+
+    def spare_pids(self) -> frozenset[int]:
+        """The zygote's spares, from what has arrived."""
+        self._pump(lambda: False, 0)
+        with self._cond:
+            return frozenset(self.spares)
 
     def status(self, pid: int, timeout: float | None) -> int | None:
         """The worker's returncode once the zygote has reported it, waiting up to timeout."""
@@ -298,6 +306,8 @@ class Zygote:
     def _file(self, message: tuple[Any, ...], fds: list[int]) -> None:
         kind = message[0]
         if kind in ("spawned", "failed"):
+            if kind == "spawned":
+                self.spares.discard(message[1])
             self._replies.append((message, fds))
             return
         _close_fds(fds)
@@ -307,6 +317,10 @@ class Zygote:
             self.overlimits[message[1]] = (message[2], message[3])
         elif kind == "reaped":
             self._reaped.add(message[1])
+        elif kind == "spare":
+            self.spares.add(message[1])
+        elif kind == "spare gone":
+            self.spares.discard(message[1])
         elif kind == "ready":
             self.ready = True
         elif kind == "unavailable":
