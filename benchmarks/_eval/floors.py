@@ -179,13 +179,7 @@ class EchoFloor:
 
     def close(self) -> None:
         os.close(self._write)
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        _end(self._proc)
 
 
 class WakeFloor:
@@ -235,13 +229,19 @@ class WakeFloor:
     def close(self) -> None:
         assert self._proc.stdin is not None
         self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        _end(self._proc)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for an echo whose stdin was closed to exit (killed if it will not), and close its
+    stdout."""
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def json_decoder() -> Callable[[bytes], Any]:

@@ -77,7 +77,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
-    from typing import Any
+    from typing import Any, NoReturn
 
 # The exit codes are the wire contract's, shared with the worker that runs in this process
 # next; the table imports nothing, so loading it costs this interpreter one small module.
@@ -453,8 +453,8 @@ class _Server:
     def spare_child(self, spec: dict[str, Any], sock_fd: int) -> None:
         """The forked spare: confine itself as spec says, then wait for a worker's descriptors,
         arguments and environment, and become it. Never returns."""
-        code = EXIT_INTERNAL
-        try:
+
+        def become() -> int:
             os.setsid()
             null = os.open("/dev/null", os.O_RDWR)
             for target in (0, 1, 2):
@@ -467,33 +467,26 @@ class _Server:
             lines: list[str] = []
             ready = confine_ahead(spec, self.layers, self.pid, lines.append)
             if isinstance(ready, int):
-                code = ready
-                return
+                return ready
             sock = self.socket.socket(fileno=SPARE_FD)
             data, ancillary, flags, _ = sock.recvmsg(MAX_REQUEST, self.socket.CMSG_SPACE(4 * 4))
             fds = [fd for level, kind, raw in ancillary if kind == self.socket.SCM_RIGHTS for fd in _unpack(raw)]
             if not data or len(fds) != 3 or flags & (self.socket.MSG_TRUNC | self.socket.MSG_CTRUNC):
-                code = EXIT_DONE  # the zygote ended it: no worker to become
-                return
+                return EXIT_DONE  # the zygote ended it: no worker to become
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
                 os.close(fd)
             sock.close()
             for line in lines:
                 os.write(2, line.encode())
-            code = launch(ready, {**spec, **marshal.loads(data)})
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
-        except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
-            os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
-        finally:
-            os._exit(code)
+            return launch(ready, {**spec, **marshal.loads(data)})
+
+        _exit_with(become)
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:
         """The forked child: become the worker. Never returns."""
-        # Failing before it could confine itself is a bug, not a refusal.
-        code = EXIT_INTERNAL
-        try:
+
+        def become() -> int:
             os.setsid()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
@@ -501,13 +494,9 @@ class _Server:
             os.closerange(3, platform.max_fd())
             # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
             # names it, and confine() sees that the parent is gone.
-            code = confine(spec, self.layers, self.pid)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
-        except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
-            os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
-        finally:
-            os._exit(code)
+            return confine(spec, self.layers, self.pid)
+
+        _exit_with(become)
 
     def child_exited(self, pidfd: int) -> None:
         spare = self.spares.pop(pidfd, None)
@@ -573,6 +562,21 @@ class _Server:
         for pid in self.pidfds:
             _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
+
+
+def _exit_with(become: Callable[[], int]) -> NoReturn:
+    """In a forked child: run become (which execs deno or returns an exit code) and exit with
+    its code, whatever it raises; the child must never return into the zygote's loop. Failing
+    before it could confine itself is a bug, not a refusal."""
+    code = EXIT_INTERNAL
+    try:
+        code = become()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    except BaseException as exc:  # noqa: BLE001 - the child must never return into the loop
+        os.write(2, f"{PREFIX}internal error: {type(exc).__name__}: {exc}\n".encode())
+    finally:
+        os._exit(code)
 
 
 def _static(spec: dict[str, Any]) -> bytes:
