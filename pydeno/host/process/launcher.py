@@ -111,7 +111,7 @@ WORKER_FILES_FD = 3
 SPARE_FD = WORKER_FILES_FD + 1
 # How long after a spawn the zygote makes the next spare: not while the worker it just started
 # is starting too, on the same CPUs.
-SPARE_DELAY = 0.03
+SPARE_DELAY = 0.0
 # What of a spec a spare is made ready for: what every worker of one staging shares. The rest
 # ("env", deno's arguments after its path, the caps) comes with the request it serves.
 STATIC_KEYS = ("parent", "host", "selftest", "mode", "read", "execute", "argv0", "files", "simulate", "silent")
