@@ -109,8 +109,9 @@ WORKER_FILES_FD = 3
 # Where a spare (below) holds its end of the socket the zygote hands it a worker's
 # descriptors, arguments and environment on; closed at its execve.
 SPARE_FD = WORKER_FILES_FD + 1
-# How long after a spawn the zygote makes the next spare: not while the worker it just started
-# is starting too, on the same CPUs.
+# How long after a spawn the zygote makes the next spare: at once, once its reply has gone. A
+# delay, so as not to compete with the worker just started, showed no gain beyond the noise,
+# and a later spare misses more of the starts that come close together.
 SPARE_DELAY = 0.0
 # What of a spec a spare is made ready for: what every worker of one staging shares. The rest
 # ("env", deno's arguments after its path, the caps) comes with the request it serves.
