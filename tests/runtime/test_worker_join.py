@@ -18,9 +18,10 @@ JOIN = WORKER / "join.ts"
 FLAGS = ["run", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm"]
 
 
-def _deno(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _deno(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [staging.find_deno(), *args],
+        input=stdin,
         cwd=cwd,
         env={**os.environ, "NO_COLOR": "1"},
         capture_output=True,
@@ -137,15 +138,7 @@ def test_the_joiner_returns_every_name_each_worker_module_exports() -> None:
         "}\n"
         "console.log(JSON.stringify(out));\n"
     )
-    probe = subprocess.run(
-        [staging.find_deno(), *FLAGS, f"--allow-read={WORKER}", "-"],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=WORKER,
-    )
+    probe = _deno(*FLAGS, f"--allow-read={WORKER}", "-", cwd=WORKER, stdin=script)
     assert probe.returncode == 0, probe.stderr
     found = json.loads(probe.stdout)
     assert set(found) == set(modules)

@@ -109,10 +109,6 @@ WORKER_FILES_FD = 3
 # Where a spare (below) holds its end of the socket the zygote hands it a worker's
 # descriptors, arguments and environment on; closed at its execve.
 SPARE_FD = WORKER_FILES_FD + 1
-# How long after a spawn the zygote makes the next spare: at once, once its reply has gone. A
-# delay, so as not to compete with the worker just started, showed no gain beyond the noise,
-# and a later spare misses more of the starts that come close together.
-SPARE_DELAY = 0.0
 # What of a spec a spare is made ready for: what every worker of one staging shares. The rest
 # ("env", deno's arguments after its path, the caps) comes with the request it serves.
 STATIC_KEYS = ("parent", "host", "selftest", "mode", "read", "execute", "argv0", "files", "simulate", "silent")
@@ -269,10 +265,12 @@ class _Server:
         # The spare: a child forked ahead and confined as the last request's spec says, but for
         # what differs between workers, waiting on its socket for those (pid, pidfd, socket,
         # the static part of the spec it is ready for); and the spec the next one is made for,
-        # once the time is due.
+        # once every request waiting has been served. At once, not later: a delay (so as not to
+        # compete with the worker just started) showed no gain beyond the noise, and a later
+        # spare misses more of the starts that come close together.
         self.spare: tuple[int, int, Any, bytes] | None = None
         self.spares: dict[int, int] = {}  # pidfd -> pid of a spare not yet taken, until reaped
-        self.next_spare: tuple[float, dict[str, Any]] | None = None
+        self.next_spare: dict[str, Any] | None = None
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -282,9 +280,6 @@ class _Server:
             wait = None
             if self.caps:
                 wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
-            if self.next_spare is not None:
-                due = max(0, int((self.next_spare[0] - time.monotonic()) * 1000) + 1)
-                wait = due if wait is None else min(wait, due)
             for fd, events in self.poller.poll(wait):
                 if fd != sock_fd:
                     self.child_exited(fd)
@@ -296,9 +291,8 @@ class _Server:
             if self.caps and time.monotonic() - checked >= CAP_INTERVAL:
                 checked = time.monotonic()
                 self.check_caps()
-            if self.next_spare is not None and time.monotonic() >= self.next_spare[0]:
-                spec = self.next_spare[1]
-                self.next_spare = None
+            if self.next_spare is not None:
+                spec, self.next_spare = self.next_spare, None
                 self.make_spare(spec)
 
     def check_caps(self) -> None:
@@ -368,7 +362,7 @@ class _Server:
             _close(fds)
             self.say("failed", 22, "a spawn request needs exactly three descriptors")  # EINVAL
             return
-        self.next_spare = (time.monotonic() + SPARE_DELAY, spec)
+        self.next_spare = spec
         pid = self.take_spare(spec, fds)
         if pid is None:
             try:
@@ -416,8 +410,9 @@ class _Server:
                 self.pidfds[pid] = pidfd
                 self.pids[pidfd] = pid
                 return pid
-        sock.close()  # a spare whose socket closes exits; it is reaped as it does
-        self.discard_spare(pid)
+        sock.close()
+        # A spare no request will take: it is reaped once it has exited (child_exited).
+        _quietly(os.kill, pid, platform.SIGKILL)
         return None
 
     def make_spare(self, spec: dict[str, Any]) -> None:
@@ -446,10 +441,6 @@ class _Server:
         self.poller.register(pidfd, self.select.POLLIN)
         self.spare = (pid, pidfd, ours, _static(spec))
         self.say("spare", pid)
-
-    def discard_spare(self, pid: int) -> None:
-        """End a spare no request will take; it is reaped once it has exited (child_exited)."""
-        _quietly(os.kill, pid, platform.SIGKILL)
 
     def spare_child(self, spec: dict[str, Any], sock_fd: int) -> None:
         """The forked spare: confine itself as spec says, then wait for a worker's descriptors,

@@ -41,7 +41,9 @@ __all__ = [
 # snapshot lists) then names no directory of the host's; the staging directory itself, under
 # the temporary directory and named with the host's user id, stays out of the guest's sight.
 SERVE_BY_DESCRIPTOR: Final = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
-_CACHE_FLAGS: Final = ("cache", "--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
+# deno with nothing but what it is given: no config file, lock file, remote or npm module.
+_OFFLINE: Final = ("--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm")
+_CACHE_FLAGS: Final = ("cache", *_OFFLINE)
 # What deno starts a worker from: the worker's modules joined into one JavaScript file
 # (worker/join.ts says why), made when they are staged.
 JOINED: Final = "worker.js"
@@ -122,12 +124,18 @@ def reachable_by_others(path: str, mode: int) -> bool:
         return False
 
 
+def _beside(target: Path) -> Path:
+    """A name beside target that no other process or thread staging it uses, to write it under
+    before it is moved into place."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+
+
 def _install_copy(source: Path, target: Path, mode: int, *, link: bool = True) -> None:
     """Copy source to target (a hard link when ``link`` and the filesystem allows),
     atomically: another process may be staging the same file at the same time."""
     if target.exists():
         return
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    temporary = _beside(target)
     try:
         if not link:
             raise OSError("a copy was asked for")
@@ -140,7 +148,7 @@ def _install_copy(source: Path, target: Path, mode: int, *, link: bool = True) -
 
 def _install_bytes(data: bytes, target: Path) -> None:
     """Write data to target atomically: another process may be staging it at the same time."""
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
+    temporary = _beside(target)
     temporary.write_bytes(data)
     temporary.chmod(0o644)
     os.replace(temporary, target)
@@ -149,9 +157,8 @@ def _install_bytes(data: bytes, target: Path) -> None:
 def _join(deno: str, entry: Path, cache: Path) -> bytes:
     """The worker's modules from entry on, joined into one JavaScript file (worker/join.ts)."""
     folder = entry.parent
-    flags = ("--quiet", "--no-config", "--no-lock", "--no-remote", "--no-npm", f"--allow-read={folder}")
     done = subprocess.run(
-        [deno, "run", *flags, str(folder / "join.ts"), str(entry)],
+        [deno, "run", *_OFFLINE, f"--allow-read={folder}", str(folder / "join.ts"), str(entry)],
         env={**deno_environment(cache), "NO_COLOR": "1"},
         cwd="/",
         capture_output=True,
