@@ -6,6 +6,7 @@ starts a new one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -195,6 +196,34 @@ def test_a_hung_zygote_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
         assert rt.eval("2") == 2
         assert _zygote_pid() != hung
     assert not psutil.pid_exists(hung)
+
+
+@pytest.mark.slow
+def test_a_zygote_that_answers_a_spawn_too_late_is_replaced_and_never_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its late reply would otherwise answer the next request: a worker's pid paired with
+    # another worker's pipes.
+    with pydeno.Runtime() as rt:
+        assert rt.eval("1") == 1
+        slow = _zygote_pid()
+    os.kill(slow, signal.SIGSTOP)
+    monkeypatch.setattr(spawner_module.spawner(), "reply_seconds", 0.5)
+
+    def wake() -> None:
+        with contextlib.suppress(ProcessLookupError):  # replaced, and so killed, already
+            os.kill(slow, signal.SIGCONT)
+
+    resume = threading.Timer(0.8, wake)
+    resume.start()
+    try:
+        with pydeno.Runtime() as rt:
+            assert rt.eval("2") == 2
+            assert _zygote_pid() != slow
+            assert psutil.Process(_worker(rt).pid).ppid() == _zygote_pid()
+    finally:
+        resume.join()
+    assert not psutil.pid_exists(slow)
 
 
 def test_without_a_zygote_the_one_off_launcher_starts_the_worker(

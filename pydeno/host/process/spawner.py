@@ -50,7 +50,7 @@ class Spawner:
         self.idle_seconds = idle_seconds
         self.reply_seconds = reply_seconds
         self.launcher = launcher
-        # Started and retired only by this spawner's thread.
+        # Started and retired only by this spawner's thread; any thread may ask it for a worker.
         self.zygote: Zygote | None = None
         # Why this process starts its workers without a zygote, once one could not start here.
         self.refused: str | None = None
@@ -78,6 +78,30 @@ class Spawner:
                     reap(future.result())
             self.release()
             raise
+
+    def spawn_process(self, command: Command, environment: dict[str, str]) -> Child:
+        """Start a worker's process as :meth:`start_process` does: from the calling thread when
+        a ready zygote serves it, else from the spawner thread (see :meth:`spawn`)."""
+        if isinstance(command, Confined):
+            # The zygote is the worker's parent, so no thread of this process need outlive the
+            # worker; and the hand-over to the spawner thread and back is a part of every
+            # start.
+            with self._cond:
+                zygote = self.zygote
+                ready = zygote is not None and zygote.ready and not zygote.gone
+                if ready:
+                    self._live += 1
+            if ready:
+                assert zygote is not None
+                try:
+                    return zygote.spawn(command.spec, self.reply_seconds)
+                except ZygoteGone:
+                    # Marked gone: the spawner thread retires it and asks a new one.
+                    self.release()
+                except BaseException:
+                    self.release()
+                    raise
+        return self.spawn(lambda: self.start_process(command, environment))
 
     def release(self) -> None:
         """One worker this spawner started is gone."""
@@ -194,16 +218,22 @@ class Spawner:
 
     def _run(self) -> None:
         while True:
+            retiring: Zygote | None = None
             with self._cond:
                 job = self._next()
                 if job is None and self.zygote is None:
                     self._thread = None
                     return
+                if job is None:
+                    # Taken away under the lock: a caller that found it here counted its
+                    # start as live first, so _next retires none that a start is using.
+                    retiring, self.zygote = self.zygote, None
             if job is None:
                 # Idle long enough, or found dead: the zygote is retired from this thread, the
                 # one its parent-death signal follows, which therefore must not end before it.
-                with contextlib.suppress(Exception):
-                    self._retire_zygote()
+                if retiring is not None:
+                    with contextlib.suppress(Exception):
+                        retiring.stop()
                 continue
             if callable(job):
                 # This thread must outlive the zygote: nothing a warm-up raises may end it.

@@ -109,8 +109,12 @@ class WorkerProcess:
                 config = self.config = replace(config, own_cgroup=True)
             command = self._command(config, launch)
             environment = worker_environment(config, launch.entry)
-            start = launch.start if launch.start is not None else self._spawner.start_process
-            self.popen: Child = self._spawner.spawn(lambda: start(command, environment))
+            start = launch.start
+            self.popen: Child = (
+                self._spawner.spawn_process(command, environment)
+                if start is None
+                else self._spawner.spawn(lambda: start(command, environment))
+            )
         except OSError as exc:
             self._close_mailbox()
             self._remove_cgroup()

@@ -58,10 +58,11 @@ def _close_fds(fds: Sequence[int]) -> None:
 class Zygote:
     """The host's end of one zygote (``launcher.py serve``, protocol in its docstring).
 
-    Spawn requests go out from the spawner thread only, releases from any thread. There is no
-    reader thread: whichever thread waits for a reply reads everything that has arrived and
-    files it (one reader at a time; the others wait on the condition), so a reply meant for
-    another thread is found there when that thread looks.
+    Requests go out from any thread; spawns one at a time, since replies to them come in the
+    order asked and carry nothing else to match them by. There is no reader thread: whichever
+    thread waits for a reply reads everything that has arrived and files it (one reader at a
+    time; the others wait on the condition), so a reply meant for another thread is found
+    there when that thread looks.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class Zygote:
         # Reentrant, as is the condition's: a runtime's finalizer may close its worker (and
         # send a release) from inside a send or a read, on the same thread.
         self._send_lock = threading.RLock()
+        self._spawn_lock = threading.Lock()
         self._reading = False
         self._reader: int | None = None
         self._replies: deque[tuple[tuple[Any, ...], list[int]]] = deque()
@@ -133,17 +135,21 @@ class Zygote:
         stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = pipes
         ours = [stdin_w, stdout_r, stderr_r]
         try:
-            try:
-                self._send(("spawn", spec), timeout, [stdin_r, stdout_w, stderr_w])
-            finally:
-                # The zygote holds its own copies now; the worker's ends must not stay here,
-                # or the host would never see end of file on them.
-                _close_fds([stdin_r, stdout_w, stderr_w])
-            self._pump(lambda: bool(self._replies), timeout)
-            with self._cond:
-                if not self._replies:
+            with self._spawn_lock:
+                try:
+                    self._send(("spawn", spec), timeout, [stdin_r, stdout_w, stderr_w])
+                finally:
+                    # The zygote holds its own copies now; the worker's ends must not stay here,
+                    # or the host would never see end of file on them.
+                    _close_fds([stdin_r, stdout_w, stderr_w])
+                self._pump(lambda: bool(self._replies), timeout)
+                with self._cond:
+                    reply = self._replies.popleft() if self._replies else None
+                if reply is None:
+                    # Its reply, arriving later, would be taken as the next request's.
+                    self._lost()
                     raise ZygoteGone("no reply to a spawn request")
-                message, fds = self._replies.popleft()
+                message, fds = reply
             if message[0] == "failed":
                 _close_fds(fds)
                 raise OSError(message[1], message[2])
@@ -214,6 +220,7 @@ class Zygote:
         touching it, and never wait on a lock some parent thread held at the fork."""
         self._cond = threading.Condition()
         self._send_lock = threading.RLock()
+        self._spawn_lock = threading.Lock()
         self._reading = False
         self.gone = self.drained = True
         self.socket.close()
