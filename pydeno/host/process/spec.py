@@ -3,6 +3,7 @@ for a confined worker the spec the launcher (``launcher.py``) confines it by."""
 
 from __future__ import annotations
 
+import functools
 import json
 import marshal
 import os
@@ -167,12 +168,20 @@ def selftest_targets(cache: Path, worker_dir: str) -> dict[str, Any]:
     host and the worker's parent (process_breaches). In deno, the first use of each of these
     APIs alone costs a millisecond or more of every start, and each would need deno to start
     with broad grants."""
+    module, executable = _host_files()
     return {
-        "read": ["/etc/passwd", os.path.realpath(__file__), os.path.realpath(sys.executable)],
-        "list": ["/", os.path.dirname(os.path.realpath(__file__))],
+        "read": ["/etc/passwd", module, executable],
+        "list": ["/", os.path.dirname(module)],
         "write": [tempfile.gettempdir(), str(cache), worker_dir],
         "port": SELFTEST_PORT,
     }
+
+
+@functools.cache
+def _host_files() -> tuple[str, str]:
+    """This module's file and the host's interpreter, resolved once: every start's self-test
+    names them, and neither moves while the process runs."""
+    return os.path.realpath(__file__), os.path.realpath(sys.executable)
 
 
 def selftest_environment(cache: Path) -> dict[str, Any]:
@@ -245,7 +254,7 @@ def confined(
     found = stage(deno, entry if entry is not None else worker_entry())
     warm_confined(found)
     deno, entry, cache = found.deno, found.entry, found.cache
-    worker_dir = str(entry.parent.resolve())
+    worker_dir = _resolved(entry.parent)
     own = selftest_environment(cache)
     return Confined(
         {
@@ -272,6 +281,13 @@ def confined(
             "silent": sorted(silent_layers),
         }
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(folder: Path) -> str:
+    """A staged worker's folder, resolved: its name is its contents' hash, and the staging
+    base it is in is this user's own, so where it resolves to holds for the process's life."""
+    return str(folder.resolve())
 
 
 def watcher_memory_cap(max_memory: int | None) -> int | None:

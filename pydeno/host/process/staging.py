@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import shutil
@@ -67,11 +68,18 @@ def _check_runnable(path: str) -> None:
 
 def worker_entry() -> Path:
     """The worker's main.ts: inside the wheel (pydeno/_worker) or the source tree (worker/)."""
-    here = Path(__file__).resolve().parents[2]
+    here = _package_parent()
     for candidate in (here / "_worker" / "main.ts", here.parent / "worker" / "main.ts"):
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"pydeno's worker program is missing (looked in {here / '_worker'})")
+
+
+@functools.cache
+def _package_parent() -> Path:
+    """The directory that holds the pydeno package, resolved once: it does not move while the
+    package is imported from it."""
+    return Path(__file__).resolve().parents[2]
 
 
 def deno_environment(cache: Path) -> dict[str, str]:
