@@ -5,7 +5,6 @@ its socket and the spawner thread) is the process's own, kept between runtimes o
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import os
 import sys
@@ -102,7 +101,7 @@ def launch() -> Iterator[Callable[..., None]]:
         current = [worker.Launch()]
 
         def use(**changes: Any) -> None:
-            current.append(dataclasses.replace(current[-1], **changes))
+            current.append(current[-1]._replace(**changes))
             stack.enter_context(worker.launching(current[-1]))
 
         yield use

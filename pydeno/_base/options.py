@@ -10,7 +10,6 @@ it imports nothing of pydeno above the argument checks, so every layer may use i
 from __future__ import annotations
 
 import datetime
-import difflib
 import inspect
 import logging
 import sys
@@ -116,6 +115,8 @@ def console_handler(on_console: object) -> ConsoleHandler:
         raise TypeError(f"{choices}, got {type(on_console).__name__}")
     handler = _DESTINATIONS.get(on_console)
     if handler is None:
+        import difflib  # only a refusal suggests a name: not loaded by import pydeno
+
         close = difflib.get_close_matches(on_console, CONSOLE_DESTINATIONS, n=1)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"{choices}, got {on_console!r}{suggestion}")
@@ -228,6 +229,8 @@ def check_option_names(
         return
     label, own = _signature(called)
     accepted = sorted((OPTION_NAMES - set(without)) | own)
+    import difflib  # only a refusal suggests a name: not loaded by import pydeno
+
     close = difflib.get_close_matches(unknown, accepted, n=1)
     message = f"{label}() got an unexpected keyword argument {unknown!r}"
     if close:

@@ -11,9 +11,8 @@ import posixpath
 import re
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 NO_TYPES: Final = "none: the package ships no declarations"
 NO_FILES: Final = "none: the bundler's npm cache does not hold the package's files"
@@ -70,8 +69,7 @@ _KINDS: Final = {
 _SUMMARY_NAMES: Final = 40
 
 
-@dataclass(frozen=True, slots=True)
-class Types:
+class Types(NamedTuple):
     """A package's own declarations as the type checker gets them: the ``.d.ts`` files its
     spec's entry reaches (paths relative to the package's folder), the entry, and the hash
     of the two. Each relative import in them names the exact file it resolves to: the

@@ -31,9 +31,8 @@ import os
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .deno import find_deno
 from .errors import PackageRefused, PackageUnresolved
@@ -109,8 +108,7 @@ _UNCOLLECTED: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Spec:
+class Spec(NamedTuple):
     """One spec as written, parsed: ``date-fns@^3/format`` is package ``date-fns``, range
     ``^3``, subpath ``/format``, imported by the guest as ``date-fns/format``."""
 
@@ -143,8 +141,7 @@ def parse_spec(text: object) -> Spec:
     return Spec(text, found.group("name"), found.group("range") or "", found.group("subpath") or "")
 
 
-@dataclass(frozen=True, slots=True)
-class Bundle:
+class Bundle(NamedTuple):
     """One package as the guest gets it: the specifier it imports, the exact package it came
     from, the bundle's text, hash and the node: built-ins it requires, and the package's own
     declarations for the type checker (None, and why in ``untyped``, when it has none)."""

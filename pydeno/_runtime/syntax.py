@@ -11,7 +11,6 @@ as the caller wrote it, so a wrapper the host added (Code Mode's block) never sh
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Final
 
@@ -34,16 +33,23 @@ _RETURN_AT: Final = re.compile(r"return(?![\w$])")
 _WIDTH: Final = 100
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Place:
     """A place in code: ``line`` and ``column`` from 1, the column in characters as Python
     counts them; ``excerpt`` the line with a caret under the place (cut around it)."""
 
-    line: int
-    column: int
-    excerpt: str
-    #: The whole line the place is on.
-    text: str
+    # Not a tuple: what place_error() keeps on an exception is a tuple of four, told by its
+    # type and length, and a Place has four fields.
+    __slots__ = ("column", "excerpt", "line", "text")
+
+    def __init__(self, line: int, column: int, excerpt: str, text: str) -> None:
+        self.line = line
+        self.column = column
+        self.excerpt = excerpt
+        #: The whole line the place is on.
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Place(line={self.line!r}, column={self.column!r}, excerpt={self.excerpt!r}, text={self.text!r})"
 
 
 def compile_failure(exc: BaseException) -> tuple[int, int, bool] | None:

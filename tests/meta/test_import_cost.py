@@ -74,3 +74,26 @@ def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
         assert str(exc) == "module 'pydeno' has no attribute 'NoSuchThing'"
     else:
         raise AssertionError("pydeno.NoSuchThing resolved")
+
+
+# Python compiles the generated methods of each dataclass as its class is made, which costs
+# every import: the internal value classes are NamedTuples or plain classes instead. ErrorInfo
+# stays one, being public: callers may use dataclasses' functions on it.
+DATACLASSES_AT_IMPORT: Final = ["pydeno._base.kinds.ErrorInfo"]
+
+
+def test_importing_pydeno_makes_no_dataclass_but_error_info() -> None:
+    script = (
+        "import dataclasses, json\n"
+        "made = []\n"
+        "process = dataclasses._process_class\n"
+        "def counted(cls, *args):\n"
+        "    made.append(f'{cls.__module__}.{cls.__qualname__}')\n"
+        "    return process(cls, *args)\n"
+        "dataclasses._process_class = counted\n"
+        "import pydeno\n"
+        "print(json.dumps(made))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    made = json.loads(out.stdout.splitlines()[-1])
+    assert [name for name in made if name.startswith("pydeno")] == DATACLASSES_AT_IMPORT

@@ -28,9 +28,8 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from . import platform
 from .mailbox import host_running
@@ -48,8 +47,7 @@ def task_limit(max_threads: int) -> int:
     return max_threads + 1
 
 
-@dataclass(frozen=True, slots=True)
-class Mechanism:
+class Mechanism(NamedTuple):
     """How this system can cap a worker: ``version`` 1 or 2 with the parent directories new
     groups go under, or ``version`` None and why not."""
 

@@ -11,7 +11,7 @@ it (V8's heap-limit line) can only make a death look less retryable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..._base.errors import PydenoError, WorkerCrashed
 from ..._base.failures import (
@@ -33,8 +33,7 @@ from .worker import WorkerProcess
 __all__ = ["Evidence", "cause", "threads_refused"]
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(NamedTuple):
     """What the host saw of a dead worker, besides its process."""
 
     # Its last output acknowledged a termination the host had asked for.

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import threading
 from pathlib import Path
 
@@ -65,7 +64,8 @@ class Mailbox:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(mode=0o755, exist_ok=True)
         _sweep(directory)
-        self.path: Path | None = directory / f"mailbox-{os.getpid()}-{secrets.token_hex(8)}"
+        # os.urandom is what secrets.token_hex reads, without the import of secrets.
+        self.path: Path | None = directory / f"mailbox-{os.getpid()}-{os.urandom(8).hex()}"
         # Readable by the worker, which may run as another user (a root host drops to
         # nobody); writable by the host alone.
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)

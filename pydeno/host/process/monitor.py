@@ -24,8 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..._base.errors import PydenoError, RuntimeTimeout
 from ..._base.failures import cpu_between_commands, cpu_in_command, over_memory, over_threads
@@ -59,8 +58,7 @@ IDLE_CPU_DRAIN: Final = 0.1
 UNREADABLE: Final = (OSError, IndexError, ValueError)
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
     """One reading of a worker: its resident size in bytes, its thread count and the CPU
     seconds (user + system, all its threads) it has used."""
 
@@ -90,51 +88,85 @@ def cpu_of(usage: Usage) -> float:
     return usage.cpu
 
 
-@dataclass(eq=False)
 class Watch:
     """The limits of one worker and what the monitor has seen of it."""
 
-    pid: int
-    max_memory: int | None
-    max_threads: int | None
-    cpu_limit: float | None
-    # CPU seconds the worker had used when the current command started (inf when no
-    # cpu_limit charges commands); None while no command is in flight.
-    command_cpu_start: float | None = None
-    peak_rss: int = 0
-    # The largest RSS sampled since the last reset_window(): what one Code Mode execution
-    # reports as its peak.
-    window_peak: int = 0
-    last_cpu: float = 0.0
-    # CPU used while no command was in flight, drained at IDLE_CPU_DRAIN, and the reading
-    # (with its time) the next idle sample charges from: taken as a command ends where a
-    # cpu_limit makes that reading anyway, else by the first sample after it (so that ending
-    # a command reads nothing); None while a command runs.
-    idle_charge: float = 0.0
-    idle_mark: tuple[float, float] | None = None
-    verdict: PydenoError | None = None
-    unmeasurable: str | None = None
-    # Deadlines that are not resources: a host function running past the command's host
-    # wait budget, and a termination not acknowledged within its grace.
-    host_wait_deadline: float | None = None
-    host_wait_verdict: PydenoError | None = None
-    kill_at: float | None = None
-    kill_verdict: PydenoError | None = None
-    released: bool = False
-    # How to SIGKILL the worker's group without reaping it (WorkerProcess.signal_kill: a
-    # pidfd for a zygote's child, whose pid init could reuse should the zygote die first);
-    # None: killpg by pid, safe for a child of this process, which stays unreaped until closed.
-    kill: Callable[[], None] | None = None
-    # When the monitor samples this worker next, after how long, and what the last sample
-    # read (a quiescent worker reads the same twice).
-    due: float = 0.0
-    interval: float = INTERVAL
-    _seen: Usage | None = None
-    # The worker's /proc/<pid>/stat, opened by the first reading and closed on release; only
-    # read or closed under _lock, so that a closed descriptor's number, taken by another
-    # file, is never read.
-    _stat: int | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = (
+        "_lock",
+        "_seen",
+        "_stat",
+        "command_cpu_start",
+        "cpu_limit",
+        "due",
+        "host_wait_deadline",
+        "host_wait_verdict",
+        "idle_charge",
+        "idle_mark",
+        "interval",
+        "kill",
+        "kill_at",
+        "kill_verdict",
+        "last_cpu",
+        "max_memory",
+        "max_threads",
+        "peak_rss",
+        "pid",
+        "released",
+        "unmeasurable",
+        "verdict",
+        "window_peak",
+    )
+
+    def __init__(
+        self,
+        pid: int,
+        max_memory: int | None,
+        max_threads: int | None,
+        cpu_limit: float | None,
+        *,
+        kill: Callable[[], None] | None = None,
+    ) -> None:
+        self.pid = pid
+        self.max_memory = max_memory
+        self.max_threads = max_threads
+        self.cpu_limit = cpu_limit
+        # CPU seconds the worker had used when the current command started (inf when no
+        # cpu_limit charges commands); None while no command is in flight.
+        self.command_cpu_start: float | None = None
+        self.peak_rss = 0
+        # The largest RSS sampled since the last reset_window(): what one Code Mode execution
+        # reports as its peak.
+        self.window_peak = 0
+        self.last_cpu = 0.0
+        # CPU used while no command was in flight, drained at IDLE_CPU_DRAIN, and the reading
+        # (with its time) the next idle sample charges from: taken as a command ends where a
+        # cpu_limit makes that reading anyway, else by the first sample after it (so that ending
+        # a command reads nothing); None while a command runs.
+        self.idle_charge = 0.0
+        self.idle_mark: tuple[float, float] | None = None
+        self.verdict: PydenoError | None = None
+        self.unmeasurable: str | None = None
+        # Deadlines that are not resources: a host function running past the command's host
+        # wait budget, and a termination not acknowledged within its grace.
+        self.host_wait_deadline: float | None = None
+        self.host_wait_verdict: PydenoError | None = None
+        self.kill_at: float | None = None
+        self.kill_verdict: PydenoError | None = None
+        self.released = False
+        # How to SIGKILL the worker's group without reaping it (WorkerProcess.signal_kill: a
+        # pidfd for a zygote's child, whose pid init could reuse should the zygote die first);
+        # None: killpg by pid, safe for a child of this process, which stays unreaped until closed.
+        self.kill = kill
+        # When the monitor samples this worker next, after how long, and what the last sample
+        # read (a quiescent worker reads the same twice).
+        self.due = 0.0
+        self.interval = INTERVAL
+        self._seen: Usage | None = None
+        # The worker's /proc/<pid>/stat, opened by the first reading and closed on release; only
+        # read or closed under _lock, so that a closed descriptor's number, taken by another
+        # file, is never read.
+        self._stat: int | None = None
+        self._lock = threading.Lock()
 
     def force_kill_at(self, deadline: float, verdict: PydenoError) -> None:
         self.kill_verdict = verdict

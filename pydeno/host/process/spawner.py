@@ -11,9 +11,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .child import Child, reap
 from .spec import DENO_ARGV0, LAUNCHER, Command, Confined, Unconfined
@@ -281,8 +280,7 @@ class Spawner:
         return fresh
 
 
-@dataclass(frozen=True, slots=True)
-class Infrastructure:
+class Infrastructure(NamedTuple):
     """What a host process keeps between runtimes, by design: the zygote's process, the host's
     end of its socket, and the spawner thread (by ident). Only these may outlive a runtime."""
 

@@ -10,9 +10,8 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..._base.options import SandboxMode
 from ..wire.protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
@@ -73,8 +72,7 @@ YOUNG_SEMI_SPACE_MIB: Final = 2
 MEMORY_GROWTH_BYTES: Final = (2 * YOUNG_SEMI_SPACE_MIB + 1) * MiB
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
+class WorkerConfig(NamedTuple):
     max_memory: int | None
     max_message_bytes: int
     jitless: bool
@@ -196,8 +194,7 @@ def launcher_command(launcher: Path, *args: str) -> list[str]:
     return [platform.interpreter(), "-I", "-S", str(launcher), *args]
 
 
-@dataclass(frozen=True, slots=True)
-class Confined:
+class Confined(NamedTuple):
     """A worker the launcher starts: the spec it confines the worker by (see launcher.py)."""
 
     spec: dict[str, Any]
@@ -207,8 +204,7 @@ class Confined:
         return launcher_command(launcher, marshal.dumps(self.spec).hex())
 
 
-@dataclass(frozen=True, slots=True)
-class Unconfined:
+class Unconfined(NamedTuple):
     """deno started directly (``sandbox="off"``), with DENO_ARGV0 in place of the binary's
     path, and with a descriptor for ``staged.base`` to read the worker's files through."""
 

@@ -14,9 +14,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..._base.deno import find_deno
 from . import platform
@@ -89,8 +88,7 @@ def deno_environment(cache: Path) -> dict[str, str]:
     return {"DENO_DIR": str(cache), "DENO_NO_UPDATE_CHECK": "1"}
 
 
-@dataclass(frozen=True, slots=True)
-class Staged:
+class Staged(NamedTuple):
     """Where a confined worker finds deno, its entry module and its warm transpile cache, and
     the staging directory that holds the entry's folder."""
 

@@ -14,9 +14,9 @@ import subprocess
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from types import MappingProxyType
+from typing import Final, NamedTuple
 
 from ..._base.failures import start_failed
 from ..wire.connection import clean_text
@@ -39,8 +39,7 @@ _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 _READ_CHUNK: Final = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
+class Launch(NamedTuple):
     """How a :class:`WorkerProcess` starts its worker, for the parts tests replace; every
     default is production's. A test hands one to WorkerProcess, or, to reach the workers the
     public API starts (which has no such switch), puts one in force with :func:`launching`."""
@@ -56,7 +55,7 @@ class Launch:
     entry: Path | None = None
     # A simulated kernel (see spec.confined): layers the launcher treats as refused,
     # {layer: reason}, and layers it skips without a word.
-    missing_layers: Mapping[str, str] = field(default_factory=dict)
+    missing_layers: Mapping[str, str] = MappingProxyType({})
     silent_layers: frozenset[str] = frozenset()
 
 
@@ -101,12 +100,12 @@ class WorkerProcess:
         with contextlib.suppress(OSError):
             # Without one the worker simply sleeps in read() between commands.
             self.mailbox = launch.mailbox(staged(launch.entry).cache / "mail")
-            config = replace(config, mailbox=str(self.mailbox.path))
+            config = config._replace(mailbox=str(self.mailbox.path))
             self.config = config
         try:
             self.cgroup = WorkerGroup.create(config.max_memory, config.max_threads)
             if self.cgroup is not None:
-                config = self.config = replace(config, own_cgroup=True)
+                config = self.config = config._replace(own_cgroup=True)
             command = self._command(config, launch)
             environment = worker_environment(config, launch.entry)
             start = launch.start

@@ -50,8 +50,8 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
 
 import msgpack
 
@@ -121,8 +121,7 @@ def unconvertible(exc: BaseException) -> tuple[str, str]:
     return "TypeError", f"the host function's result could not be converted: {exc}"
 
 
-@dataclass(frozen=True, slots=True)
-class Hello:
+class Hello(NamedTuple):
     protocol: int
     deno_version: str
     v8_version: str
@@ -131,29 +130,27 @@ class Hello:
     breaches: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
+class Completed(NamedTuple):
     """A request finished; its outcome is in :attr:`Connection.outcomes`."""
 
     request_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class HostCall:
+class HostCall(NamedTuple):
     call_id: int
     name: str
     args: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Console:
+class Console(NamedTuple):
     level: str
     text: str
 
 
-@dataclass(frozen=True, slots=True)
 class Terminated:
     """The worker acknowledged a TERMINATE."""
+
+    __slots__ = ()
 
 
 Event = Hello | Completed | HostCall | Console | Terminated
@@ -166,12 +163,96 @@ class _Part:
 _PART: Final = _Part()
 
 
-@dataclass(slots=True)
 class Outcome:
     """The result of a request: a value, or the exception to raise."""
 
-    value: Any = None
-    error: BaseException | None = None
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+
+# -- what a command asks of the worker: Core.request() makes its frame below ----------------
+class _Request:
+    """A request: its fields are its __match_args__, which its repr shows.
+
+    Not a NamedTuple: one is made per command, and a tuple's construction and field reads cost
+    the warm path more than a plain class's (nobody keeps or compares a request).
+    """
+
+    __slots__ = ()
+    __match_args__: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
+        return f"{type(self).__name__}({fields})"
+
+
+class Eval(_Request):
+    """Evaluate code; typescript: strip its types first; program: a Code Mode program."""
+
+    __slots__ = __match_args__ = ("code", "typescript", "program")
+
+    def __init__(self, code: str, typescript: bool = False, program: bool = False) -> None:
+        self.code = code
+        self.typescript = typescript
+        self.program = program
+
+
+class AddModule(_Request):
+    __slots__ = __match_args__ = ("specifier", "source")
+
+    def __init__(self, specifier: str, source: str) -> None:
+        self.specifier = specifier
+        self.source = source
+
+
+class AddPackage(_Request):
+    __slots__ = __match_args__ = ("specifier", "requires", "source")
+
+    def __init__(self, specifier: str, requires: tuple[str, ...], source: str) -> None:
+        self.specifier = specifier
+        self.requires = requires
+        self.source = source
+
+
+class EvalModule(_Request):
+    __slots__ = __match_args__ = ("source",)
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+
+class LoadWasm(_Request):
+    __slots__ = __match_args__ = ("name", "module")
+
+    def __init__(self, name: str, module: bytes) -> None:
+        self.name = name
+        self.module = module
+
+
+class Bind(_Request):
+    """Bind fn as the guest global name (checked by Core.bind_check first)."""
+
+    __slots__ = __match_args__ = ("name", "fn")
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        self.name = name
+        self.fn = fn
+
+
+class Call(_Request):
+    """Call the guest function handle function_id with args."""
+
+    __slots__ = __match_args__ = ("function_id", "args")
+
+    def __init__(self, function_id: int, args: list[Any]) -> None:
+        self.function_id = function_id
+        self.args = args
+
+
+Request = Eval | AddModule | AddPackage | EvalModule | LoadWasm | Bind | Call
 
 
 def frame(payload: bytes) -> bytes:

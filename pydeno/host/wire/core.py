@@ -21,8 +21,7 @@ import math
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..._base.checks import bytes_text, limit_text, seconds
 from ..._base.errors import PydenoError, RuntimeForceKilled, RuntimeTimeout, guest_error
@@ -39,7 +38,24 @@ from ..._base.failures import (
 from ..._base.kinds import classify_error
 from ..._base.options import RuntimeOptions, console_log
 from .codec import Codec
-from .connection import Completed, Connection, Console, Event, Hello, HostCall, ProtocolError, Terminated
+from .connection import (
+    AddModule,
+    AddPackage,
+    Bind,
+    Call,
+    Completed,
+    Connection,
+    Console,
+    Eval,
+    EvalModule,
+    Event,
+    Hello,
+    HostCall,
+    LoadWasm,
+    ProtocolError,
+    Request,
+    Terminated,
+)
 
 __all__ = [
     "CLOSED",
@@ -194,35 +210,55 @@ CLOSED: Final = State.CLOSED
 
 
 # -- what the supervisor must apply, in order, right after the call that queued it ----------
-@dataclass(frozen=True, slots=True)
 class Running:
     """The first command in flight began: charge CPU to commands from now."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
+
 class Idle:
     """The last command in flight ended: charge CPU to the time between commands from now."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class HostWait:
+
+class HostWait(NamedTuple):
     """A host function's run must end by deadline, else the worker is killed with verdict;
     (None, None) once it returned."""
 
     deadline: float | None
     verdict: PydenoError | None
 
+    # A tuple equals any tuple of equal items: a ForceKill of the same deadline and verdict
+    # is not this notice.
+    def __eq__(self, other: object) -> bool:
+        return type(other) is HostWait and tuple.__eq__(self, other)
 
-@dataclass(frozen=True, slots=True)
-class ForceKill:
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
+
+
+class ForceKill(NamedTuple):
     """Kill the worker at deadline with verdict unless it acknowledged a termination first."""
 
     deadline: float
     verdict: PydenoError
 
+    # As HostWait's: the two notices have one shape.
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ForceKill and tuple.__eq__(self, other)
 
-@dataclass(frozen=True, slots=True)
-class Closed:
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return tuple.__hash__(self)
+
+
+class Closed(NamedTuple):
     """The runtime closed: end the worker. by_call: close() (or terminate() with nothing to
     terminate) closed it, not a failure."""
 
@@ -236,61 +272,6 @@ RUNNING: Final = Running()
 IDLE: Final = Idle()
 
 
-# -- what a command asks of the worker ------------------------------------------------------
-# Not frozen: one is made per command, and a frozen dataclass sets each field through
-# object.__setattr__, a cost the warm path pays for nothing (nobody keeps a request).
-@dataclass(slots=True)
-class Eval:
-    """Evaluate code; typescript: strip its types first; program: a Code Mode program."""
-
-    code: str
-    typescript: bool = False
-    program: bool = False
-
-
-@dataclass(slots=True)
-class AddModule:
-    specifier: str
-    source: str
-
-
-@dataclass(slots=True)
-class AddPackage:
-    specifier: str
-    requires: tuple[str, ...]
-    source: str
-
-
-@dataclass(slots=True)
-class EvalModule:
-    source: str
-
-
-@dataclass(slots=True)
-class LoadWasm:
-    name: str
-    module: bytes
-
-
-@dataclass(slots=True)
-class Bind:
-    """Bind fn as the guest global name (checked by Core.bind_check first)."""
-
-    name: str
-    fn: Callable[..., Any]
-
-
-@dataclass(slots=True)
-class Call:
-    """Call the guest function handle function_id with args."""
-
-    function_id: int
-    args: list[Any]
-
-
-Request = Eval | AddModule | AddPackage | EvalModule | LoadWasm | Bind | Call
-
-
 class _NeedData:
     """The sentinel :meth:`Core.pump` returns when it needs more bytes from the worker."""
 
@@ -300,23 +281,37 @@ class _NeedData:
 NEED_DATA: Final = _NeedData()
 
 
-@dataclass(eq=False, slots=True)
 class Command:
     """One request in flight: its id, the bytes that ask for it (until they are taken to be
     sent), and what it has been charged so far."""
 
-    rid: int
-    limit: float | None
-    # The guest's deadline; host-call time moves it later (timeout does not charge it).
-    deadline: float
-    data: bytes = field(default=b"", repr=False)
-    # Run by the host for itself (a determinism prelude, a package, a pool's warm-up):
-    # stats() leaves it out.
-    internal: bool = False
-    host_wait: float = 0.0
-    host_call_started: float | None = None
-    console_bytes: int = 0
-    console_capped: bool = False
+    __slots__ = (
+        "console_bytes",
+        "console_capped",
+        "data",
+        "deadline",
+        "host_call_started",
+        "host_wait",
+        "internal",
+        "limit",
+        "rid",
+    )
+
+    def __init__(
+        self, rid: int, limit: float | None, deadline: float, data: bytes = b"", internal: bool = False
+    ) -> None:
+        self.rid = rid
+        self.limit = limit
+        # The guest's deadline; host-call time moves it later (timeout does not charge it).
+        self.deadline = deadline
+        self.data = data
+        # Run by the host for itself (a determinism prelude, a package, a pool's warm-up):
+        # stats() leaves it out.
+        self.internal = internal
+        self.host_wait = 0.0
+        self.host_call_started: float | None = None
+        self.console_bytes = 0
+        self.console_capped = False
 
     def take_data(self) -> bytes:
         """The bytes to send, once: the command keeps no copy of a large frame while it runs."""
