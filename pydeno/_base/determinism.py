@@ -10,8 +10,6 @@ real ones back. Web Workers the guest starts are not covered.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import math
 from typing import Any, Final
 
@@ -65,6 +63,8 @@ def prelude(seed: int | None, clock_ms: int | None) -> str:
     None: that one is left as it is)."""
     parts = ["(() => {\n"]
     if seed is not None:
+        import hashlib  # not with the package: OpenSSL's bindings load slowly, for a seed's hash
+
         # The generator's state is a hash of the seed: sfc32 started from a small seed (7,
         # say) gives near-zero numbers for its first dozen outputs.
         state = int.from_bytes(hashlib.blake2b(seed.to_bytes(16, "little"), digest_size=16).digest(), "little")
@@ -90,6 +90,8 @@ def check_clock(value: Any) -> int | None:
     """clock= as milliseconds since the epoch."""
     if value is None:
         return None
+    import datetime  # not with the package: only a clock= option needs it
+
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             raise ValueError(

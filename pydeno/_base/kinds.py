@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from typing import Final, NamedTuple
 
 from .kind_patterns import (
@@ -505,9 +504,13 @@ KINDS: Final[dict[str, tuple[bool, bool, str]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """What a failure means for the caller: the kind and what to do about it."""
+class ErrorInfo(NamedTuple):
+    """What a failure means for the caller: the kind and what to do about it.
+
+    Immutable, and equal to another with the same four fields. A named tuple rather than a
+    dataclass: the dataclasses module, with the inspect and ast modules it loads, would
+    otherwise be a third of what ``import pydeno`` costs.
+    """
 
     kind: str
     retryable: bool
@@ -515,7 +518,7 @@ class ErrorInfo:
     retry_with_larger_limits: bool
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return dict(self._asdict())
 
 
 def info_of(kind: str) -> ErrorInfo:

@@ -10,7 +10,6 @@ it imports nothing of pydeno above the argument checks, so every layer may use i
 from __future__ import annotations
 
 import datetime
-import inspect
 import logging
 import sys
 from collections.abc import Callable, Collection, Mapping
@@ -243,6 +242,8 @@ def check_option_names(
 def _signature(called: Callable[..., Any]) -> tuple[str, set[str]]:
     """What the user called, as they wrote it (``SandboxPool``, ``AgentSandbox.load``), and
     the keywords it takes besides the runtime's options."""
+    import inspect  # not with the package: it loads the ast module, a share of its import
+
     if isinstance(called, type):
         public = next((c for c in called.__mro__ if not c.__name__.startswith("_")), called)
         label, function = public.__name__, inspect.signature(public)

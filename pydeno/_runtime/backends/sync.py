@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import math
 import select
 import threading
@@ -100,6 +99,8 @@ def resolve_within(seconds: float, result: Any) -> tuple[bool, Any]:
     """(True, a host function's result); (False, None) if an async one took more than
     ``seconds`` (it is cancelled). A plain function cannot be interrupted in its thread: it
     has returned by now, and the monitor killed the worker at the budget meanwhile."""
+    import inspect  # not with the package: it loads the ast module, a share of its import
+
     if not inspect.isawaitable(result):
         return True, result
     # Loaded by the first async host function, not with the package.

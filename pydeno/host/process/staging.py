@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import os
 import shutil
 import stat
@@ -232,6 +231,8 @@ def stage(deno: str, entry: Path, root: Path | None = None) -> Staged:
             deno = str(target)
         sources = sorted(entry.parent.glob("*.ts"))
         sources_entry = entry.name
+        import hashlib  # not with the package: OpenSSL's bindings load slowly, for one hash
+
         digest = hashlib.sha256()
         for source in sources:
             digest.update(source.name.encode() + b"\0" + source.read_bytes())
