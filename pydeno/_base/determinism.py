@@ -10,6 +10,7 @@ real ones back. Web Workers the guest starts are not covered.
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any, Final
 
@@ -90,8 +91,6 @@ def check_clock(value: Any) -> int | None:
     """clock= as milliseconds since the epoch."""
     if value is None:
         return None
-    import datetime  # not with the package: only a clock= option needs it
-
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
             raise ValueError(
