@@ -147,8 +147,11 @@ class AsyncSandboxPool(NeedsAsyncWith):
                         # Only a checkout that has to wait wakes the replenisher: waking a
                         # thread costs the waker tens of microseconds. The spare this checkout
                         # took is refilled when the checkout ends, or when the replenisher
-                        # next looks (PRUNE_INTERVAL), REFILL_DELAY at the soonest.
-                        self._cond.notify_all()
+                        # next looks (PRUNE_INTERVAL), REFILL_DELAY at the soonest. It wakes it
+                        # once: woken again by another waiting checkout's call, it would wake
+                        # that one in turn, and the two would take a CPU between them.
+                        if not waited:
+                            self._cond.notify_all()
                         core.check_open()
                         if core.failures != failures and core.failure is not None:
                             # The start this checkout waited on failed: that is its answer.

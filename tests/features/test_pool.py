@@ -203,6 +203,31 @@ def test_a_checkout_waiting_at_the_cap_is_served_when_the_held_worker_is_release
         assert results == ["waited"]
 
 
+# What the process may spend in CPU while checkouts wait half a second for a worker: the
+# monitor's and the replenisher's looks, nowhere near a busy loop's half second.
+IDLE_WAIT_CPU = 0.1
+
+
+def test_checkouts_waiting_together_sleep_instead_of_waking_each_other() -> None:
+    with pydeno.SandboxPool(size=0, max_workers=1, checkout_timeout=10.0) as pool:
+
+        def waiter() -> None:
+            with pool.checkout() as rt:
+                rt.eval("1")
+
+        threads = [threading.Thread(target=waiter) for _ in range(2)]
+        with pool.checkout(timeout=COLD):
+            for thread in threads:
+                thread.start()
+            poll_until(lambda: pool._core.waiting == 2, "both checkouts wait")
+            spent = time.process_time()
+            time.sleep(0.5)
+            spent = time.process_time() - spent
+        for thread in threads:
+            thread.join(COLD)
+        assert spent < IDLE_WAIT_CPU
+
+
 @pytest.mark.parametrize("max_workers", [None, 1])
 def test_a_worker_that_died_while_idle_is_not_handed_out(max_workers: int | None) -> None:
     with pydeno.SandboxPool(size=1, max_workers=max_workers, checkout_timeout=10.0) as pool:
@@ -578,6 +603,27 @@ def test_async_max_workers_caps_live_workers_and_a_checkout_over_the_cap_times_o
                 assert_checkout_timeout(info.value, 0.3)
             async with pool.checkout(timeout=COLD) as again:
                 assert await again.eval("'after release'") == "after release"
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_async_checkouts_waiting_together_sleep_instead_of_waking_each_other(backend: str) -> None:
+    async def main() -> None:
+        async with pydeno.AsyncSandboxPool(size=0, max_workers=1, checkout_timeout=10.0) as pool:
+
+            async def waiter() -> None:
+                async with pool.checkout() as rt:
+                    await rt.eval("1")
+
+            async with anyio.create_task_group() as tasks, pool.checkout(timeout=COLD):
+                tasks.start_soon(waiter)
+                tasks.start_soon(waiter)
+                await apoll_until(lambda: pool._core.waiting == 2, "both checkouts wait")
+                spent = time.process_time()
+                await anyio.sleep(0.5)
+                spent = time.process_time() - spent
+            assert spent < IDLE_WAIT_CPU
 
     run(backend, main)
 
