@@ -1,5 +1,5 @@
 """Where the deno binary is: the one the ``deno`` wheel installed, or ``$PYDENO_DENO``. Both
-the workers and the package bundler (pydeno/_base/packages.py) run it."""
+the workers and the package bundler (pydeno/_base/package_resolver.py) run it."""
 
 from __future__ import annotations
 

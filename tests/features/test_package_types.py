@@ -15,8 +15,8 @@ import pytest
 
 import pydeno
 from pydeno._base import package_types as _package_types
+from pydeno._base.package_resolver import parse_spec
 from pydeno._base.package_types import collect_types
-from pydeno._base.packages import parse_spec
 from pydeno.host.process.typecheck import CheckFailed, check, diagnostics
 from tests.packages_cache import (
     DATE_FNS,

@@ -76,15 +76,21 @@ def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
         raise AssertionError("pydeno.NoSuchThing resolved")
 
 
-# Modules an eval may need, but not at import: an option that needs them (a seed), a refusal
-# that suggests a name, a host function that returns an awaitable. The
-# dataclasses module compiles the generated methods of each class as it is made, and loads
-# inspect and ast: the package's own classes are NamedTuples or plain classes.
+# Modules an eval may need, but not at import: an option that needs them (a seed, packages=),
+# a refusal that suggests a name, a host function that returns an awaitable, the first start
+# (which hashes the worker's sources to stage them). The dataclasses module compiles the
+# generated methods of each class as it is made, and loads inspect and ast: the package's own
+# classes are NamedTuples or plain classes. hashlib loads OpenSSL's bindings, and the npm
+# resolver and the declarations' reader compile their patterns: they load with the first
+# Packages made, which options.py only names.
 NOT_AT_IMPORT: Final = (
     "ast",
     "dataclasses",
     "difflib",
+    "hashlib",
     "inspect",
+    "pydeno._base.package_resolver",
+    "pydeno._base.package_types",
     "secrets",
 )
 
