@@ -49,6 +49,7 @@ from .core import (
     alive,
     checked_setup,
     refuse_awaitable,
+    starters,
 )
 
 __all__ = ["AsyncSandboxPool"]
@@ -100,7 +101,8 @@ class AsyncSandboxPool(NeedsAsyncWith):
         # The teardowns of workers closed after their checkout (killed at once, reaped in the
         # background): close() waits for them, so no worker outlives the pool.
         self._ending: set[Future[None]] = set()
-        self._background = backend.Background(self._replenish, "pydeno-pool")
+        # Replenishers, each starting one worker at a time.
+        self._background = backend.Background(self._replenish, "pydeno-pool", starters(size))
         # unasync: self._background.start()
 
     async def __aenter__(self) -> AsyncSandboxPool:
@@ -137,7 +139,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 core.check_open()
                 core.waiting += 1
                 core.requests += 1
-                failures = core.failures
+                request, failures = core.requests, core.failures
                 try:
                     while True:
                         rt, found = core.take(alive)
@@ -153,7 +155,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
                         if not waited:
                             self._cond.notify_all()
                         core.check_open()
-                        if core.failures != failures and core.failure is not None:
+                        if core.failures != failures and core.failure is not None and core.failed_for >= request:
                             # The start this checkout waited on failed: that is its answer.
                             raise core.failure
                         left = deadline - time.monotonic()
@@ -180,6 +182,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 if core.closed:
                     return
                 core.starting += 1
+                asked = core.requests
             for worker in dead:
                 await self._retire(worker)
             new = await self._start()
@@ -193,13 +196,11 @@ class AsyncSandboxPool(NeedsAsyncWith):
                     continue
                 if isinstance(started, (PydenoError, SetupFailed)):
                     failure = started.error if isinstance(started, SetupFailed) else started
-                    core.failure, core.failures = failure, core.failures + 1
+                    # Another starts only when a checkout asks that had not when this one
+                    # began (see PoolCore.wanted): a machine that refuses workers must not be
+                    # hammered in the background.
+                    core.failure, core.failures, core.failed_for = failure, core.failures + 1, asked
                     self._cond.notify_all()
-                    # Start again only when a new checkout asks: a machine that refuses
-                    # workers must not be hammered in the background.
-                    requests = core.requests
-                    while not core.closed and core.requests == requests:
-                        await self._cond.wait()
                     continue
                 rt = started
                 core.failure = None

@@ -4,6 +4,7 @@ async source (pydeno/_pools/_async.py) and its generated sync twin (pydeno/_pool
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,12 +24,22 @@ __all__ = [
     "alive",
     "checked_setup",
     "refuse_awaitable",
+    "starters",
 ]
 
 # After a checkout, starting a spare waits this long (or until the checkout ends): a worker
 # starting up takes a core, and on a small machine it would double the latency of the first
 # evaluations of the runtime just handed out (about 2.3 ms instead of 0.8 ms here).
 REFILL_DELAY: Final = 0.05
+
+
+def starters(size: int) -> int:
+    """How many workers a pool of ``size`` starts at once: a start keeps about a core busy
+    (deno's start-up, the worker's code compiled), so one after another they leave the other
+    cores idle while checkouts wait; up to one per CPU, and no more than the pool keeps ready."""
+    return max(1, min(size, os.cpu_count() or 1))
+
+
 # How often the replenisher looks for idle workers that died, at most.
 PRUNE_INTERVAL: Final = 0.5
 # A setup= that fails on this many new workers in a row is taken to fail on every one: its
@@ -58,10 +69,13 @@ class PoolCore(Generic[R]):
         self.requests = 0
         self.refill_after = 0.0
         self.closed = False
-        # The last start failure and how many there were: a checkout waiting on a start that
-        # fails gets that failure rather than a timeout.
+        # The last start failure, how many there were, and how many checkouts had asked when
+        # the failed start began: a checkout waiting on a start that fails gets that failure
+        # rather than a timeout, but not the failure of one that began before it asked (with
+        # starts side by side, one can fail after another checkout's start has).
         self.failure: Exception | None = None
         self.failures = 0
+        self.failed_for = 0
         # Setups that failed (a worker closed for it each): in all, for stats(), and in a
         # row since the last worker that was set up.
         self.setup_failures = 0
@@ -84,6 +98,17 @@ class PoolCore(Generic[R]):
         want = self.size + self.waiting - len(self.idle) - self.starting
         if self.max_workers is not None:
             want = min(want, self.max_workers - self.live)
+        if self.failure is not None:
+            # The last start failed: another only for a checkout that has asked since that
+            # start began, and one at a time, as a machine that refuses workers gives every
+            # start side by side the same answer.
+            if self.requests <= self.failed_for:
+                return 0
+            want = min(want, 1 - self.starting)
+        elif self.setup_streak:
+            # Setups have been failing: no more side by side than the streak has left, so
+            # that the one that makes it SETUP_ATTEMPTS is the last.
+            want = min(want, SETUP_ATTEMPTS - self.setup_streak - self.starting)
         return max(0, want)
 
     def take(self, alive: Any) -> tuple[R | None, list[R]]:

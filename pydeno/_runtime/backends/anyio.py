@@ -157,12 +157,13 @@ def shielded() -> anyio.CancelScope:
 
 
 class Background:
-    """A task that runs beside its owner for the owner's life: in a task group of its own,
-    which ``async with`` on the owner enters (start) and leaves (leave)."""
+    """``count`` tasks, each running target, beside their owner for the owner's life: in a task
+    group of their own, which ``async with`` on the owner enters (start) and leaves (leave)."""
 
-    def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+    def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str, count: int = 1) -> None:
         self._target = target
         self._name = name
+        self._count = count
         self._group: anyio.abc.TaskGroup | None = None
         self._started = False
 
@@ -171,7 +172,8 @@ class Background:
             self._started = True
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
-            self._group.start_soon(self._target, name=self._name)
+            for _ in range(self._count):
+                self._group.start_soon(self._target, name=self._name)
 
     def check_started(self, how: str) -> None:
         if not self._started:

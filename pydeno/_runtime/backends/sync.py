@@ -167,22 +167,25 @@ def wait(condition: threading.Condition, timeout: float) -> None:
 
 
 class Background:
-    """A daemon thread that runs beside its owner for the owner's life, from its start."""
+    """``count`` daemon threads, each running target, beside their owner for the owner's life,
+    from its start."""
 
-    def __init__(self, target: Callable[[], None], name: str) -> None:
-        self._thread = threading.Thread(target=target, name=name, daemon=True)
+    def __init__(self, target: Callable[[], None], name: str, count: int = 1) -> None:
+        self._threads = [threading.Thread(target=target, name=name, daemon=True) for _ in range(count)]
 
     def start(self) -> None:
-        if self._thread.ident is None:
-            self._thread.start()
+        for thread in self._threads:
+            if thread.ident is None:
+                thread.start()
 
     def check_started(self, how: str) -> None:
         """Always started, in the owner's constructor."""
 
     def join(self) -> None:
-        """Wait for the thread to end (its owner is closed), unless this is that thread."""
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        """Wait for the threads to end (their owner is closed), but for the calling one."""
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
 
     def leave(self) -> None:
         pass

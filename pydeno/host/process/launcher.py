@@ -457,9 +457,14 @@ class _Server:
             os.closerange(3, SPARE_FD)
             os.closerange(SPARE_FD + 1, platform.max_fd())
             lines: list[str] = []
-            ready = confine_ahead(spec, self.layers, self.pid, lines.append)
-            if isinstance(ready, int):
-                return ready
+            # A refusal waits for its worker too: the zygote may hand this spare a request
+            # before it sees the spare exit, and that worker's stderr is where the refusal is
+            # told, as a one-off launcher would tell it.
+            ready: int | Callable[..., None]
+            try:
+                ready = confine_ahead(spec, self.layers, self.pid, lines.append)
+            except SystemExit as exc:
+                ready = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
             sock = self.socket.socket(fileno=SPARE_FD)
             data, ancillary, flags, _ = sock.recvmsg(MAX_REQUEST, self.socket.CMSG_SPACE(4 * 4))
             fds = [fd for level, kind, raw in ancillary if kind == self.socket.SCM_RIGHTS for fd in _unpack(raw)]
@@ -471,6 +476,8 @@ class _Server:
             sock.close()
             for line in lines:
                 os.write(2, line.encode())
+            if isinstance(ready, int):
+                return ready
             return launch(ready, {**spec, **marshal.loads(data)})
 
         _exit_with(become)
