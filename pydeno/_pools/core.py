@@ -36,8 +36,9 @@ REFILL_DELAY: Final = 0.05
 def starters(size: int) -> int:
     """How many workers a pool of ``size`` starts at once: a start keeps about a core busy
     (deno's start-up, the worker's code compiled), so one after another they leave the other
-    cores idle while checkouts wait; up to one per CPU, and no more than the pool keeps ready."""
-    return max(1, min(size, os.cpu_count() or 1))
+    cores idle while checkouts wait; up to one per CPU this process may run on (a container's
+    cpuset, not the machine's count), and no more than the pool keeps ready."""
+    return max(1, min(size, len(os.sched_getaffinity(0))))
 
 
 # How often the replenisher looks for idle workers that died, at most.

@@ -144,7 +144,7 @@ def test_the_pool_keeps_size_idle_workers_ready_and_refills_after_a_checkout() -
 def test_a_pool_starts_as_many_workers_at_once_as_it_keeps_ready_up_to_one_per_cpu(
     monkeypatch: pytest.MonkeyPatch, cpus: int, together: int
 ) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
     lock = threading.Lock()
     setting_up = [0]
     most: list[int] = []
@@ -616,7 +616,7 @@ def test_async_the_pool_keeps_size_idle_workers_ready_and_refills_after_a_checko
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_async_a_pool_starts_its_workers_side_by_side(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     setting_up = [0]
     most: list[int] = []
 
