@@ -218,19 +218,10 @@ class Resolver:
         """The bundle the lock names, or None when the cache does not hold it; refused when
         the cache holds other bytes under its name."""
         path = self.cache / "bundles" / f"{entry['sha256']}.js"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        data = _kept(path, spec, entry["sha256"], f"for {spec.text!r}, {entry['resolved']}")
+        if data is None:
             return None
-        except OSError as exc:
-            raise PackageUnresolved(f"package {spec.text!r} could not be resolved: {path}: {exc}") from exc
-        actual = sha256_hex(data)
-        if actual != entry["sha256"]:
-            raise PackageRefused(
-                f"package bundle refused: {path} (for {spec.text!r}, {entry['resolved']}) hashes to sha256 {actual}, "
-                f"not the {entry['sha256']} the lock names; it was changed after it was written. Delete it to "
-                "bundle the package again"
-            )
+        actual = entry["sha256"]
         source = data.decode("utf-8")
         made = functools.partial(Bundle, spec.specifier, entry["resolved"], actual, source, _node_requires(source))
         pinned = entry.get("types")
@@ -264,19 +255,9 @@ class Resolver:
         """The declarations the lock names, like the bundle: None when the cache lacks them
         (the package is bundled again), refused when other bytes are kept under their name."""
         path = self.cache / "types" / f"{sha}.json"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        data = _kept(path, spec, sha, f"the declarations of {spec.text!r}, {entry['resolved']}")
+        if data is None:
             return None
-        except OSError as exc:
-            raise PackageUnresolved(f"package {spec.text!r} could not be resolved: {path}: {exc}") from exc
-        actual = sha256_hex(data)
-        if actual != sha:
-            raise PackageRefused(
-                f"package bundle refused: {path} (the declarations of {spec.text!r}, {entry['resolved']}) hashes to "
-                f"sha256 {actual}, not the {sha} the lock names; it was changed after it was written. Delete it to "
-                "bundle the package again"
-            )
         try:
             types = load_types(data)
         except ValueError as exc:
@@ -379,6 +360,24 @@ class Resolver:
         data = {"lockfileVersion": LOCK_VERSION, "packages": dict(sorted(entries.items()))}
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(self.lock_path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def _kept(path: Path, spec: Spec, sha: str, what: str) -> bytes | None:
+    """The bytes the cache keeps under the lock's hash sha, None when it keeps none; refused
+    when they hash to anything else (what: whose they are, for the message)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise PackageUnresolved(f"package {spec.text!r} could not be resolved: {path}: {exc}") from exc
+    actual = sha256_hex(data)
+    if actual != sha:
+        raise PackageRefused(
+            f"package bundle refused: {path} ({what}) hashes to sha256 {actual}, not the {sha} the lock names; it "
+            "was changed after it was written. Delete it to bundle the package again"
+        )
+    return data
 
 
 def _check_entry(entry: Mapping[str, Any]) -> None:
