@@ -139,7 +139,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
                 core.check_open()
                 core.waiting += 1
                 core.requests += 1
-                request, failures = core.requests, core.failures
+                request = core.requests
                 try:
                     while True:
                         rt, found = core.take(alive)
@@ -155,8 +155,8 @@ class AsyncSandboxPool(NeedsAsyncWith):
                         if not waited:
                             self._cond.notify_all()
                         core.check_open()
-                        if core.failures != failures and core.failure is not None and core.failed_for >= request:
-                            # The start this checkout waited on failed: that is its answer.
+                        if core.failure is not None and core.failed_for >= request:
+                            # A start that began once this checkout asked failed: its answer.
                             raise core.failure
                         left = deadline - time.monotonic()
                         if left <= 0:
@@ -199,7 +199,7 @@ class AsyncSandboxPool(NeedsAsyncWith):
                     # Another starts only when a checkout asks that had not when this one
                     # began (see PoolCore.wanted): a machine that refuses workers must not be
                     # hammered in the background.
-                    core.failure, core.failures, core.failed_for = failure, core.failures + 1, asked
+                    core.failure, core.failed_for = failure, asked
                     self._cond.notify_all()
                     continue
                 rt = started

@@ -70,12 +70,11 @@ class PoolCore(Generic[R]):
         self.requests = 0
         self.refill_after = 0.0
         self.closed = False
-        # The last start failure, how many there were, and how many checkouts had asked when
-        # the failed start began: a checkout waiting on a start that fails gets that failure
-        # rather than a timeout, but not the failure of one that began before it asked (with
-        # starts side by side, one can fail after another checkout's start has).
+        # The last start failure, and how many checkouts had asked when the failed start
+        # began: a checkout waiting on a start that fails gets that failure rather than a
+        # timeout, but not the failure of one that began before it asked (with starts side by
+        # side, one can fail after another checkout's start has).
         self.failure: Exception | None = None
-        self.failures = 0
         self.failed_for = 0
         # Setups that failed (a worker closed for it each): in all, for stats(), and in a
         # row since the last worker that was set up.

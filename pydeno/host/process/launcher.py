@@ -167,7 +167,7 @@ def confine_ahead(
     def refused(exc: Exception) -> None:
         if strict:
             say(f"{PREFIX}{exc}\n")
-            raise SystemExit(EXIT_UNAVAILABLE)
+            raise _Refused
         say(f"{SKIPPED}{exc}\n")
 
     def breach(what: str) -> None:
@@ -182,41 +182,51 @@ def confine_ahead(
         except layers.LayerUnavailable as exc:
             refused(exc)
 
-    apply("parent-death signal", layers.set_parent_death_signal, parent)
-    if os.getppid() != parent:
-        return EXIT_DONE  # the parent is already gone: there is no one to serve
-    if spec.get("files") is not None:
-        # Before the privilege drop and Landlock: O_PATH, it grants nothing by itself.
+    def steps() -> int | Callable[..., None]:
+        apply("parent-death signal", layers.set_parent_death_signal, parent)
+        if os.getppid() != parent:
+            return EXIT_DONE  # the parent is already gone: there is no one to serve
+        if spec.get("files") is not None:
+            # Before the privilege drop and Landlock: O_PATH, it grants nothing by itself.
+            try:
+                files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
+            except OSError as exc:
+                say(f"{PREFIX}cannot open the worker's files: {exc.strerror}\n")
+                return EXIT_EXEC_FAILED
+            if files != WORKER_FILES_FD:
+                os.dup2(files, WORKER_FILES_FD)
+                os.close(files)
+            os.set_inheritable(WORKER_FILES_FD, True)
+        apply("namespaces", layers.unshare_namespaces)
+        if os.geteuid() == 0:
+            apply("privilege drop", layers.drop_privileges)
+        apply("no_new_privs", layers.set_no_new_privs)
+        # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
+        read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
+        apply("landlock", layers.restrict_filesystem, read, spec["execute"])
+        program, host, targets = spec["argv"][0], spec.get("host"), spec.get("selftest")
+        # The filter goes in inside ready_to_exec, after everything it refuses: it refuses every
+        # execve but deno's, including any a later deno would make.
         try:
-            files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
-        except OSError as exc:
-            say(f"{PREFIX}cannot open the worker's files: {exc.strerror}\n")
-            return EXIT_EXEC_FAILED
-        if files != WORKER_FILES_FD:
-            os.dup2(files, WORKER_FILES_FD)
-            os.close(files)
-        os.set_inheritable(WORKER_FILES_FD, True)
-    apply("namespaces", layers.unshare_namespaces)
-    if os.geteuid() == 0:
-        apply("privilege drop", layers.drop_privileges)
-    apply("no_new_privs", layers.set_no_new_privs)
-    # "/proc/self" names this process (the pid deno keeps), resolved here, not by the host.
-    read = [f"/proc/{os.getpid()}" if path == "/proc/self" else path for path in spec["read"]]
-    apply("landlock", layers.restrict_filesystem, read, spec["execute"])
-    program, host, targets = spec["argv"][0], spec.get("host"), spec.get("selftest")
-    # The filter goes in inside ready_to_exec, after everything it refuses: it refuses every
-    # execve but deno's, including any a later deno would make.
+            if "seccomp" in simulated:
+                raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
+            return layers.ready_to_exec(  # type: ignore[no-any-return]
+                program, seccomp="seccomp" not in silent, report=breach, host=host, targets=targets
+            )
+        except layers.LayerUnavailable as exc:
+            refused(exc)
+            return layers.ready_to_exec(  # type: ignore[no-any-return]
+                program, seccomp=False, report=breach, host=host, targets=targets
+            )
+
     try:
-        if "seccomp" in simulated:
-            raise layers.LayerUnavailable("seccomp", simulated["seccomp"])
-        return layers.ready_to_exec(  # type: ignore[no-any-return]
-            program, seccomp="seccomp" not in silent, report=breach, host=host, targets=targets
-        )
-    except layers.LayerUnavailable as exc:
-        refused(exc)
-        return layers.ready_to_exec(  # type: ignore[no-any-return]
-            program, seccomp=False, report=breach, host=host, targets=targets
-        )
+        return steps()
+    except _Refused:
+        return EXIT_UNAVAILABLE
+
+
+class _Refused(Exception):
+    """A layer was refused under "require": the process is to end with EXIT_UNAVAILABLE."""
 
 
 # --- serve mode ---------------------------------------------------------------------------------
@@ -460,11 +470,7 @@ class _Server:
             # A refusal waits for its worker too: the zygote may hand this spare a request
             # before it sees the spare exit, and that worker's stderr is where the refusal is
             # told, as a one-off launcher would tell it.
-            ready: int | Callable[..., None]
-            try:
-                ready = confine_ahead(spec, self.layers, self.pid, lines.append)
-            except SystemExit as exc:
-                ready = exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+            ready = confine_ahead(spec, self.layers, self.pid, lines.append)
             sock = self.socket.socket(fileno=SPARE_FD)
             data, ancillary, flags, _ = sock.recvmsg(MAX_REQUEST, self.socket.CMSG_SPACE(4 * 4))
             fds = [fd for level, kind, raw in ancillary if kind == self.socket.SCM_RIGHTS for fd in _unpack(raw)]

@@ -87,11 +87,11 @@ class Spawner:
             # start.
             with self._cond:
                 zygote = self.zygote
-                ready = zygote is not None and zygote.ready and not zygote.gone
-                if ready:
+                if zygote is not None and (not zygote.ready or zygote.gone):
+                    zygote = None
+                if zygote is not None:
                     self._live += 1
-            if ready:
-                assert zygote is not None
+            if zygote is not None:
                 try:
                     return zygote.spawn(command.spec, self.reply_seconds)
                 except ZygoteGone:

@@ -229,33 +229,12 @@ class HostWait(NamedTuple):
     deadline: float | None
     verdict: PydenoError | None
 
-    # A tuple equals any tuple of equal items: a ForceKill of the same deadline and verdict
-    # is not this notice.
-    def __eq__(self, other: object) -> bool:
-        return type(other) is HostWait and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return tuple.__hash__(self)
-
 
 class ForceKill(NamedTuple):
     """Kill the worker at deadline with verdict unless it acknowledged a termination first."""
 
     deadline: float
     verdict: PydenoError
-
-    # As HostWait's: the two notices have one shape.
-    def __eq__(self, other: object) -> bool:
-        return type(other) is ForceKill and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return tuple.__hash__(self)
 
 
 class Closed(NamedTuple):
@@ -265,6 +244,8 @@ class Closed(NamedTuple):
     by_call: bool
 
 
+# Told apart by their classes (Supervisor._apply), never compared: HostWait and ForceKill,
+# tuples of one shape, would compare equal.
 Notice = Running | Idle | HostWait | ForceKill | Closed
 # The two notices every command queues carry nothing: one of each serves them all (and the
 # supervisor knows them by identity).
