@@ -64,7 +64,9 @@ import {
   W_PART,
   W_RESULT,
   W_TERMINATED,
+  MAX_SETTINGS_BYTES,
   WORKER_PREFIX,
+  type StartSettings,
   type WorkerSettings,
 } from "./protocol.ts";
 
@@ -72,18 +74,13 @@ import {
 type ConsoleLevel = typeof CONSOLE_LEVELS[number];
 
 const D: any = (globalThis as any).Deno;
-// Dropped once start-up has read it (see the end of start-up): the self-test's expected
-// environment and the mailbox's path name host files, and a heap snapshot (node:v8) shows the
-// guest every string still alive in this isolate.
-let config: WorkerSettings = JSON.parse((() => {
+// What every worker of this staging shares (the self-test's expected environment): the rest
+// of the settings come over stdin once start-up needs them (see "This worker's settings").
+// Dropped once start-up has read it: the self-test's expected environment names host files,
+// and a heap snapshot (node:v8) shows the guest every string still alive in this isolate.
+let startSettings: StartSettings = JSON.parse((() => {
   try { return D.env.get(SETTINGS_VARIABLE) ?? "{}"; } catch { return "{}"; }
 })());
-const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
-const MAX_DEPTH: number = config.max_depth ?? 128;
-const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
-const MAX_INFLIGHT: number = config.max_inflight_host_calls ?? 32;
-// Per command. The host counts and enforces this too; stopping here saves the pipe.
-const MAX_CONSOLE_BYTES: number = config.max_console_bytes ?? 1 << 20;
 
 // --- Facilities captured before any guest code -----------------------------------------
 const core = D[D.internal].core;
@@ -174,7 +171,7 @@ function classicScriptSafe(): boolean {
 const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("/") + 1);
 
 // --- The sandbox self-test ----------------------------------------------------------------
-// Only when the host applied OS layers (config.selftest). The launcher has already tried, under
+// Only when the host applied OS layers (startSettings.selftest). The launcher has already tried, under
 // every layer deno inherits, to read, list and create files, to listen and connect, to start a
 // process and to signal the host (pydeno/host/process/layers.py): what only deno sees is left here, the
 // environment it was handed. Deno was started with a grant to read all of it, revoked below
@@ -183,7 +180,8 @@ const WORKER_DIR = StringSlice(import.meta.url, 0, import.meta.url.lastIndexOf("
 // A function, not a block of this module: what a block's closures capture (the environment)
 // would stay alive with the module for the guest's heap snapshots to find.
 const breaches: string[] = [];
-if (config.selftest) selfTest(config.selftest);
+if (startSettings.selftest) selfTest(startSettings.selftest);
+startSettings = {};
 
 function selfTest(st: any): void {
   // st.env is the whole environment expected: what the launcher set and what deno adds to
@@ -191,6 +189,41 @@ function selfTest(st: any): void {
   const env = D.env.toObject();
   const extra = Object.keys(env).filter((name) => name !== SETTINGS_VARIABLE && env[name] !== st.env[name]).length;
   if (extra) breaches.push(`saw ${extra} environment variables the host did not set`);
+}
+
+// --- This worker's settings ------------------------------------------------------------
+// The host's first frame on stdin: this worker's limits and its mailbox's path. Everything
+// above is the same for every worker of this staging, so a worker can be started ahead of
+// the runtime it will serve (the zygote's spare) and wait here, blocked in read(), until the
+// host that takes it sends them. Read whole, and no further: what follows is the host's first
+// command, for the read loop.
+const SETTINGS_BYTES = FRAME_HEADER_BYTES + readSettingsLength();
+let config: WorkerSettings = JSON.parse(new TextDecoder().decode(readExactly(SETTINGS_BYTES - FRAME_HEADER_BYTES)));
+const MAX_MESSAGE_BYTES: number = config.max_message_bytes ?? 64 * 1024 * 1024;
+const MAX_DEPTH: number = config.max_depth ?? 128;
+const MAX_CONSOLE_CHARS: number = config.max_console_chars ?? 16 * 1024;
+const MAX_INFLIGHT: number = config.max_inflight_host_calls ?? 32;
+// Per command. The host counts and enforces this too; stopping here saves the pipe.
+const MAX_CONSOLE_BYTES: number = config.max_console_bytes ?? 1 << 20;
+
+function readSettingsLength(): number {
+  const h = readExactly(FRAME_HEADER_BYTES);
+  const len = ((h[0] << 24) >>> 0) + (h[1] << 16) + (h[2] << 8) + h[3];
+  if (len > MAX_SETTINGS_BYTES) {
+    coreWriteSync(2, new TextEncoder().encode(`${WORKER_PREFIX}a settings frame of ${len} bytes\n`));
+    exit(EXIT_INTERNAL);
+  }
+  return len;
+}
+
+function readExactly(n: number): Uint8Array {
+  const b = new Uint8ArrayCtor(n);
+  for (let got = 0; got < n;) {
+    const more = readSync(U8Subarray(b, got));
+    if (more === 0) exit(EXIT_DONE); // the host hung up before it sent them
+    got += more;
+  }
+  return b;
 }
 
 // --- The mailbox: waiting for input without sleeping ----------------------------------------
@@ -1805,7 +1838,8 @@ function pump(): void {
 const SPIN_MS = 0.15;
 const PREEMPTED_MS = 0.05;
 const nowMs: () => number = performance.now.bind(performance);
-let stdinBytes = 0; // read from stdin so far; the mailbox holds what the host has written
+// Read from stdin so far; the mailbox holds what the host has written.
+let stdinBytes = SETTINGS_BYTES;
 let polling = true;
 
 /** Returns when stdin has bytes (-1), or when the caller's read() should sleep for them:

@@ -125,12 +125,22 @@ export const MAX_COST_PER_BYTE = 128;
 // -- The worker's process --
 
 /**
- * The environment variable the worker's settings travel in, as JSON. Not the command line:
- * the guest can read that back (Deno.args in a Web Worker, process.argv), and the self-test's
- * targets and the mailbox's path would tell it where the host keeps its files.
+ * The environment variable the worker's start settings travel in, as JSON: what every worker
+ * of one staging shares, so that a worker can be started before the runtime it will serve
+ * (the zygote's spare, pydeno/host/process/launcher.py). Not the command line: the guest can
+ * read that back (Deno.args in a Web Worker, process.argv), and the self-test's targets would
+ * tell it where the host keeps its files.
  */
 export const SETTINGS_VARIABLE = "PYDENO_WORKER_SETTINGS";
-/** Each setting the host sends, with the TypeScript type the worker reads it as. */
+/** Each start setting, with the TypeScript type the worker reads it as. */
+export interface StartSettings {
+  readonly selftest?: { env: Record<string, string> } | null;
+}
+/**
+ * Each of one worker's own settings, with the TypeScript type the worker reads it as. They
+ * are the host's first frame on the worker's stdin (the settings frame, below), which the worker waits
+ * for once its start-up needs them: its limits, and the mailbox's path.
+ */
 export interface WorkerSettings {
   readonly max_message_bytes?: number;
   readonly max_depth?: number;
@@ -139,9 +149,13 @@ export interface WorkerSettings {
   readonly max_inflight_host_calls?: number;
   readonly max_console_bytes?: number;
   readonly memory_growth?: number;
-  readonly selftest?: { env: Record<string, string> } | null;
   readonly mailbox?: string | null;
 }
+/**
+ * The settings frame: a frame's length header, then WORKER_SETTINGS as UTF-8 JSON, not
+ * msgpack (the worker reads it before its codec is set up), at most this many bytes of it.
+ */
+export const MAX_SETTINGS_BYTES = 65536;
 /**
  * The Deno permissions the host grants for the worker's part of the sandbox self-test (its
  * environment; the launcher probes the rest), which the worker revokes before its handshake.

@@ -118,8 +118,18 @@ def _read_exact(n: int) -> bytes | None:
     return b"".join(chunks)
 
 
+_settings_read = False
+
+
 def read_frame() -> list[Any] | None:
-    """The next frame from the host, or None when stdin is closed."""
+    """The next frame from the host, or None when stdin is closed. The host's first, the
+    worker's settings as JSON, is read and passed over, as a worker reads it before its loop."""
+    global _settings_read
+    if not _settings_read:
+        _settings_read = True
+        header = _read_exact(4)
+        if header is None or _read_exact(struct.unpack(">I", header)[0]) is None:
+            return None
     header = _read_exact(4)
     if header is None:
         return None

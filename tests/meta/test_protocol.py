@@ -188,7 +188,12 @@ def test_the_frame_header_is_the_tables_size() -> None:
 
 def test_the_settings_the_host_sends_are_the_tables() -> None:
     config = WorkerConfig(max_memory=None, max_message_bytes=1 << 20, jitless=True, max_depth=128)
-    assert set(json.loads(config.settings())) == set(protocol.WORKER_SETTINGS)
+    frame = config.settings()
+    length = int.from_bytes(frame[: protocol.FRAME_HEADER_BYTES], "big")
+    assert length == len(frame) - protocol.FRAME_HEADER_BYTES <= protocol.MAX_SETTINGS_BYTES
+    assert set(json.loads(frame[protocol.FRAME_HEADER_BYTES :])) == set(protocol.WORKER_SETTINGS)
+    start = json.loads(config.environment(Path("/cache"))[protocol.SETTINGS_VARIABLE])
+    assert set(start) == set(protocol.START_SETTINGS)
 
 
 def test_the_launcher_loads_the_table_when_it_runs_as_a_program() -> None:

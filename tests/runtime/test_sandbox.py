@@ -222,7 +222,7 @@ def unconfined_with_selftest(config: spec.WorkerConfig) -> list[str]:
     environment: the worker's own probe must report it."""
     deno, entry = os.path.realpath(staging.find_deno()), staging.worker_entry()
     own = spec.selftest_environment(staging.stage(deno, entry).cache)
-    settings = f"{spec.SETTINGS_VARIABLE}={config.settings(own)}"
+    settings = f"{spec.SETTINGS_VARIABLE}={config.environment(Path('/'), own)[spec.SETTINGS_VARIABLE]}"
     return ["/usr/bin/env", "PYDENO_SELFTEST_SECRET=hunter2", settings, *config.argv(deno, entry, own)]
 
 

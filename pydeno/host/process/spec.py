@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from ..._base.options import SandboxMode
-from ..wire.protocol import DEFAULT_DECODE_RATIO, SELFTEST_GRANTS, SETTINGS_VARIABLE
+from ..wire.protocol import DEFAULT_DECODE_RATIO, FRAME_HEADER_BYTES, SELFTEST_GRANTS, SETTINGS_VARIABLE
 from . import platform
 from .launcher import WORKER_FILES_FD
 from .staging import (
@@ -103,10 +103,10 @@ class WorkerConfig(NamedTuple):
         flags.append("--expose-gc")
         return ",".join(flags)
 
-    def settings(self, selftest: dict[str, Any] | None = None) -> str:
-        """What the worker reads from SETTINGS_VARIABLE: its limits, the worker's part of the self-test
-        and the mailbox."""
-        return json.dumps(
+    def settings(self) -> bytes:
+        """The settings frame (WORKER_SETTINGS), the first the host writes to the worker's
+        stdin: its limits and the mailbox."""
+        body = json.dumps(
             {
                 "max_message_bytes": self.max_message_bytes,
                 "max_depth": self.max_depth,
@@ -115,23 +115,28 @@ class WorkerConfig(NamedTuple):
                 "max_inflight_host_calls": self.max_inflight_host_calls,
                 "max_console_bytes": self.max_console_bytes,
                 "memory_growth": MEMORY_GROWTH_BYTES,
-                "selftest": selftest,
                 "mailbox": self.mailbox,
             }
-        )
+        ).encode()
+        return len(body).to_bytes(FRAME_HEADER_BYTES, "big") + body
 
-    def environment(self, cache: Path, selftest: dict[str, Any] | None = None) -> dict[str, str]:
-        """The worker's whole environment: deno's, and the worker's settings."""
-        return {**deno_environment(cache), SETTINGS_VARIABLE: self.settings(selftest)}
+    @staticmethod
+    def environment(cache: Path, selftest: dict[str, Any] | None = None) -> dict[str, str]:
+        """The worker's whole environment: deno's, and the start settings (START_SETTINGS),
+        the same for every worker of one staging."""
+        return {**deno_environment(cache), SETTINGS_VARIABLE: json.dumps({"selftest": selftest})}
 
     def argv(self, deno: str, entry: Path, selftest: dict[str, Any] | None = None) -> list[str]:
         """deno's command line. With ``selftest`` (what the worker's part of the sandbox
         self-test probes: its environment), deno may read all of its environment, so that the
-        probe sees what the OS handed it; otherwise only the settings. The mailbox is readable
-        too. The worker revokes every grant before it reports ready."""
+        probe sees what the OS handed it; otherwise only the start settings. The mailboxes'
+        directory is readable too, not this worker's mailbox alone: the command line is the
+        same for every worker of one staging and memory limit, so that the zygote can start
+        one ahead of its request, before the mailbox exists. The worker revokes every grant
+        before it reports ready, and before it runs anything it is sent."""
         grants = [f"--allow-{name}" for name in SELFTEST_GRANTS] if selftest else [f"--allow-env={SETTINGS_VARIABLE}"]
         if self.mailbox:
-            grants.append(f"--allow-read={self.mailbox}")
+            grants.append(f"--allow-read={os.path.dirname(self.mailbox)}")
         return [
             deno,
             "run",

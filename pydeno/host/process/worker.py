@@ -146,6 +146,11 @@ class WorkerProcess:
         # A pipe failure on the host's side (EIO, ...), as opposed to the worker closing its end.
         self.pipe_error: OSError | None = None
         self.closed = False
+        # The first frame: the worker's own settings, which a worker started ahead (the
+        # zygote's spare) is waiting for. The pipe is empty and holds more than the largest
+        # settings frame, so it takes the frame whole; a worker already gone (-1) is found
+        # dead at the handshake, with its reason.
+        self.write(config.settings())
 
     def _command(self, config: WorkerConfig, launch: Launch) -> Command:
         if launch.command is not None:
