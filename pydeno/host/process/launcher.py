@@ -32,31 +32,36 @@ process per host that has paid for the interpreter, the imports and what :func:`
 builds once. FD is its end of a ``SOCK_SEQPACKET`` socketpair with the host; each record is a
 marshalled tuple:
 
-    host -> zygote   ("spawn", SPEC) with the worker's stdin, stdout and stderr attached
+    host -> zygote   ("spawn", SPEC)
                      ("release", pid): the host is done with that worker; reap it
     zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
-                     ("spawned", pid) with a pidfd attached, or ("failed", errno, text)
+                     ("spawned", pid) with the worker's pidfd and the host's ends of its
+                     three pipes attached (its stdin's write end, its stdout's and stderr's
+                     read ends), or ("failed", errno, text)
                      ("overlimit", pid, what, value) when it killed a worker over a cap:
                      what is "memory" (value: its resident size) or "threads" (its count)
                      ("exit", pid, returncode) when a worker ends (negative: its signal)
                      ("reaped", pid) once a released worker is reaped (killed first if
                      it was still running)
-                     ("spare", pid) when it forked a spare (below), ("spare gone", pid)
+                     ("spare", pid) when it started a spare (below), ("spare gone", pid)
                      once one no request took is reaped; a spare taken is the
                      "spawned" worker of that pid
 
-Per spawn it forks (it is single-threaded, so that is safe); the child takes the three pipes
-as 0, 1 and 2, starts a new session, closes everything else and then does exactly what the
-one-off launcher does, its parent-death signal aimed at the zygote (whose pid stands in for
-the spec's "parent"), whose own is aimed at the host's spawner thread. After each spawn it
-forks a spare, ahead of the next request: a child that does all of that for the same spec
-but for what differs between workers (deno's arguments after its path, the environment, the
-caps), layers, self-test and all, and then waits. A request whose spec is the same in the
-rest is handed to it, with its three pipes, and it writes what the launcher would have
-written to stderr and execs deno at once: the fork, the layers and the self-test are off the
-start's path. Any other request ends the spare and forks as before. An exited worker
-stays a zombie until the host releases it, so its pid (and process group) cannot be reused
-while the host may still signal it.
+Per spawn it makes the worker's three pipes and forks (it is single-threaded, so that is
+safe); the child takes its ends of them as 0, 1 and 2, starts a new session, closes
+everything else and then does exactly what the one-off launcher does, its parent-death
+signal aimed at the zygote (whose pid stands in for the spec's "parent"), whose own is aimed
+at the host's spawner thread. Nothing in a spec differs between the workers of one staging
+and memory limit but the caps (below): each worker's own settings come from the host on its
+stdin (the wire's settings frame), and the worker waits for them once all the start-up it can
+do without them is done. So once two requests in a row have asked for one spec, the zygote
+starts a spare for it, ahead of the next request: a worker started as that spec says, layers,
+self-test, deno and all, its pipes held here until a request takes it. A request for the same
+spec is handed the spare as its worker, most of deno's start behind it; any other request
+ends the spare and forks as before. A spare that fails (a layer refused, say) writes why to
+its own stderr and exits, and is replaced by a fresh start that says the same. An exited
+worker stays a zombie until the host releases it, so its pid (and process group) cannot be
+reused while the host may still signal it.
 
 Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``
 and a ``thread_cap``: the zygote then samples that worker's resident size and thread count
@@ -106,13 +111,9 @@ CAP_INTERVAL = 0.02
 # so that the URLs of those files, and the transpile cache entries warmed for them, are the
 # same for every worker.
 WORKER_FILES_FD = 3
-# Where a spare (below) holds its end of the socket the zygote hands it a worker's
-# descriptors, arguments and environment on; closed at its execve.
-SPARE_FD = WORKER_FILES_FD + 1
-# What of a spec a spare is made ready for: what every worker of one staging shares. The rest
-# ("env", deno's arguments after its path, the caps) comes with the request it serves.
-STATIC_KEYS = ("parent", "host", "selftest", "mode", "read", "execute", "argv0", "files", "simulate", "silent")
-
+# What of a spec differs between workers a spare serves alike: the caps the zygote holds the
+# worker to, which it takes from the request that takes the spare.
+CAP_KEYS = ("memory_cap", "thread_cap")
 
 def _layers() -> ModuleType:
     from process import layers  # type: ignore[import-not-found]
@@ -129,35 +130,26 @@ def main(argv: list[str]) -> int:
 
 def confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int:
     """Apply the layers to this process and execve deno; the exit code if that ends early."""
-    ready = confine_ahead(spec, layers, parent, _to_stderr)
+    ready = _confine(spec, layers, parent)
     if isinstance(ready, int):
         return ready
-    return launch(ready, spec)
-
-
-def _to_stderr(line: str) -> None:
-    os.write(2, line.encode())
-
-
-def launch(ready: Callable[..., None], spec: dict[str, Any]) -> int:
-    """execve deno as spec says, in a process confine_ahead() made ready; the exit code if
-    that fails (it does not return otherwise)."""
     try:
         ready(spec["argv"][1:], dict(spec.get("env", {})), spec.get("argv0"))
     except OSError as exc:
-        os.write(2, f"{PREFIX}cannot execute deno: {exc.strerror}\n".encode())
+        _say(f"{PREFIX}cannot execute deno: {exc.strerror}\n")
         return EXIT_EXEC_FAILED
     return EXIT_DONE  # pragma: no cover - an execve that succeeds does not return
 
 
-def confine_ahead(
-    spec: dict[str, Any], layers: ModuleType, parent: int, say: Callable[[str], None]
-) -> int | Callable[..., None]:
+def _say(line: str) -> None:
+    """A line for the host, on the worker's stderr."""
+    os.write(2, line.encode())
+
+
+def _confine(spec: dict[str, Any], layers: ModuleType, parent: int) -> int | Callable[..., None]:
     """Apply the layers to this process and run the self-test's probes: everything but deno's
     execve, which the returned callable makes (layers.ready_to_exec); or the exit code when
-    the process is to end now. Of spec it reads only what every worker of one staging shares
-    (not "env", nor "argv" after deno's path, nor the caps). ``say`` takes each line for the
-    host: the worker's stderr, or a list the zygote's spare writes there once it has one."""
+    the process is to end now."""
     strict = spec["mode"] == "require"
     simulated: dict[str, str] = spec.get("simulate", {})
     # Layers a simulated kernel accepts but does not enforce: skipped without a word, which is
@@ -166,12 +158,12 @@ def confine_ahead(
 
     def refused(exc: Exception) -> None:
         if strict:
-            say(f"{PREFIX}{exc}\n")
+            _say(f"{PREFIX}{exc}\n")
             raise _Refused
-        say(f"{SKIPPED}{exc}\n")
+        _say(f"{SKIPPED}{exc}\n")
 
     def breach(what: str) -> None:
-        say(f"{SELFTEST}{what}\n")
+        _say(f"{SELFTEST}{what}\n")
 
     def apply(layer: str, action: Callable[..., None], *args: object) -> None:
         try:
@@ -191,7 +183,7 @@ def confine_ahead(
             try:
                 files = os.open(spec["files"], os.O_PATH | os.O_DIRECTORY)
             except OSError as exc:
-                say(f"{PREFIX}cannot open the worker's files: {exc.strerror}\n")
+                _say(f"{PREFIX}cannot open the worker's files: {exc.strerror}\n")
                 return EXIT_EXEC_FAILED
             if files != WORKER_FILES_FD:
                 os.dup2(files, WORKER_FILES_FD)
@@ -270,17 +262,18 @@ class _Server:
         self.pids: dict[int, int] = {}  # pidfd -> pid
         self.exited: set[int] = set()  # reported, and waiting for the host's release
         self.released: set[int] = set()  # released while still running: reap without a report
-        self.outbox: list[tuple[bytes, list[int]]] = []
+        self.outbox: list[tuple[bytes, list[int], list[int]]] = []
         self.caps: dict[int, tuple[int, int]] = {}  # pid -> (memory, threads) it is killed over (0: none)
-        # The spare: a child forked ahead and confined as the last request's spec says, but for
-        # what differs between workers, waiting on its socket for those (pid, pidfd, socket,
-        # the static part of the spec it is ready for); and the spec the next one is made for,
-        # once every request waiting has been served. At once, not later: a delay (so as not to
-        # compete with the worker just started) showed no gain beyond the noise, and a later
-        # spare misses more of the starts that come close together.
-        self.spare: tuple[int, int, Any, bytes] | None = None
+        # The spare: a worker started ahead for the spec asked for twice in a row, until a
+        # request takes it (pid, pidfd, the host's ends of its pipes, the spec it was started
+        # for); the spec the next one is started for, once every request waiting has been
+        # served; and the spec the last request asked for. At once, not later: a delay (so as
+        # not to compete with the worker just started) showed no gain beyond the noise, and a
+        # later spare misses more of the starts that come close together.
+        self.spare: tuple[int, int, list[int], bytes] | None = None
         self.spares: dict[int, int] = {}  # pidfd -> pid of a spare not yet taken, until reaped
         self.next_spare: dict[str, Any] | None = None
+        self.asked: bytes | None = None
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -323,13 +316,14 @@ class _Server:
             _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
 
-    def say(self, *message: Any, fds: list[int] | None = None) -> None:
-        self.outbox.append((marshal.dumps(message), fds or []))
+    def say(self, *message: Any, fds: list[int] | None = None, close: list[int] | None = None) -> None:
+        """Send message with fds attached, closing those of close once it is sent."""
+        self.outbox.append((marshal.dumps(message), fds or [], close or []))
         self.flush()
 
     def flush(self) -> None:
         while self.outbox:
-            data, fds = self.outbox[0]
+            data, fds, close = self.outbox[0]
             ancillary = [(self.socket.SOL_SOCKET, self.socket.SCM_RIGHTS, _pack(fds))] if fds else []
             try:
                 self.sock.sendmsg([data], ancillary)
@@ -338,6 +332,7 @@ class _Server:
                 self.poller.modify(self.sock.fileno(), self.select.POLLIN | self.select.POLLOUT)
                 return
             self.outbox.pop(0)
+            _close(close)
         self.poller.modify(self.sock.fileno(), self.select.POLLIN)
 
     def receive(self) -> bool:
@@ -359,134 +354,89 @@ class _Server:
                 # Not a request this host sends; its reply could not be matched to it.
                 _close(fds)
                 return False
+            _close(fds)  # no request carries any
             message = marshal.loads(data)
             if message[0] == "spawn":
-                self.spawn(message[1], fds)
-            else:
-                _close(fds)
-                if message[0] == "release":
-                    self.release(message[1])
+                self.spawn(message[1])
+            elif message[0] == "release":
+                self.release(message[1])
 
-    def spawn(self, spec: dict[str, Any], fds: list[int]) -> None:
-        if len(fds) != 3:
-            _close(fds)
-            self.say("failed", 22, "a spawn request needs exactly three descriptors")  # EINVAL
-            return
-        self.next_spare = spec
-        pid = self.take_spare(spec, fds)
-        if pid is None:
+    def spawn(self, spec: dict[str, Any]) -> None:
+        key = _key(spec)
+        if key == self.asked:
+            # Asked for twice in a row: the next request will likely ask for it again. A
+            # spare started for specs that alternate would be ended unused every time.
+            self.next_spare = spec
+        self.asked = key
+        taken = self.take_spare(key)
+        if taken is None:
             try:
-                pid = os.fork()
+                taken = self.start(spec)
             except OSError as exc:
-                _close(fds)
                 self.say("failed", exc.errno, exc.strerror)
                 return
-            if pid == 0:
-                self.child(spec, fds)
-            _close(fds)
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError as exc:
-                # Untracked it could not be reported or reaped: end it now, while it is ours.
-                os.kill(pid, platform.SIGKILL)
-                os.waitpid(pid, 0)
-                self.say("failed", exc.errno, exc.strerror)
-                return
-            self.pidfds[pid] = pidfd
-            self.pids[pidfd] = pid
-            self.poller.register(pidfd, self.select.POLLIN)
+        pid, pidfd, pipes = taken
+        self.pidfds[pid] = pidfd
+        self.pids[pidfd] = pid
         caps = (int(spec.get("memory_cap") or 0), int(spec.get("thread_cap") or 0))
         if any(caps):
             self.caps[pid] = caps
-        self.say("spawned", pid, fds=[self.pidfds[pid]])
+        self.say("spawned", pid, fds=[pidfd, *pipes], close=pipes)
 
-    def take_spare(self, spec: dict[str, Any], fds: list[int]) -> int | None:
-        """Hand the request to the spare, if it was made ready for spec: its pid, now a worker
-        (its pidfd in pidfds); else None (a spare made for another spec is ended)."""
+    def start(self, spec: dict[str, Any]) -> tuple[int, int, list[int]]:
+        """Fork a worker that confines itself as spec says and execs deno, on three new pipes:
+        its pid, its pidfd (polled from here on) and the host's ends of the pipes. OSError if
+        it could not be started."""
+        pipes: list[int] = []
+        try:
+            for _ in range(3):
+                pipes.extend(os.pipe())
+            pid = os.fork()
+        except OSError:
+            _close(pipes)
+            raise
+        stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = pipes
+        if pid == 0:
+            self.child(spec, [stdin_r, stdout_w, stderr_w])
+        _close([stdin_r, stdout_w, stderr_w])
+        ours = [stdin_w, stdout_r, stderr_r]
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            # Untracked it could not be reported or reaped: end it now, while it is ours.
+            _close(ours)
+            os.kill(pid, platform.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        self.poller.register(pidfd, self.select.POLLIN)
+        return pid, pidfd, ours
+
+    def take_spare(self, key: bytes) -> tuple[int, int, list[int]] | None:
+        """The spare, if it was started for the spec of key: now a worker; else None (a spare
+        started for another spec is ended, and reaped once it has exited)."""
         if self.spare is None:
             return None
-        pid, pidfd, sock, key = self.spare
+        pid, pidfd, pipes, started_for = self.spare
         self.spare = None
-        if key == _static(spec):
-            try:
-                dynamic = {"argv": spec["argv"], "env": spec.get("env", {})}
-                sock.sendmsg([marshal.dumps(dynamic)], [(self.socket.SOL_SOCKET, self.socket.SCM_RIGHTS, _pack(fds))])
-            except OSError:
-                pass
-            else:
-                sock.close()
-                _close(fds)
-                del self.spares[pidfd]  # a worker from now on, its pidfd still polled
-                self.pidfds[pid] = pidfd
-                self.pids[pidfd] = pid
-                return pid
-        sock.close()
-        # A spare no request will take: it is reaped once it has exited (child_exited).
+        if started_for == key:
+            del self.spares[pidfd]
+            return pid, pidfd, pipes
+        _close(pipes)
+        _quietly(os.killpg, pid, platform.SIGKILL)
         _quietly(os.kill, pid, platform.SIGKILL)
         return None
 
     def make_spare(self, spec: dict[str, Any]) -> None:
-        """Fork the spare for spec: confined, its self-test run, waiting for a request."""
+        """Start the spare for spec: a worker no request has asked for yet."""
         if self.spare is not None:
             return
-        ours, theirs = self.socket.socketpair(self.socket.AF_UNIX, self.socket.SOCK_SEQPACKET)
         try:
-            pid = os.fork()
+            pid, pidfd, pipes = self.start(spec)
         except OSError:
-            ours.close()
-            theirs.close()
-            return
-        if pid == 0:
-            ours.close()
-            self.spare_child(spec, theirs.detach())
-        theirs.close()
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            os.kill(pid, platform.SIGKILL)
-            os.waitpid(pid, 0)
-            ours.close()
             return
         self.spares[pidfd] = pid
-        self.poller.register(pidfd, self.select.POLLIN)
-        self.spare = (pid, pidfd, ours, _static(spec))
+        self.spare = (pid, pidfd, pipes, _key(spec))
         self.say("spare", pid)
-
-    def spare_child(self, spec: dict[str, Any], sock_fd: int) -> None:
-        """The forked spare: confine itself as spec says, then wait for a worker's descriptors,
-        arguments and environment, and become it. Never returns."""
-
-        def become() -> int:
-            os.setsid()
-            null = os.open("/dev/null", os.O_RDWR)
-            for target in (0, 1, 2):
-                os.dup2(null, target)
-            if sock_fd != SPARE_FD:  # dup3 refuses a descriptor onto itself
-                os.dup2(sock_fd, SPARE_FD, inheritable=False)
-            os.set_inheritable(SPARE_FD, False)
-            os.closerange(3, SPARE_FD)
-            os.closerange(SPARE_FD + 1, platform.max_fd())
-            lines: list[str] = []
-            # A refusal waits for its worker too: the zygote may hand this spare a request
-            # before it sees the spare exit, and that worker's stderr is where the refusal is
-            # told, as a one-off launcher would tell it.
-            ready = confine_ahead(spec, self.layers, self.pid, lines.append)
-            sock = self.socket.socket(fileno=SPARE_FD)
-            data, ancillary, flags, _ = sock.recvmsg(MAX_REQUEST, self.socket.CMSG_SPACE(4 * 4))
-            fds = [fd for level, kind, raw in ancillary if kind == self.socket.SCM_RIGHTS for fd in _unpack(raw)]
-            if not data or len(fds) != 3 or flags & (self.socket.MSG_TRUNC | self.socket.MSG_CTRUNC):
-                return EXIT_DONE  # the zygote ended it: no worker to become
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-                os.close(fd)
-            sock.close()
-            for line in lines:
-                os.write(2, line.encode())
-            if isinstance(ready, int):
-                return ready
-            return launch(ready, {**spec, **marshal.loads(data)})
-
-        _exit_with(become)
 
     def child(self, spec: dict[str, Any], fds: list[int]) -> None:
         """The forked child: become the worker. Never returns."""
@@ -495,7 +445,7 @@ class _Server:
             os.setsid()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
-            # The socket, the other workers' pidfds and the received pipes: none may reach deno.
+            # The socket, the other workers' pidfds and pipes: none may reach deno.
             os.closerange(3, platform.max_fd())
             # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
             # names it, and confine() sees that the parent is gone.
@@ -507,10 +457,11 @@ class _Server:
         spare = self.spares.pop(pidfd, None)
         if spare is not None:
             # A spare no request took that exited (ended, or unable to confine itself): reaped,
-            # and only its pid reported, as no worker's.
+            # and only its pid reported, as no worker's. A request for its spec starts afresh,
+            # and that worker tells the host what this one would have.
             self.poller.unregister(pidfd)
             if self.spare is not None and self.spare[1] == pidfd:
-                self.spare[2].close()
+                _close(self.spare[2])
                 self.spare = None
             try:
                 os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
@@ -563,6 +514,7 @@ class _Server:
     def shutdown(self) -> None:
         """The host is gone: so is every worker (their parent-death signal would see to it)."""
         for pid in self.spares.values():
+            _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
         for pid in self.pidfds:
             _quietly(os.killpg, pid, platform.SIGKILL)
@@ -584,9 +536,9 @@ def _exit_with(become: Callable[[], int]) -> NoReturn:
         os._exit(code)
 
 
-def _static(spec: dict[str, Any]) -> bytes:
-    """What of spec a spare is made ready for, comparable: deno's path and STATIC_KEYS."""
-    return marshal.dumps((spec["argv"][0], *(spec.get(key) for key in STATIC_KEYS)))
+def _key(spec: dict[str, Any]) -> bytes:
+    """What of spec a spare is started for, comparable: all of it but the caps."""
+    return marshal.dumps(sorted((key, value) for key, value in spec.items() if key not in CAP_KEYS))
 
 
 def _pack(fds: list[int]) -> bytes:

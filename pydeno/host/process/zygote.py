@@ -121,44 +121,29 @@ class Zygote:
 
     # -- requests ------------------------------------------------------------------------
     def spawn(self, spec: dict[str, Any], timeout: float) -> ZygoteChild:
-        """Have the zygote start a confined worker on three new pipes, waiting up to timeout
-        for it to take the request and again to answer it. OSError if it could not fork;
-        ZygoteGone if it died or did not answer (the worker then never started, or dies
-        with it)."""
-        pipes: list[int] = []
+        """Have the zygote start a confined worker, waiting up to timeout for it to take the
+        request and again to answer it. OSError if it could not fork; ZygoteGone if it died
+        or did not answer (the worker then never started, or dies with it)."""
+        with self._spawn_lock:
+            self._send(("spawn", spec), timeout)
+            self._pump(lambda: bool(self._replies), timeout)
+            with self._cond:
+                reply = self._replies.popleft() if self._replies else None
+            if reply is None:
+                # Its reply, arriving later, would be taken as the next request's.
+                self._lost()
+                raise ZygoteGone("no reply to a spawn request")
+        message, fds = reply
+        if message[0] == "failed":
+            _close_fds(fds)
+            raise OSError(message[1], message[2])
+        if len(fds) != 4:
+            _close_fds(fds)
+            raise ZygoteGone("a spawn reply without the worker's pidfd and pipes")
         try:
-            for _ in range(3):
-                pipes.extend(os.pipe())
+            return ZygoteChild(self, message[1], fds[0], spec["argv"], fds[1:])
         except BaseException:
-            _close_fds(pipes)
-            raise
-        stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = pipes
-        ours = [stdin_w, stdout_r, stderr_r]
-        try:
-            with self._spawn_lock:
-                try:
-                    self._send(("spawn", spec), timeout, [stdin_r, stdout_w, stderr_w])
-                finally:
-                    # The zygote holds its own copies now; the worker's ends must not stay here,
-                    # or the host would never see end of file on them.
-                    _close_fds([stdin_r, stdout_w, stderr_w])
-                self._pump(lambda: bool(self._replies), timeout)
-                with self._cond:
-                    reply = self._replies.popleft() if self._replies else None
-                if reply is None:
-                    # Its reply, arriving later, would be taken as the next request's.
-                    self._lost()
-                    raise ZygoteGone("no reply to a spawn request")
-                message, fds = reply
-            if message[0] == "failed":
-                _close_fds(fds)
-                raise OSError(message[1], message[2])
-            if len(fds) != 1:
-                _close_fds(fds)
-                raise ZygoteGone("a spawn reply without its pidfd")
-            return ZygoteChild(self, message[1], fds[0], spec["argv"], ours)
-        except BaseException:
-            _close_fds(ours)
+            _close_fds(fds)
             raise
 
     def spare_pids(self) -> frozenset[int]:
@@ -226,7 +211,7 @@ class Zygote:
         self.socket.close()
 
     # -- the socket ----------------------------------------------------------------------
-    def _send(self, message: tuple[Any, ...], timeout: float, fds: Sequence[int] = ()) -> None:
+    def _send(self, message: tuple[Any, ...], timeout: float) -> None:
         data = marshal.dumps(message)
         deadline = time.monotonic() + timeout
         with self._send_lock:
@@ -234,10 +219,7 @@ class Zygote:
                 if self.gone:
                     raise ZygoteGone("the zygote is gone")
                 try:
-                    if fds:
-                        socket.send_fds(self.socket, [data], list(fds))
-                    else:
-                        self.socket.sendmsg([data])
+                    self.socket.sendmsg([data])
                     return
                 except BlockingIOError:
                     remaining = deadline - time.monotonic()
