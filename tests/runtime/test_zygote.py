@@ -323,9 +323,11 @@ def test_a_forked_host_starts_its_own_zygote() -> None:
     assert result.stdout.split() == ["0", "7"]
 
 
-def _spare_after(rt: pydeno.Runtime) -> int:
-    """The spare the zygote forks once rt's worker is spawned."""
-    assert rt.eval("1 + 1") == 2
+def _spare_after(**options: object) -> int:
+    """The spare the zygote starts once two runtimes in a row asked for one spec."""
+    for _ in range(2):
+        with pydeno.Runtime(**options) as rt:  # type: ignore[arg-type]
+            assert rt.eval("1 + 1") == 2
     zygote = spawner_module.spawner().zygote
     assert zygote is not None
     assert _eventually(lambda: bool(zygote.spare_pids()))
@@ -333,47 +335,127 @@ def _spare_after(rt: pydeno.Runtime) -> int:
     return spare
 
 
-def test_the_next_worker_is_the_spare_the_zygote_forked_and_confined_before_it_was_asked() -> None:
-    with pydeno.Runtime() as first:
-        spare = _spare_after(first)
-        asked = time.time()
-        with pydeno.Runtime() as second:
-            assert second.eval("6 * 7") == 42
-            worker = _worker(second)
-            assert worker.pid == spare
-            assert psutil.Process(spare).create_time() < asked
-            # Confined as any worker: the zygote's child, seccomp in force, no root.
-            assert psutil.Process(spare).ppid() == _zygote_pid()
-            assert worker.seccomp_filtered()
-            assert psutil.Process(spare).uids().real != 0
+def _waiting_for_its_settings(pid: int) -> bool:
+    """Whether pid is deno, started and asleep in its read of stdin (its settings)."""
+    process = psutil.Process(pid)
+    return process.name() == "deno" and _eventually(lambda: process.status() == psutil.STATUS_SLEEPING)
 
 
-def test_a_spare_made_for_another_spec_is_ended_and_the_worker_forked_anew(launch: Launcher) -> None:
-    with pydeno.Runtime() as first:
-        spare = _spare_after(first)
-        launch(missing_layers={"landlock": "simulated"})
-        with pytest.raises(pydeno.WorkerCrashed, match="landlock is unavailable: simulated"):
-            pydeno.Runtime()
-        assert _eventually(lambda: _gone(spare))
+def _groups(pid: int) -> set[str]:
+    """The names of the cgroups pid is in (v1: per controller; v2: one)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return {line.rsplit("/", 1)[-1] for line in lines}
+
+
+def test_a_spec_asked_for_once_gets_no_spare_and_twice_in_a_row_gets_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    _retire(monkeypatch)
+    with pydeno.Runtime() as rt:
+        assert rt.eval("1") == 1
+    zygote = spawner_module.spawner().zygote
+    assert zygote is not None
+    time.sleep(0.3)
+    assert zygote.spare_pids() == frozenset()
+    assert _spare_after()
+
+
+def test_the_next_worker_is_the_spare_the_zygote_started_before_it_was_asked() -> None:
+    spare = _spare_after()
+    # Started as a whole worker: deno is running, confined, and waits for its settings.
+    assert _waiting_for_its_settings(spare)
+    asked = time.time()
+    with pydeno.Runtime() as third:
+        assert third.eval("6 * 7") == 42
+        worker = _worker(third)
+        assert worker.pid == spare
+        assert psutil.Process(spare).create_time() < asked
+        # Confined as any worker: the zygote's child, seccomp in force, no root.
+        assert psutil.Process(spare).ppid() == _zygote_pid()
+        assert worker.seccomp_filtered()
+        assert psutil.Process(spare).uids().real != 0
+
+
+def test_a_spare_is_in_a_cgroup_of_its_own_before_it_is_asked_and_the_host_adopts_it() -> None:
+    spare = _spare_after(max_memory="96MiB")
+    before = {name for name in _groups(spare) if name.startswith(f"pydeno-{os.getpid()}-s")}
+    assert len(before) == 1
+    with pydeno.Runtime(max_memory="96MiB") as rt:
+        worker = _worker(rt)
+        assert rt.eval("1") == 1
+        assert worker.pid == spare
+        group = worker.cgroup
+        assert group is not None
+        assert {d.name for d in group.dirs} == before
+        # Its limits are this runtime's, set when the host took it.
+        assert group.memory_dir is not None
+        name = "memory.limit_in_bytes" if group.version == 1 else "memory.max"
+        assert int((group.memory_dir / name).read_text()) == 96 * 2**20
+        dirs = group.dirs
+    # Closed: the group is gone with it, as any worker's.
+    assert not any(d.exists() for d in dirs)
+
+
+def test_a_spare_serves_a_runtime_with_its_own_limits() -> None:
+    # The limits the worker enforces itself travel in its settings, not in the spec the spare
+    # was started for.
+    spare = _spare_after()
+    with pydeno.Runtime(max_inflight_host_calls=2) as rt:
+        assert _worker(rt).pid == spare
+        rt.bind_function("f", lambda: 1)
+        with pytest.raises(pydeno.JavaScriptError, match="more than 2 host calls in flight"):
+            rt.eval("await Promise.all([f(), f(), f()])")
+
+
+def test_a_spare_started_for_another_spec_is_ended_and_the_worker_started_anew() -> None:
+    spare = _spare_after()
+    with pydeno.Runtime(max_memory="128MiB") as rt:
+        assert rt.eval("1") == 1
+        assert _worker(rt).pid != spare
+    assert _eventually(lambda: _gone(spare))
+
+
+def test_a_spare_that_died_waiting_is_replaced_by_a_fresh_start() -> None:
+    spare = _spare_after()
+    os.kill(spare, signal.SIGKILL)
+    zygote = spawner_module.spawner().zygote
+    assert zygote is not None
+    assert _eventually(lambda: spare not in zygote.spare_pids())
+    with pydeno.Runtime() as rt:
+        assert rt.eval("1 + 1") == 2
+        assert _worker(rt).pid != spare
+
+
+def test_the_groups_made_for_spares_go_with_the_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    spare = _spare_after()
+    mine = {name for name in _groups(spare) if name.startswith(f"pydeno-{os.getpid()}-s")}
+    assert mine
+    _retire(monkeypatch)
+    assert _eventually(lambda: _gone(spare))
+    assert [entry for entry, _, _ in os.walk("/sys/fs/cgroup") if Path(entry).name in mine] == []
 
 
 def test_a_spare_tells_the_host_what_its_launcher_skipped_and_what_its_self_test_found(launch: Launcher) -> None:
-    # Written to the worker's stderr once it has one, as the launcher writes them.
+    # Written to the spare's own stderr, which becomes the worker's.
     launch(missing_layers={"landlock": "simulated"})
     with pytest.warns(RuntimeWarning, match="landlock is unavailable: simulated"):
-        first = pydeno.Runtime(sandbox="best_effort")
-    with first:
-        spare = _spare_after(first)
-        # Without Landlock the self-test reads what it should not: the spare says so too.
-        with pytest.warns(RuntimeWarning, match="landlock is unavailable: simulated; self-test: read /etc/passwd"):
-            second = pydeno.Runtime(sandbox="best_effort")
-        with second:
-            assert _worker(second).pid == spare
-            assert _worker(second).sandbox_skipped() == ["landlock is unavailable: simulated"]
+        spare = _spare_after(sandbox="best_effort")
+    # Without Landlock the self-test reads what it should not: the spare says so too.
+    with pytest.warns(RuntimeWarning, match="landlock is unavailable: simulated; self-test: read /etc/passwd"):
+        third = pydeno.Runtime(sandbox="best_effort")
+    with third:
+        assert _worker(third).pid == spare
+        assert _worker(third).sandbox_skipped() == ["landlock is unavailable: simulated"]
     launch(missing_layers={}, silent_layers=frozenset({"seccomp"}))
-    with pytest.raises(pydeno.WorkerCrashed, match=r"sandbox self-test failed: .*started a process"):
-        pydeno.Runtime()
-    zygote = spawner_module.spawner().zygote
-    assert zygote is not None and _eventually(lambda: bool(zygote.spare_pids()))
-    with pytest.raises(pydeno.WorkerCrashed, match=r"sandbox self-test failed: .*started a process"):
-        pydeno.Runtime()
+    for _ in range(3):
+        # The second and the third are the spare's: it tells of the breach as the first did.
+        with pytest.raises(pydeno.WorkerCrashed, match=r"sandbox self-test failed: .*started a process"):
+            pydeno.Runtime()
+
+
+def test_a_spare_refused_under_require_is_reported_as_the_refusal(launch: Launcher) -> None:
+    spare = _spare_after()
+    launch(missing_layers={"landlock": "simulated"})
+    for _ in range(3):
+        with pytest.raises(pydeno.WorkerCrashed, match="landlock is unavailable: simulated") as info:
+            pydeno.Runtime()
+        assert pydeno.classify_error(info.value).kind == "sandbox_unavailable"
+    assert _eventually(lambda: _gone(spare))

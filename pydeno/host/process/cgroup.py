@@ -14,8 +14,10 @@ made, :func:`mechanism` says why and the monitor alone enforces the limits. Whic
 process is in and where their trees are mounted is read by ``platform``; what can be made
 under them is found out here.
 
-Groups are named ``pydeno-<host pid>-<n>``; a host that died before removing its groups
-leaves them empty, and the first group a process makes removes those of hosts gone.
+Groups are named ``pydeno-<host pid>-<n>``, or ``pydeno-<host pid>-s<n>`` for those the zygote
+makes for its spares (launcher.py's SPARE_GROUP), which the host adopts with the spare; a host
+that died before removing its groups leaves them empty, and the first group a process makes
+removes those of hosts gone.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from typing import Final, NamedTuple
 from . import platform
 from .mailbox import host_running
 
-__all__ = ["Mechanism", "WorkerGroup", "mechanism", "task_limit"]
+__all__ = ["Mechanism", "WorkerGroup", "mechanism", "remove_spare_groups", "task_limit"]
 
-_NAME: Final = re.compile(r"pydeno-(\d+)-\d+")
+_NAME: Final = re.compile(r"pydeno-(\d+)-s?\d+")
 _counter = itertools.count(1)
 _swept: set[Path] = set()
 _sweep_lock = threading.Lock()
@@ -150,32 +152,51 @@ def _counter_in(path: Path, key: str) -> int:
 class WorkerGroup:
     """One worker's cgroup (a directory per v1 controller, or one v2 directory)."""
 
-    def __init__(self, found: Mechanism, max_memory: int | None, max_threads: int | None) -> None:
+    def __init__(
+        self, found: Mechanism, max_memory: int | None, max_threads: int | None, adopted: str | None = None
+    ) -> None:
+        """Make the group, or with ``adopted``, take the group of that name a spare is already
+        in (the zygote made it); then set its limits."""
         self.version = found.version
         self.max_memory = max_memory
         self.max_threads = max_threads
-        name = f"pydeno-{os.getpid()}-{next(_counter)}"
+        name = adopted if adopted is not None else f"pydeno-{os.getpid()}-{next(_counter)}"
         self.memory_dir = found.memory_parent / name if found.memory_parent and max_memory is not None else None
         self.pids_dir = found.pids_parent / name if found.pids_parent and max_threads is not None else None
         self.dirs = list(dict.fromkeys(d for d in (self.memory_dir, self.pids_dir) if d is not None))
         for parent in {d.parent for d in self.dirs}:
             _sweep(parent)
         try:
-            for directory in self.dirs:
-                directory.mkdir()
+            if adopted is None:
+                for directory in self.dirs:
+                    directory.mkdir()
             self._set_limits()
         except OSError:
             self.remove()
             raise
 
+    @staticmethod
+    def parents(max_memory: int | None, max_threads: int | None) -> tuple[str, ...]:
+        """Where a worker's group goes, a directory per controller it needs (none where this
+        system allows no group, or none is asked for): what the zygote makes a spare's under."""
+        found = mechanism()
+        if found.version is None:
+            return ()
+        wanted = [
+            found.memory_parent if max_memory is not None else None,
+            found.pids_parent if max_threads is not None else None,
+        ]
+        return tuple(dict.fromkeys(str(parent) for parent in wanted if parent is not None))
+
     @classmethod
-    def create(cls, max_memory: int | None, max_threads: int | None) -> WorkerGroup | None:
-        """A group with the limits set, or None where this system allows none (or none is
-        asked for); an OSError if making it failed where it should have worked."""
+    def create(cls, max_memory: int | None, max_threads: int | None, adopted: str | None = None) -> WorkerGroup | None:
+        """A group with the limits set (with ``adopted``: the spare's group of that name), or
+        None where this system allows none (or none is asked for); an OSError if making it
+        failed where it should have worked."""
         found = mechanism()
         if found.version is None or (max_memory is None and max_threads is None):
             return None
-        group = cls(found, max_memory, max_threads)
+        group = cls(found, max_memory, max_threads, adopted)
         return group if group.dirs else None
 
     def _set_limits(self) -> None:
@@ -232,14 +253,30 @@ class WorkerGroup:
         """Remove the directories (the worker must be reaped). Never raises: a group that
         cannot go yet is left empty, for a later host's sweep."""
         for directory in self.dirs:
-            for _attempt in range(20):
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        break
-                    # The last task leaves its group a moment after its parent reaps it.
-                    time.sleep(0.005)
+            _remove(directory)
+
+
+def _remove(directory: Path) -> None:
+    for _attempt in range(20):
+        try:
+            directory.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return
+            # The last task leaves its group a moment after its parent reaps it.
+            time.sleep(0.005)
+
+
+def remove_spare_groups() -> None:
+    """Remove the groups the zygote made for spares of this process, once it is gone (it was
+    killed, and the spares with it). Never raises."""
+    found = mechanism()
+    own = re.compile(rf"pydeno-{os.getpid()}-s\d+")
+    for parent in dict.fromkeys(p for p in (found.memory_parent, found.pids_parent) if p is not None):
+        with contextlib.suppress(OSError):
+            for entry in parent.iterdir():
+                if own.fullmatch(entry.name):
+                    _remove(entry)

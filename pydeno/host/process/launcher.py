@@ -80,7 +80,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from types import ModuleType
     from typing import Any, NoReturn
 
@@ -111,9 +111,15 @@ CAP_INTERVAL = 0.02
 # so that the URLs of those files, and the transpile cache entries warmed for them, are the
 # same for every worker.
 WORKER_FILES_FD = 3
+# A spare's cgroup, under each parent its spec's "cgroups" names: made by the zygote (its
+# counter, the host's pid) and joined by the spare before anything else, so that the kernel's
+# grace period a move between groups waits out is spent before a request comes. Adopted by the
+# host that takes it (cgroup.py, which sweeps the groups of hosts gone by this name too).
+SPARE_GROUP = "pydeno-{host}-s{n}"
 # What of a spec differs between workers a spare serves alike: the caps the zygote holds the
 # worker to, which it takes from the request that takes the spare.
 CAP_KEYS = ("memory_cap", "thread_cap")
+
 
 def _layers() -> ModuleType:
     from process import layers  # type: ignore[import-not-found]
@@ -270,10 +276,14 @@ class _Server:
         # served; and the spec the last request asked for. At once, not later: a delay (so as
         # not to compete with the worker just started) showed no gain beyond the noise, and a
         # later spare misses more of the starts that come close together.
-        self.spare: tuple[int, int, list[int], bytes] | None = None
-        self.spares: dict[int, int] = {}  # pidfd -> pid of a spare not yet taken, until reaped
+        self.spare: tuple[int, int, list[int], str, str | None] | None = None
+        self.spares: dict[int, tuple[int, list[str]]] = {}  # pidfd -> (pid, cgroup dirs) until reaped
+        self.groups = 0  # spare cgroups made
+        # Cgroups of spares reaped, to remove: a group's last task leaves it a moment after it
+        # is reaped, so each is tried again at every turn of the loop until it goes.
+        self.doomed: list[str] = []
         self.next_spare: dict[str, Any] | None = None
-        self.asked: bytes | None = None
+        self.asked: str | None = None
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -281,7 +291,7 @@ class _Server:
         checked = time.monotonic()
         while True:
             wait = None
-            if self.caps:
+            if self.caps or self.doomed:
                 wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
             for fd, events in self.poller.poll(wait):
                 if fd != sock_fd:
@@ -291,9 +301,10 @@ class _Server:
                     self.flush()
                 if events & ~self.select.POLLOUT and not self.receive():
                     return
-            if self.caps and time.monotonic() - checked >= CAP_INTERVAL:
+            if (self.caps or self.doomed) and time.monotonic() - checked >= CAP_INTERVAL:
                 checked = time.monotonic()
                 self.check_caps()
+                self.doomed = [d for d in self.doomed if not _removed(d)]
             if self.next_spare is not None:
                 spec, self.next_spare = self.next_spare, None
                 self.make_spare(spec)
@@ -371,22 +382,23 @@ class _Server:
         taken = self.take_spare(key)
         if taken is None:
             try:
-                taken = self.start(spec)
+                taken = (*self.start(spec), None)
             except OSError as exc:
                 self.say("failed", exc.errno, exc.strerror)
                 return
-        pid, pidfd, pipes = taken
+        pid, pidfd, pipes, group = taken
         self.pidfds[pid] = pidfd
         self.pids[pidfd] = pid
         caps = (int(spec.get("memory_cap") or 0), int(spec.get("thread_cap") or 0))
         if any(caps):
             self.caps[pid] = caps
-        self.say("spawned", pid, fds=[pidfd, *pipes], close=pipes)
+        # The cgroup the worker is in, when it is a spare that made one: the host's to adopt.
+        self.say("spawned", pid, group, fds=[pidfd, *pipes], close=pipes)
 
-    def start(self, spec: dict[str, Any]) -> tuple[int, int, list[int]]:
-        """Fork a worker that confines itself as spec says and execs deno, on three new pipes:
-        its pid, its pidfd (polled from here on) and the host's ends of the pipes. OSError if
-        it could not be started."""
+    def start(self, spec: dict[str, Any], group: Sequence[str] = ()) -> tuple[int, int, list[int]]:
+        """Fork a worker that confines itself as spec says and execs deno, on three new pipes,
+        joining the cgroup dirs of group first: its pid, its pidfd (polled from here on) and the
+        host's ends of the pipes. OSError if it could not be started."""
         pipes: list[int] = []
         try:
             for _ in range(3):
@@ -397,7 +409,7 @@ class _Server:
             raise
         stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = pipes
         if pid == 0:
-            self.child(spec, [stdin_r, stdout_w, stderr_w])
+            self.child(spec, [stdin_r, stdout_w, stderr_w], group)
         _close([stdin_r, stdout_w, stderr_w])
         ours = [stdin_w, stdout_r, stderr_r]
         try:
@@ -411,16 +423,17 @@ class _Server:
         self.poller.register(pidfd, self.select.POLLIN)
         return pid, pidfd, ours
 
-    def take_spare(self, key: bytes) -> tuple[int, int, list[int]] | None:
-        """The spare, if it was started for the spec of key: now a worker; else None (a spare
-        started for another spec is ended, and reaped once it has exited)."""
+    def take_spare(self, key: str) -> tuple[int, int, list[int], str | None] | None:
+        """The spare, if it was started for the spec of key: now a worker, its cgroup now the
+        host's; else None (a spare started for another spec is ended, and reaped once it has
+        exited, its cgroup removed)."""
         if self.spare is None:
             return None
-        pid, pidfd, pipes, started_for = self.spare
+        pid, pidfd, pipes, started_for, group = self.spare
         self.spare = None
         if started_for == key:
             del self.spares[pidfd]
-            return pid, pidfd, pipes
+            return pid, pidfd, pipes, group
         _close(pipes)
         _quietly(os.killpg, pid, platform.SIGKILL)
         _quietly(os.kill, pid, platform.SIGKILL)
@@ -430,16 +443,25 @@ class _Server:
         """Start the spare for spec: a worker no request has asked for yet."""
         if self.spare is not None:
             return
+        group: str | None = None
+        dirs: list[str] = []
         try:
-            pid, pidfd, pipes = self.start(spec)
+            if spec.get("cgroups"):
+                self.groups += 1
+                group = SPARE_GROUP.format(host=spec["host"], n=self.groups)
+                for parent in spec["cgroups"]:
+                    os.mkdir(os.path.join(parent, group))
+                    dirs.append(os.path.join(parent, group))
+            pid, pidfd, pipes = self.start(spec, dirs)
         except OSError:
+            self.doomed.extend(dirs)
             return
-        self.spares[pidfd] = pid
-        self.spare = (pid, pidfd, pipes, _key(spec))
+        self.spares[pidfd] = (pid, dirs)
+        self.spare = (pid, pidfd, pipes, _key(spec), group)
         self.say("spare", pid)
 
-    def child(self, spec: dict[str, Any], fds: list[int]) -> None:
-        """The forked child: become the worker. Never returns."""
+    def child(self, spec: dict[str, Any], fds: list[int], group: Sequence[str]) -> None:
+        """The forked child: become the worker, in the cgroup dirs of group. Never returns."""
 
         def become() -> int:
             os.setsid()
@@ -447,6 +469,13 @@ class _Server:
                 os.dup2(fd, target)
             # The socket, the other workers' pidfds and pipes: none may reach deno.
             os.closerange(3, platform.max_fd())
+            for directory in group:
+                try:
+                    with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
+                        procs.write(str(os.getpid()))
+                except OSError as exc:
+                    _say(f"{PREFIX}cannot join its cgroup: {exc.strerror}\n")
+                    return EXIT_INTERNAL
             # The zygote's pid, taken before the fork: if it has died since, getppid() no longer
             # names it, and confine() sees that the parent is gone.
             return confine(spec, self.layers, self.pid)
@@ -454,7 +483,7 @@ class _Server:
         _exit_with(become)
 
     def child_exited(self, pidfd: int) -> None:
-        spare = self.spares.pop(pidfd, None)
+        spare, dirs = self.spares.pop(pidfd, (None, []))
         if spare is not None:
             # A spare no request took that exited (ended, or unable to confine itself): reaped,
             # and only its pid reported, as no worker's. A request for its spec starts afresh,
@@ -467,6 +496,7 @@ class _Server:
                 os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
             finally:
                 os.close(pidfd)
+            self.doomed.extend(dirs)
             self.say("spare gone", spare)
             return
         pid = self.pids.get(pidfd)
@@ -513,9 +543,10 @@ class _Server:
 
     def shutdown(self) -> None:
         """The host is gone: so is every worker (their parent-death signal would see to it)."""
-        for pid in self.spares.values():
+        for pid, _ in self.spares.values():
             _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
+        # Their groups stay, empty once the tasks have left: a later host sweeps them.
         for pid in self.pidfds:
             _quietly(os.killpg, pid, platform.SIGKILL)
             _quietly(os.kill, pid, platform.SIGKILL)
@@ -536,9 +567,20 @@ def _exit_with(become: Callable[[], int]) -> NoReturn:
         os._exit(code)
 
 
-def _key(spec: dict[str, Any]) -> bytes:
-    """What of spec a spare is started for, comparable: all of it but the caps."""
-    return marshal.dumps(sorted((key, value) for key, value in spec.items() if key not in CAP_KEYS))
+def _key(spec: dict[str, Any]) -> str:
+    """What of spec a spare is started for, comparable: all of it but the caps. Not marshal:
+    its bytes for equal values differ with how many references each has and whether a string
+    is interned."""
+    return repr(sorted((key, value) for key, value in spec.items() if key not in CAP_KEYS))
+
+
+def _removed(directory: str) -> bool:
+    """Whether a cgroup directory is gone now (or cannot go for good)."""
+    try:
+        os.rmdir(directory)
+    except OSError as exc:
+        return exc.errno != 16  # EBUSY: a task is still leaving it
+    return True
 
 
 def _pack(fds: list[int]) -> bytes:

@@ -85,9 +85,10 @@ class WorkerConfig(NamedTuple):
     max_threads: int | None = None
     # The worker's mailbox file (pydeno/host/process/mailbox.py); set by WorkerProcess.
     mailbox: str | None = None
-    # Whether the worker has a cgroup of its own (pydeno/host/process/cgroup.py), whose caps the
-    # kernel enforces; else the zygote holds a confined worker to its caps. Set by WorkerProcess.
-    own_cgroup: bool = False
+    # Where the worker's cgroup of its own goes (pydeno/host/process/cgroup.py, a directory per
+    # controller), whose caps the kernel enforces; with none, the zygote holds a confined worker
+    # to its caps. Set by WorkerProcess.
+    cgroups: tuple[str, ...] = ()
 
     def v8_flags(self) -> str:
         # V8 sizes its heap from the whole machine unless told; keep the old generation
@@ -276,8 +277,10 @@ def confined(
             "execute": [deno, platform.elf_interpreter()],
             "env": config.environment(cache, own),
             # Without a cgroup of its own, the zygote holds the worker to its caps.
-            "memory_cap": None if config.own_cgroup else watcher_memory_cap(config.max_memory),
-            "thread_cap": None if config.own_cgroup else config.max_threads,
+            "memory_cap": None if config.cgroups else watcher_memory_cap(config.max_memory),
+            "thread_cap": None if config.cgroups else config.max_threads,
+            # Where the zygote makes a cgroup for a spare it starts for this spec.
+            "cgroups": list(config.cgroups),
             # The launcher opens the base as WORKER_FILES_FD for deno to read the worker's
             # files from.
             "argv": config.argv(deno, found.served(WORKER_FILES_FD), own),

@@ -103,9 +103,11 @@ class WorkerProcess:
             config = config._replace(mailbox=str(self.mailbox.path))
             self.config = config
         try:
-            self.cgroup = WorkerGroup.create(config.max_memory, config.max_threads)
-            if self.cgroup is not None:
-                config = self.config = config._replace(own_cgroup=True)
+            # Where its cgroup goes, if it gets one: a spare the zygote started for this spec
+            # is already in a group there (below).
+            cgroups = WorkerGroup.parents(config.max_memory, config.max_threads)
+            if cgroups:
+                config = self.config = config._replace(cgroups=cgroups)
             command = self._command(config, launch)
             environment = worker_environment(config, launch.entry)
             start = launch.start
@@ -116,18 +118,28 @@ class WorkerProcess:
             )
         except OSError as exc:
             self._close_mailbox()
-            self._remove_cgroup()
             raise start_failed(_os_error_text(exc), exc) from exc
         except BaseException:
             self._close_mailbox()
-            self._remove_cgroup()
             raise
-        # The worker joins its cgroup while deno starts: moving a process between cgroups
-        # waits out a kernel grace period (milliseconds), which the spawner thread spends
-        # instead of the worker. It is done before the first command (see handshaken), so
-        # all that guest code allocates is counted.
+        # Its cgroup: a spare's, which it joined before deno started, is adopted; any other
+        # worker joins a new one while deno starts. Moving a process between cgroups waits out
+        # a kernel grace period (milliseconds), which the spawner thread spends instead of the
+        # worker, or for a spare, the zygote's child before anything asked for it. It is done
+        # before the first command (see handshaken), so all that guest code allocates is
+        # counted.
         self._joined: Future[None] | None = None
-        if self.cgroup is not None:
+        try:
+            adopted = self.popen.cgroup if isinstance(self.popen, ZygoteChild) else None
+            self.cgroup = WorkerGroup.create(config.max_memory, config.max_threads, adopted) if cgroups else None
+        except BaseException as exc:
+            reap(self.popen)
+            self._spawner.release()
+            self._close_mailbox()
+            if isinstance(exc, OSError):
+                raise start_failed(f"cannot make its cgroup: {_os_error_text(exc)}", exc) from exc
+            raise
+        if self.cgroup is not None and adopted is None:
             self._joined = self._spawner.later(functools.partial(self.cgroup.add, self.popen.pid))
         assert self.popen.stdin and self.popen.stdout and self.popen.stderr
         self.pid = self.popen.pid

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from . import platform
+from .cgroup import remove_spare_groups
 from .spec import LAUNCHER, launcher_command
 
 __all__ = ["REPLY_SECONDS", "Zygote", "ZygoteChild", "ZygoteGone"]
@@ -111,6 +112,8 @@ class Zygote:
         self._reaped: set[int] = set()
         # The zygote's spares no request has taken yet (launcher.py): processes of its own.
         self.spares: set[int] = set()
+        # Whether a spec asked for cgroups: the zygote then makes them for its spares.
+        self.groups = False
         self.ready = False
         # No more requests: it died, stopped taking them, or is being stopped.
         self.gone = False
@@ -124,6 +127,8 @@ class Zygote:
         """Have the zygote start a confined worker, waiting up to timeout for it to take the
         request and again to answer it. OSError if it could not fork; ZygoteGone if it died
         or did not answer (the worker then never started, or dies with it)."""
+        if spec.get("cgroups"):
+            self.groups = True
         with self._spawn_lock:
             self._send(("spawn", spec), timeout)
             self._pump(lambda: bool(self._replies), timeout)
@@ -141,7 +146,7 @@ class Zygote:
             _close_fds(fds)
             raise ZygoteGone("a spawn reply without the worker's pidfd and pipes")
         try:
-            return ZygoteChild(self, message[1], fds[0], spec["argv"], fds[1:])
+            return ZygoteChild(self, message[1], fds[0], spec["argv"], fds[1:], message[2])
         except BaseException:
             _close_fds(fds)
             raise
@@ -188,6 +193,9 @@ class Zygote:
             self.popen.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=10)
+        if self.groups:
+            # Its spares died with it, and the groups it made for them are left to remove.
+            remove_spare_groups()
         # Dead now: what it reported before it died is still to be read, up to its end of file.
         self._pump(lambda: False, 1.0)
         with self._cond:
@@ -329,9 +337,14 @@ class ZygoteChild:
     the host uses. It is signalled through a pidfd and its exit status comes from the zygote,
     which keeps it unreaped (so its pid cannot be reused) until :meth:`release`."""
 
-    def __init__(self, zygote: Zygote, pid: int, pidfd: int, args: list[str], pipes: list[int]) -> None:
+    def __init__(
+        self, zygote: Zygote, pid: int, pidfd: int, args: list[str], pipes: list[int], cgroup: str | None = None
+    ) -> None:
         self.zygote = zygote
         self.pid = pid
+        # The cgroup a spare made for its spec is in (the name of its directories): the host's
+        # to adopt. None: the host makes the worker's own.
+        self.cgroup = cgroup
         self.args = args
         self.returncode: int | None = None
         self._pidfd = pidfd
