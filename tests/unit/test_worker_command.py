@@ -87,10 +87,10 @@ def test_deno_keeps_no_code_cache_of_what_the_worker_evaluates(selftest: dict[st
 @pytest.mark.parametrize(
     ("max_memory", "jitless", "expected"),
     [
-        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless,--min-semi-space-size=2,--expose-gc"),
-        (64 * MiB, False, "--v8-flags=--max-old-space-size=48,--min-semi-space-size=2,--expose-gc"),
-        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless,--min-semi-space-size=2,--expose-gc"),
-        (None, False, "--v8-flags=--min-semi-space-size=2,--expose-gc"),
+        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
+        (64 * MiB, False, "--v8-flags=--max-old-space-size=48,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
+        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
+        (None, False, "--v8-flags=--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
     ],
 )
 def test_the_v8_heap_is_sized_from_max_memory(max_memory: int | None, jitless: bool, expected: str) -> None:
