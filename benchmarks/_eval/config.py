@@ -23,6 +23,7 @@ SECTION_UNITS = {
     "new_code_plain": "us",
     "big_result": "ms",
     "cold_start": "ms",
+    "cold_start_back_to_back": "ms",
     "cold_start_off": "ms",
     "warm_eval_unmonitored": "us",
     "warm_eval_async": "us",

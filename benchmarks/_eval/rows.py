@@ -159,6 +159,13 @@ ROWS = (
         targets=(Target(0.35, ISSUE20), Target(0.5, ISSUE7)),
     ),
     Row("cold_start_p90", "cold start to first result p90", "cold_start", "p90_ms", "ms"),
+    Row(
+        "cold_start_back_to_back_p50",
+        "cold start, each right after the last one's close p50",
+        "cold_start_back_to_back",
+        "p50_ms",
+        "ms",
+    ),
     Row("cold_start_off_p50", "cold start, ours with sandbox='off' p50", "cold_start_off", "p50_ms", "ms"),
     Row("deno_floor_p50", "ours: bare deno run of an empty script p50", "deno_floor", "p50_ms", "ms", has_ratio=False),
     Row("deno_floor_p90", "ours: bare deno run of an empty script p90", "deno_floor", "p90_ms", "ms", has_ratio=False),

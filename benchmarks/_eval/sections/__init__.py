@@ -20,6 +20,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("close", warm.close),
     Section("big_result", transfer.big_result),
     Section("cold_start", cold.cold_start),
+    Section("cold_start_back_to_back", cold.cold_start_back_to_back, WORKER_SIDES),
     Section("cold_start_unsandboxed", cold.cold_start_unsandboxed, OURS),
     Section("pool", pools.checkouts, WORKER_SIDES),
     Section("pool_setup", pools.pool_setup, OURS),
