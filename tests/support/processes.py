@@ -1,27 +1,44 @@
 """The worker processes a test can see: deno workers below a process, and every process this
-one started that is not the spawner's own."""
+one started that is not the spawner's own (its zygote, and the zygote's spare)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 
 import psutil
 
 from pydeno.host.process import spawner
 
 
+def is_spare(process: psutil.Process) -> bool:
+    """Whether process is a zygote's spare, a worker no runtime has taken yet: its parent, the
+    zygote, holds the other end of its stdin, which it hands to the host that takes it. It
+    tells a spare from a worker in any process, this one or a server's."""
+    try:
+        stdin = os.readlink(f"/proc/{process.pid}/fd/0")
+        parent = process.ppid()
+        return stdin.startswith("pipe:") and any(
+            os.readlink(f"/proc/{parent}/fd/{fd}") == stdin for fd in os.listdir(f"/proc/{parent}/fd")
+        )
+    except (OSError, psutil.Error):
+        return False
+
+
 def deno_workers(root: psutil.Process | None = None) -> list[psutil.Process]:
     """The deno workers below root (this process by default): its other descendants are the
-    spawner's own, and a ``deno cache`` that stages the worker's code at start."""
+    spawner's own (the zygote, its spare), and a ``deno cache`` that stages the worker's code
+    at start."""
     found = []
     for p in (root or psutil.Process()).children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if p.name() == "deno" and p.cmdline()[1:2] == ["run"]:
+            if p.name() == "deno" and p.cmdline()[1:2] == ["run"] and not is_spare(p):
                 found.append(p)
     return found
 
 
 def worker_pids() -> set[int]:
-    """The worker processes alive now (the spawner's zygote is kept between runtimes)."""
+    """The worker processes alive now (the spawner's zygote and its spare are kept between
+    runtimes)."""
     kept = spawner.infrastructure().processes
-    return {p.pid for p in psutil.Process().children(recursive=True)} - kept
+    return {p.pid for p in psutil.Process().children(recursive=True) if not is_spare(p)} - kept
