@@ -32,6 +32,8 @@ from typing import Any, Final
 import psutil
 import pytest
 
+from tests.support.processes import is_worker
+
 pytestmark = pytest.mark.slow
 
 INSPECTOR_PACKAGE: Final = "@modelcontextprotocol/inspector"
@@ -361,12 +363,6 @@ def _descendants(root: psutil.Process) -> list[psutil.Process]:
     return []
 
 
-def _is_worker(proc: psutil.Process) -> bool:
-    with contextlib.suppress(psutil.Error):
-        return bool(proc.name() == "deno" and proc.cmdline()[1:2] == ["run"])
-    return False
-
-
 def _is_server(proc: psutil.Process) -> bool:
     with contextlib.suppress(psutil.Error):
         return bool(proc.cmdline()[1:4] == ["-m", "pydeno", "mcp"])
@@ -394,7 +390,7 @@ def test_a_stdio_server_and_its_workers_are_gone_once_the_inspector_exits(inspec
                 if proc.pid not in seen:
                     seen[proc.pid] = proc
                     servers.update([proc.pid] if _is_server(proc) else [])
-                    workers.update([proc.pid] if _is_worker(proc) else [])
+                    workers.update([proc.pid] if is_worker(proc) else [])
             time.sleep(0.02)
         stdout, stderr = client.communicate(timeout=60)
     finally:
@@ -421,7 +417,7 @@ def test_a_stdio_server_stops_its_running_call_when_the_inspector_is_killed(insp
         # The call is running once there are two workers: its own, checked out of the pool of
         # one, and the one the pool started to take its place.
         left = wait_until(
-            lambda: (found := _descendants(root)) and sum(map(_is_worker, found)) >= 2 and found,
+            lambda: (found := _descendants(root)) and sum(map(is_worker, found)) >= 2 and found,
             "the call's worker and the pool's",
         )
         assert any(_is_server(p) for p in left), "never saw the server"
@@ -447,7 +443,7 @@ def test_an_http_call_is_stopped_with_its_worker_when_the_inspector_is_killed_du
         try:
             # Two workers: the call's own, checked out of the pool of one, and the pool's new one.
             running = wait_until(
-                lambda: len(found := [p for p in _descendants(server) if _is_worker(p)]) >= 2 and found,
+                lambda: len(found := [p for p in _descendants(server) if is_worker(p)]) >= 2 and found,
                 "the call's worker and the pool's",
             )
         finally:

@@ -25,16 +25,19 @@ def is_spare(process: psutil.Process) -> bool:
         return False
 
 
+def is_worker(process: psutil.Process) -> bool:
+    """Whether process is a deno worker some runtime has: not a zygote's spare, nor a ``deno
+    cache`` that stages the worker's code at start."""
+    with contextlib.suppress(psutil.Error):
+        return process.name() == "deno" and process.cmdline()[1:2] == ["run"] and not is_spare(process)
+    return False
+
+
 def deno_workers(root: psutil.Process | None = None) -> list[psutil.Process]:
     """The deno workers below root (this process by default): its other descendants are the
     spawner's own (the zygote, its spare), and a ``deno cache`` that stages the worker's code
     at start."""
-    found = []
-    for p in (root or psutil.Process()).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if p.name() == "deno" and p.cmdline()[1:2] == ["run"] and not is_spare(p):
-                found.append(p)
-    return found
+    return [p for p in (root or psutil.Process()).children(recursive=True) if is_worker(p)]
 
 
 def worker_pids() -> set[int]:

@@ -84,13 +84,17 @@ def test_deno_keeps_no_code_cache_of_what_the_worker_evaluates(selftest: dict[st
     assert argv.index("--no-code-cache") < argv.index("/w/main.ts")
 
 
+# What every worker's V8 starts with, after the heap's flags.
+COMMON_FLAGS = "--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"
+
+
 @pytest.mark.parametrize(
     ("max_memory", "jitless", "expected"),
     [
-        (512 * MiB, True, "--v8-flags=--max-old-space-size=384,--jitless,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
-        (64 * MiB, False, "--v8-flags=--max-old-space-size=48,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
-        (16 * MiB, True, "--v8-flags=--max-old-space-size=16,--jitless,--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
-        (None, False, "--v8-flags=--min-semi-space-size=2,--expose-gc,--no-enable-lazy-source-positions"),
+        (512 * MiB, True, f"--v8-flags=--max-old-space-size=384,--jitless,{COMMON_FLAGS}"),
+        (64 * MiB, False, f"--v8-flags=--max-old-space-size=48,{COMMON_FLAGS}"),
+        (16 * MiB, True, f"--v8-flags=--max-old-space-size=16,--jitless,{COMMON_FLAGS}"),
+        (None, False, f"--v8-flags={COMMON_FLAGS}"),
     ],
 )
 def test_the_v8_heap_is_sized_from_max_memory(max_memory: int | None, jitless: bool, expected: str) -> None:
