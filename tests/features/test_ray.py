@@ -37,7 +37,7 @@ from pydeno._pools.core import PoolCore
 from pydeno._pools.retry.policy import gave_up
 from pydeno.ray._actor import HOLD_LIMIT
 from pydeno.ray._dispatch import Actors
-from tests.support.processes import deno_workers
+from tests.support.processes import deno_workers, is_worker
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -81,6 +81,16 @@ def actor_infos(pool: Any) -> list[dict[str, Any]]:
 
 def processes_of(infos: list[dict[str, Any]], name: str | None = None) -> dict[int, float]:
     return {p["pid"]: p["create_time"] for info in infos for p in info["processes"] if name in (None, p["name"])}
+
+
+def workers_of(infos: list[dict[str, Any]]) -> dict[int, float]:
+    """The actors' deno workers: not their zygotes' spares, which go with the zygote."""
+    found = {}
+    for pid, created in processes_of(infos, "deno").items():
+        with contextlib.suppress(psutil.Error):
+            if is_worker(psutil.Process(pid)):
+                found[pid] = created
+    return found
 
 
 def checkouts(pool: Any, index: int = 0) -> int:
@@ -799,7 +809,7 @@ def test_close_kills_every_worker_and_actor_of_the_pool_and_refuses_more_work(ow
     assert pool.map(["1", "2", "3"]) == [1, 2, 3]
     # The pool keeps two spares ready: wait until its workers are up again.
     deadline = time.monotonic() + 20
-    while len(deno := processes_of(infos := actor_infos(pool), "deno")) < 2:
+    while len(deno := workers_of(infos := actor_infos(pool))) < 2:
         assert time.monotonic() < deadline, "the actor's pool never refilled"
         time.sleep(0.05)
     pool.close()
