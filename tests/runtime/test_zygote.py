@@ -372,6 +372,17 @@ def test_the_next_worker_is_the_spare_the_zygote_started_before_it_was_asked() -
         assert psutil.Process(spare).uids().real != 0
 
 
+def test_the_zygote_keeps_no_end_of_a_spares_pipes_once_it_has_handed_it_over() -> None:
+    # Else the worker would never see end of file on its stdin when the host closes it.
+    spare = _spare_after()
+    held = {os.readlink(f"/proc/{spare}/fd/{fd}") for fd in (0, 1, 2)}
+    with pydeno.Runtime() as rt:
+        assert rt.eval("1") == 1
+        assert _worker(rt).pid == spare
+        zygote = _zygote_pid()
+        assert not held & {os.readlink(f"/proc/{zygote}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote}/fd")}
+
+
 def test_a_spare_is_in_a_cgroup_of_its_own_before_it_is_asked_and_the_host_adopts_it() -> None:
     spare = _spare_after(max_memory="96MiB")
     before = {name for name in _groups(spare) if name.startswith(f"pydeno-{os.getpid()}-s")}

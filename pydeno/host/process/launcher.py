@@ -6,7 +6,10 @@ Run as ``python -I -S pydeno/host/process/launcher.py SPEC`` where SPEC is a hex
     {"parent": <host pid>, "mode": "require" | "best_effort", "read": [...], "execute": [...],
      "env": {...}, "argv": [deno, ...], "argv0": <what deno's argv[0] says>,
      "files": <the staging directory, opened as WORKER_FILES_FD for deno> | None,
-     "simulate": {<layer>: <reason>}, "silent": [<layer>]}
+     "simulate": {<layer>: <reason>}, "silent": [<layer>],
+     "memory_cap": <bytes> | None, "thread_cap": <count> | None (the zygote's, below),
+     "cgroups": [<a parent directory per controller of the worker's own cgroup>] (the
+     zygote makes a spare's group under each)}
 
 It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
 between fork and exec in a threaded process can deadlock. Here the process is a fresh,
@@ -35,9 +38,10 @@ marshalled tuple:
     host -> zygote   ("spawn", SPEC)
                      ("release", pid): the host is done with that worker; reap it
     zygote -> host   ("ready", pid) once, first; or ("unavailable", why) and exit
-                     ("spawned", pid) with the worker's pidfd and the host's ends of its
-                     three pipes attached (its stdin's write end, its stdout's and stderr's
-                     read ends), or ("failed", errno, text)
+                     ("spawned", pid, cgroup) with the worker's pidfd and the host's ends of
+                     its three pipes attached (its stdin's write end, its stdout's and
+                     stderr's read ends), cgroup the name of the group a spare is in (or
+                     None); or ("failed", errno, text)
                      ("overlimit", pid, what, value) when it killed a worker over a cap:
                      what is "memory" (value: its resident size) or "threads" (its count)
                      ("exit", pid, returncode) when a worker ends (negative: its signal)
