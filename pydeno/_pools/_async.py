@@ -198,8 +198,10 @@ class AsyncSandboxPool(NeedsAsyncWith):
                     failure = started.error if isinstance(started, SetupFailed) else started
                     # Another starts only when a checkout asks that had not when this one
                     # began (see PoolCore.wanted): a machine that refuses workers must not be
-                    # hammered in the background.
-                    core.failure, core.failed_for = failure, asked
+                    # hammered in the background. A streak of failed setups is the answer of
+                    # every checkout waiting now, whenever it asked: the setup is what fails.
+                    core.failure = failure
+                    core.failed_for = core.requests if isinstance(started, SetupFailed) else asked
                     self._cond.notify_all()
                     continue
                 rt = started

@@ -23,9 +23,9 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host.process import spawner
 from pydeno.host.process.spec import WorkerConfig
 from pydeno.host.process.worker import WorkerProcess
+from tests.support.processes import worker_pids
 
 # Real workers by the hundred: outside the fast subset (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -57,8 +57,8 @@ def kill_worker(rt: pydeno.Runtime | pydeno.AsyncRuntime) -> None:
 
 def children() -> set[int]:
     """Live processes below this one (zombies count: they are not reaped yet), but for the
-    zygote, which the process keeps between runtimes."""
-    return {p.pid for p in psutil.Process().children(recursive=True)} - spawner.infrastructure().processes
+    zygote and its spare, which the process keeps between runtimes."""
+    return worker_pids()
 
 
 def poll_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
