@@ -144,7 +144,7 @@ class Spawner:
         zygote, thread = self.zygote, self._thread
         live = zygote is not None and zygote.socket.fileno() >= 0
         return Infrastructure(
-            # The zygote, and the spare it keeps forked ahead of the next request.
+            # The zygote, and the spare worker it keeps started ahead of the next request.
             processes=frozenset([zygote.popen.pid, *zygote.spare_pids()] if zygote is not None else []),
             descriptors=frozenset([zygote.fd] if live and zygote is not None else []),
             threads=frozenset([thread.ident] if thread is not None and thread.ident is not None else []),
@@ -281,8 +281,9 @@ class Spawner:
 
 
 class Infrastructure(NamedTuple):
-    """What a host process keeps between runtimes, by design: the zygote's process, the host's
-    end of its socket, and the spawner thread (by ident). Only these may outlive a runtime."""
+    """What a host process keeps between runtimes, by design: the zygote's process and its
+    spare's, the host's end of its socket, and the spawner thread (by ident). Only these may
+    outlive a runtime."""
 
     processes: frozenset[int]
     descriptors: frozenset[int]
