@@ -338,7 +338,8 @@ def _spare_after(**options: object) -> int:
 def _waiting_for_its_settings(pid: int) -> bool:
     """Whether pid is deno, started and asleep in its read of stdin (its settings)."""
     process = psutil.Process(pid)
-    return process.name() == "deno" and _eventually(lambda: process.status() == psutil.STATUS_SLEEPING)
+    # Until its execve it is the launcher's interpreter, confining itself.
+    return _eventually(lambda: process.name() == "deno" and process.status() == psutil.STATUS_SLEEPING)
 
 
 def _groups(pid: int) -> set[str]:
