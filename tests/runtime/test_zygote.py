@@ -336,10 +336,17 @@ def _spare_after(**options: object) -> int:
 
 
 def _waiting_for_its_settings(pid: int) -> bool:
-    """Whether pid is deno, started and asleep in its read of stdin (its settings)."""
+    """Whether pid is deno, started and blocked in its read of stdin (its settings): the
+    kernel names the syscall a process sleeps in, read (0) of descriptor 0."""
     process = psutil.Process(pid)
+
+    def reading_stdin() -> bool:
+        with contextlib.suppress(OSError):
+            return Path(f"/proc/{pid}/syscall").read_text().split()[:2] == ["0", "0x0"]
+        return False
+
     # Until its execve it is the launcher's interpreter, confining itself.
-    return _eventually(lambda: process.name() == "deno" and process.status() == psutil.STATUS_SLEEPING)
+    return _eventually(lambda: process.name() == "deno" and reading_stdin())
 
 
 def _groups(pid: int) -> set[str]:
