@@ -23,7 +23,9 @@ import psutil
 import pytest
 
 import pydeno
-from pydeno.host.process.spec import WorkerConfig
+from pydeno.host.process import spawner
+from pydeno.host.process.child import Child
+from pydeno.host.process.spec import Command, WorkerConfig
 from pydeno.host.process.worker import WorkerProcess
 from tests.support.processes import worker_pids
 
@@ -107,6 +109,19 @@ def spawns(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(WorkerProcess, "__init__", counting)
     return started
+
+
+@pytest.fixture
+def slow_starts(launch: Launcher) -> None:
+    """Every worker's process starts half a second later (in the spawner thread), so that a
+    test can act while a worker is starting: one the zygote started ahead is otherwise ready
+    in milliseconds."""
+
+    def start(command: Command, environment: dict[str, str]) -> Child:
+        time.sleep(0.5)
+        return spawner.spawner().start_process(command, environment)
+
+    launch(start=start)
 
 
 # -- SandboxPool ----------------------------------------------------------------------------
@@ -331,6 +346,7 @@ def test_close_kills_every_worker_it_started_checked_out_or_idle() -> None:
         pool.close()
 
 
+@pytest.mark.usefixtures("slow_starts")
 def test_close_kills_a_worker_that_is_still_starting() -> None:
     baseline = children()
     with pydeno.SandboxPool(size=1) as pool:
@@ -738,6 +754,7 @@ def test_async_close_kills_every_worker_it_started_checked_out_or_idle(backend: 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.usefixtures("slow_starts")
 def test_async_close_kills_a_worker_that_is_still_starting(backend: str) -> None:
     baseline = children()
     leftover: list[set[int]] = []
