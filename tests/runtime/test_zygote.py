@@ -441,6 +441,22 @@ def test_a_spare_that_died_waiting_is_replaced_by_a_fresh_start() -> None:
         assert _worker(rt).pid != spare
 
 
+def test_a_spare_no_runtime_takes_within_its_idle_time_is_ended_with_its_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Starts have stopped coming: the host gets the spare's memory back, zygote or not.
+    monkeypatch.setattr(spec, "SPARE_IDLE_SECONDS", 1.0)
+    spare = _spare_after()
+    mine = {name for name in _groups(spare) if name.startswith(f"pydeno-{os.getpid()}-s")}
+    assert _eventually(lambda: _gone(spare))
+    zygote = spawner_module.spawner().zygote
+    assert zygote is not None and not zygote.gone
+    assert _eventually(lambda: not zygote.spare_pids())
+    assert _eventually(lambda: [e for e, _, _ in os.walk("/sys/fs/cgroup") if Path(e).name in mine] == [])
+    with pydeno.Runtime() as rt:
+        assert rt.eval("1 + 1") == 2
+
+
 def test_the_groups_made_for_spares_go_with_the_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
     spare = _spare_after()
     mine = {name for name in _groups(spare) if name.startswith(f"pydeno-{os.getpid()}-s")}

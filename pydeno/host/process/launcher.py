@@ -9,7 +9,8 @@ Run as ``python -I -S pydeno/host/process/launcher.py SPEC`` where SPEC is a hex
      "simulate": {<layer>: <reason>}, "silent": [<layer>],
      "memory_cap": <bytes> | None, "thread_cap": <count> | None (the zygote's, below),
      "cgroups": [<a parent directory per controller of the worker's own cgroup>] (the
-     zygote makes a spare's group under each)}
+     zygote makes a spare's group under each), "spare_idle": <seconds a spare waits for a
+     request; absent or 0: the zygote starts none>}
 
 It is a separate program, not ``preexec_fn``: the host is threaded, and running Python
 between fork and exec in a threaded process can deadlock. Here the process is a fresh,
@@ -62,7 +63,9 @@ do without them is done. So once two requests in a row have asked for one spec, 
 starts a spare for it, ahead of the next request: a worker started as that spec says, layers,
 self-test, deno and all, its pipes held here until a request takes it. A request for the same
 spec is handed the spare as its worker, most of deno's start behind it; any other request
-ends the spare and forks as before. A spare that fails (a layer refused, say) writes why to
+ends the spare and forks as before, and so does a spec's "spare_idle" passing with no
+request (starts have stopped coming: it would hold a worker's memory for nothing). A spare
+that fails (a layer refused, say) writes why to
 its own stderr and exits, and is replaced by a fresh start that says the same. An exited
 worker stays a zombie until the host releases it, so its pid (and process group) cannot be
 reused while the host may still signal it.
@@ -288,6 +291,8 @@ class _Server:
         self.doomed: list[str] = []
         self.next_spare: dict[str, Any] | None = None
         self.asked: str | None = None
+        # When the spare is ended if no request has taken it (its spec's "spare_idle").
+        self.spare_until = 0.0
         self.say("ready", self.pid)
 
     def run(self) -> None:
@@ -297,6 +302,9 @@ class _Server:
             wait = None
             if self.caps or self.doomed:
                 wait = max(0, int((checked + CAP_INTERVAL - time.monotonic()) * 1000) + 1)
+            if self.spare is not None:
+                idle = max(0, int((self.spare_until - time.monotonic()) * 1000) + 1)
+                wait = idle if wait is None else min(wait, idle)
             for fd, events in self.poller.poll(wait):
                 if fd != sock_fd:
                     self.child_exited(fd)
@@ -309,6 +317,10 @@ class _Server:
                 checked = time.monotonic()
                 self.check_caps()
                 self.doomed = [d for d in self.doomed if not _removed(d)]
+            if self.spare is not None and time.monotonic() >= self.spare_until:
+                # No request took it in its idle time: starts have stopped coming, and it
+                # would hold a worker's memory for nothing.
+                self.end_spare()
             if self.next_spare is not None:
                 spec, self.next_spare = self.next_spare, None
                 self.make_spare(spec)
@@ -434,18 +446,27 @@ class _Server:
         if self.spare is None:
             return None
         pid, pidfd, pipes, started_for, group = self.spare
+        if started_for != key:
+            self.end_spare()
+            return None
         self.spare = None
-        if started_for == key:
-            del self.spares[pidfd]
-            return pid, pidfd, pipes, group
+        del self.spares[pidfd]
+        return pid, pidfd, pipes, group
+
+    def end_spare(self) -> None:
+        """End the spare: it is reaped once it has exited, and its cgroup removed."""
+        if self.spare is None:
+            return
+        pid, _, pipes, _, _ = self.spare
+        self.spare = None
         _close(pipes)
         _quietly(os.killpg, pid, platform.SIGKILL)
         _quietly(os.kill, pid, platform.SIGKILL)
-        return None
 
     def make_spare(self, spec: dict[str, Any]) -> None:
         """Start the spare for spec: a worker no request has asked for yet."""
-        if self.spare is not None:
+        idle = float(spec.get("spare_idle") or 0)
+        if self.spare is not None or idle <= 0:
             return
         group: str | None = None
         dirs: list[str] = []
@@ -462,6 +483,7 @@ class _Server:
             return
         self.spares[pidfd] = (pid, dirs)
         self.spare = (pid, pidfd, pipes, _key(spec), group)
+        self.spare_until = time.monotonic() + idle
         self.say("spare", pid)
 
     def child(self, spec: dict[str, Any], fds: list[int], group: Sequence[str]) -> None:

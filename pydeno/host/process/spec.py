@@ -70,6 +70,10 @@ YOUNG_SEMI_SPACE_MIB: Final = 2
 # a runtime repeating one eval would collect every few looks, for nothing, a pause of several
 # milliseconds each time.
 MEMORY_GROWTH_BYTES: Final = (2 * YOUNG_SEMI_SPACE_MIB + 1) * MiB
+# How long the zygote's spare (a worker started ahead, launcher.py) waits for a runtime to
+# take it before the zygote ends it: as long as the zygote outlives its last worker. A host
+# that has stopped starting runtimes gets the spare's memory back; read at each spec made.
+SPARE_IDLE_SECONDS = 30.0
 
 
 class WorkerConfig(NamedTuple):
@@ -281,6 +285,7 @@ def confined(
             "thread_cap": None if config.cgroups else config.max_threads,
             # Where the zygote makes a cgroup for a spare it starts for this spec.
             "cgroups": list(config.cgroups),
+            "spare_idle": SPARE_IDLE_SECONDS,
             # The launcher opens the base as WORKER_FILES_FD for deno to read the worker's
             # files from.
             "argv": config.argv(deno, found.served(WORKER_FILES_FD), own),
