@@ -12,14 +12,18 @@ from pydeno.host.process import spawner
 
 
 def is_spare(process: psutil.Process) -> bool:
-    """Whether process is a zygote's spare, a worker no runtime has taken yet: its parent, the
-    zygote, holds the other end of its stdin, which it hands to the host that takes it. It
-    tells a spare from a worker in any process, this one or a server's."""
+    """Whether process is a zygote's spare, a worker no runtime has taken yet: its parent is a
+    zygote (``launcher.py serve``), and holds the other end of its stdin, which it hands to the
+    host that takes it. A worker the host started itself (``sandbox="off"``) is no spare,
+    though its parent holds its stdin too. It tells a spare from a worker in any process,
+    this one or a server's."""
     try:
+        parent = psutil.Process(process.ppid())
+        if "serve" not in parent.cmdline() or not any(arg.endswith("launcher.py") for arg in parent.cmdline()):
+            return False
         stdin = os.readlink(f"/proc/{process.pid}/fd/0")
-        parent = process.ppid()
         return stdin.startswith("pipe:") and any(
-            os.readlink(f"/proc/{parent}/fd/{fd}") == stdin for fd in os.listdir(f"/proc/{parent}/fd")
+            os.readlink(f"/proc/{parent.pid}/fd/{fd}") == stdin for fd in os.listdir(f"/proc/{parent.pid}/fd")
         )
     except (OSError, psutil.Error):
         return False

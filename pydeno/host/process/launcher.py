@@ -65,10 +65,9 @@ self-test, deno and all, its pipes held here until a request takes it. A request
 spec is handed the spare as its worker, most of deno's start behind it; any other request
 ends the spare and forks as before, and so does a spec's "spare_idle" passing with no
 request (starts have stopped coming: it would hold a worker's memory for nothing). A spare
-that fails (a layer refused, say) writes why to
-its own stderr and exits, and is replaced by a fresh start that says the same. An exited
-worker stays a zombie until the host releases it, so its pid (and process group) cannot be
-reused while the host may still signal it.
+that fails (a layer refused, say) writes why to its own stderr and exits, and is replaced by a
+fresh start that says the same. An exited worker stays a zombie until the host releases it,
+so its pid (and process group) cannot be reused while the host may still signal it.
 
 Where the host could give a worker no cgroup of its own, its spec carries a ``memory_cap``
 and a ``thread_cap``: the zygote then samples that worker's resident size and thread count
@@ -80,6 +79,7 @@ whenever it gets to run.
 
 from __future__ import annotations
 
+import errno
 import marshal
 import os
 import sys
@@ -601,11 +601,13 @@ def _key(spec: dict[str, Any]) -> str:
 
 
 def _removed(directory: str) -> bool:
-    """Whether a cgroup directory is gone now (or cannot go for good)."""
+    """Whether a cgroup directory is gone now (or cannot go for good). One try: the zygote
+    must not sleep, as the host's removal of a group does (cgroup.py), while a task leaves it;
+    the loop tries again at its next turn."""
     try:
         os.rmdir(directory)
     except OSError as exc:
-        return exc.errno != 16  # EBUSY: a task is still leaving it
+        return exc.errno != errno.EBUSY
     return True
 
 
